@@ -1,0 +1,21 @@
+use std::time::Duration;
+
+/// The answer for one limit: allowed or not, and what to tell the client.
+///
+/// A denial is data, not an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// Whether the request fits.
+    pub allowed: bool,
+    /// The most requests the client may send at once under this limit (its quota, or the
+    /// token bucket's burst).
+    pub limit: u64,
+    /// Requests the client may still send right now; never overstated.
+    pub remaining: u64,
+    /// Time until the limit is back to its full allowance.
+    pub reset_after: Duration,
+    /// When denied: the time after which the same request is admitted (exact to the
+    /// nanosecond). Zero when allowed. A request that can never be admitted (a cost above
+    /// the limit, or a limit of 0) reports one period.
+    pub retry_after: Duration,
+}

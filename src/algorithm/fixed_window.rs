@@ -1,0 +1,78 @@
+use super::{Decision, Quota};
+use crate::clock::Nanos;
+use std::time::Duration;
+
+/// Fixed window state: the count of requests in the current window.
+///
+/// Windows are aligned to multiples of the period since the Unix epoch, so a minute window
+/// starts at `:00` on every server and a day window at midnight UTC. 16 bytes per key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedWindow {
+    window: u64,
+    count: u64,
+}
+
+impl FixedWindow {
+    /// Counts `cost` requests in the window of `now` if they fit.
+    pub fn acquire(
+        state: Option<&FixedWindow>,
+        now: Nanos,
+        quota: &Quota,
+        cost: u64,
+    ) -> (FixedWindow, Decision) {
+        let period = quota.period_nanos();
+        let window = now.as_u64() / period;
+        let count = match state {
+            Some(s) if s.window == window => s.count,
+            _ => 0,
+        };
+        let window_end = Nanos::new(window.saturating_add(1).saturating_mul(period));
+        let until_next_window = window_end.since(now);
+        let allowed = count.saturating_add(cost) <= quota.limit();
+        let count = if allowed { count + cost } else { count };
+        let retry_after = if allowed {
+            Duration::ZERO
+        } else if cost > quota.limit() {
+            quota.period()
+        } else {
+            until_next_window
+        };
+        let decision = Decision {
+            allowed,
+            limit: quota.limit(),
+            remaining: quota.limit() - count,
+            reset_after: if count == 0 { Duration::ZERO } else { until_next_window },
+            retry_after,
+        };
+        (FixedWindow { window, count }, decision)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: u64 = 1_000_000_000;
+
+    #[test]
+    fn windows_align_to_the_period() {
+        let quota = Quota::new(1, Duration::from_secs(60));
+        let (state, first) = FixedWindow::acquire(None, Nanos::new(59 * SECOND), &quota, 1);
+        assert!(first.allowed);
+        assert_eq!(first.reset_after, Duration::from_secs(1));
+        let (_, second) = FixedWindow::acquire(Some(&state), Nanos::new(59 * SECOND + 1), &quota, 1);
+        assert!(!second.allowed);
+        assert_eq!(second.retry_after, Duration::from_nanos(SECOND - 1));
+        let (_, next_window) = FixedWindow::acquire(Some(&state), Nanos::new(60 * SECOND), &quota, 1);
+        assert!(next_window.allowed);
+    }
+
+    #[test]
+    fn cost_above_limit_is_never_admitted() {
+        let quota = Quota::new(5, Duration::from_secs(1));
+        let (_, decision) = FixedWindow::acquire(None, Nanos::new(0), &quota, 6);
+        assert!(!decision.allowed);
+        assert_eq!(decision.remaining, 5);
+        assert_eq!(decision.retry_after, Duration::from_secs(1));
+    }
+}

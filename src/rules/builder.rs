@@ -1,0 +1,244 @@
+//! Rules in Rust, compiled through the same validation as a file.
+
+use super::file::{
+    unlocated, RawClassifierEntry, RawClientIp, RawDescriptor, RawRateLimit, RawReplaces, RawRules, RawSingleSource, RawSource,
+};
+use super::{OnStoreError, RuleErrors, Rules, Unit};
+use crate::algorithm::Algorithm;
+use std::time::Duration;
+
+/// Builds [`Rules`] without a file.
+///
+/// ```
+/// use tollgate::algorithm::Algorithm;
+/// use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, SourceSpec, Unit};
+///
+/// let rules = Rules::builder("demo")
+///     .source("user_id", SourceSpec::header("x-user-id"))
+///     .trusted_proxy("10.0.0.0/8")
+///     .descriptor(DescriptorSpec::key("remote_address").rate_limit(
+///         LimitSpec::per(Unit::Second, 20).algorithm(Algorithm::TokenBucket).burst(40),
+///     ))
+///     .descriptor(DescriptorSpec::key("user_id").rate_limit(LimitSpec::per(Unit::Minute, 100)))
+///     .build()?;
+/// assert_eq!(rules.limits().len(), 2);
+/// # Ok::<(), tollgate::rules::RuleErrors>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct RulesBuilder {
+    raw: RawRules,
+}
+
+impl RulesBuilder {
+    pub(super) fn new(domain: impl Into<String>) -> Self {
+        RulesBuilder {
+            raw: RawRules {
+                domain: unlocated(domain.into()),
+                sources: Default::default(),
+                client_ip: None,
+                defaults: Default::default(),
+                response: Default::default(),
+                descriptors: Vec::new(),
+            },
+        }
+    }
+
+    /// Declares where the value of descriptor key `name` comes from.
+    pub fn source(mut self, name: impl Into<String>, source: SourceSpec) -> Self {
+        self.raw.sources.insert(name.into(), unlocated(source.0));
+        self
+    }
+
+    /// Trusts forwarding headers from peers in `cidr` (an address or a CIDR block).
+    pub fn trusted_proxy(mut self, cidr: impl Into<String>) -> Self {
+        let client_ip = self.raw.client_ip.get_or_insert_with(|| unlocated(RawClientIp::default()));
+        client_ip.value.trusted_proxies.push(unlocated(cidr.into()));
+        self
+    }
+
+    /// Groups IPv6 clients by this prefix length (default 64).
+    pub fn ipv6_prefix(mut self, prefix: u8) -> Self {
+        let client_ip = self.raw.client_ip.get_or_insert_with(|| unlocated(RawClientIp::default()));
+        client_ip.value.ipv6_prefix = Some(unlocated(prefix));
+        self
+    }
+
+    /// The algorithm of limits that name none (default `fixed_window`, as in Envoy).
+    pub fn default_algorithm(mut self, algorithm: Algorithm) -> Self {
+        self.raw.defaults.algorithm = Some(algorithm);
+        self
+    }
+
+    /// What to do when the store fails (default: allow).
+    pub fn on_store_error(mut self, policy: OnStoreError) -> Self {
+        self.raw.defaults.on_store_error = Some(policy);
+        self
+    }
+
+    /// Sends the IETF `RateLimit-Policy` and `RateLimit` fields.
+    pub fn ietf_headers(mut self, enabled: bool) -> Self {
+        self.raw.response.ietf_headers = enabled;
+        self
+    }
+
+    /// Sends `X-Ratelimit-Reset`.
+    pub fn reset_header(mut self, enabled: bool) -> Self {
+        self.raw.response.reset_header = enabled;
+        self
+    }
+
+    /// Adds a top-level descriptor entry.
+    pub fn descriptor(mut self, descriptor: DescriptorSpec) -> Self {
+        self.raw.descriptors.push(unlocated(descriptor.0));
+        self
+    }
+
+    /// Validates and compiles the rules.
+    ///
+    /// # Errors
+    ///
+    /// Every mistake, each with the path of the entry (there are no lines without a file).
+    pub fn build(self) -> Result<Rules, RuleErrors> {
+        super::compile::compile(self.raw)
+    }
+}
+
+/// Where a descriptor key's value comes from; see [`RulesBuilder::source`].
+#[derive(Debug, Clone)]
+pub struct SourceSpec(RawSource);
+
+impl SourceSpec {
+    /// A request header.
+    pub fn header(name: impl Into<String>) -> Self {
+        SourceSpec(RawSource::Single(RawSingleSource::Header(name.into())))
+    }
+
+    /// A query-string parameter.
+    pub fn query(name: impl Into<String>) -> Self {
+        SourceSpec(RawSource::Single(RawSingleSource::Query(name.into())))
+    }
+
+    /// The [`Identity`](crate::source::Identity) an authentication layer stored in the request.
+    pub fn identity() -> Self {
+        SourceSpec(RawSource::Single(RawSingleSource::Identity))
+    }
+
+    /// A classifier: `(value, method, path pattern)` entries, the first match giving the value.
+    pub fn classifier<'a>(entries: impl IntoIterator<Item = (&'a str, Option<&'a str>, Option<&'a str>)>) -> Self {
+        let entries = entries
+            .into_iter()
+            .map(|(value, method, path)| RawClassifierEntry {
+                value: value.to_owned(),
+                method: method.map(str::to_owned),
+                path: path.map(str::to_owned),
+            })
+            .collect();
+        SourceSpec(RawSource::Classifier(entries))
+    }
+}
+
+/// A descriptor entry; see [`RulesBuilder::descriptor`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct DescriptorSpec(RawDescriptor);
+
+impl DescriptorSpec {
+    /// An entry for descriptor key `key`, matching every value (each limited separately).
+    pub fn key(key: impl Into<String>) -> Self {
+        DescriptorSpec(RawDescriptor {
+            key: unlocated(key.into()),
+            value: None,
+            rate_limit: None,
+            shadow_mode: false,
+            descriptors: Vec::new(),
+        })
+    }
+
+    /// Matches only this value (or, ending in `*`, values with this prefix).
+    pub fn value(mut self, value: impl Into<String>) -> Self {
+        self.0.value = Some(unlocated(value.into()));
+        self
+    }
+
+    /// The limit of this entry.
+    pub fn rate_limit(mut self, limit: LimitSpec) -> Self {
+        self.0.rate_limit = Some(unlocated(limit.0));
+        self
+    }
+
+    /// Only report would-be denials.
+    pub fn shadow_mode(mut self, shadow: bool) -> Self {
+        self.0.shadow_mode = shadow;
+        self
+    }
+
+    /// Nests an entry under this one.
+    pub fn nested(mut self, descriptor: DescriptorSpec) -> Self {
+        self.0.descriptors.push(unlocated(descriptor.0));
+        self
+    }
+}
+
+/// A rate limit; see [`DescriptorSpec::rate_limit`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct LimitSpec(RawRateLimit);
+
+impl LimitSpec {
+    /// `requests` per `unit`.
+    pub fn per(unit: Unit, requests: u64) -> Self {
+        LimitSpec(RawRateLimit {
+            unit: Some(unlocated(unit)),
+            requests_per_unit: Some(unlocated(requests)),
+            ..RawRateLimit::default()
+        })
+    }
+
+    /// `requests` per `period`, in whole milliseconds.
+    pub fn every(period: Duration, requests: u64) -> Self {
+        LimitSpec(RawRateLimit {
+            period: Some(unlocated(format!("{}ms", period.as_millis()))),
+            requests_per_unit: Some(unlocated(requests)),
+            ..RawRateLimit::default()
+        })
+    }
+
+    /// No limit: requests that match are never limited.
+    pub fn unlimited() -> Self {
+        LimitSpec(RawRateLimit {
+            unlimited: true,
+            ..RawRateLimit::default()
+        })
+    }
+
+    /// Multiplies the unit (e.g. 5 × minute).
+    pub fn unit_multiplier(mut self, multiplier: u64) -> Self {
+        self.0.unit_multiplier = Some(unlocated(multiplier));
+        self
+    }
+
+    /// The algorithm (default: the rules' default).
+    pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
+        self.0.algorithm = Some(unlocated(algorithm));
+        self
+    }
+
+    /// The token bucket's capacity (default: the limit).
+    pub fn burst(mut self, burst: u64) -> Self {
+        self.0.burst = Some(unlocated(burst));
+        self
+    }
+
+    /// A name, for `replaces`, logs and headers.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.0.name = Some(unlocated(name.into()));
+        self
+    }
+
+    /// Drops the limit called `name` when both apply to a request.
+    pub fn replaces(mut self, name: impl Into<String>) -> Self {
+        self.0.replaces.push(unlocated(RawReplaces { name: name.into() }));
+        self
+    }
+}

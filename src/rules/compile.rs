@@ -1,0 +1,412 @@
+//! Validation: raw rules in, [`Rules`] out, or every error found.
+//!
+//! Each check is a small function that records what is wrong and carries on, so one run
+//! reports all the mistakes in a file.
+
+use super::error::{RuleError, RuleErrors};
+use super::file::{
+    Located, OnStoreError, RawClassifierEntry, RawClientIp, RawDescriptor, RawRateLimit, RawRules, RawSingleSource, RawSource,
+};
+use super::tree::{Group, Level, Node};
+use super::{Limit, Rate, ResponseOptions, Rules};
+use crate::algorithm::{Algorithm, Quota};
+use crate::source::{Classifier, ClientIpResolver, PathPattern, Source};
+use http::{HeaderName, Method};
+use ipnet::IpNet;
+use serde_saphyr::Location;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// How deep descriptors may nest; deeper trees are certainly mistakes.
+const MAX_DEPTH: usize = 16;
+/// The longest period a limit may have.
+const MAX_PERIOD: Duration = Duration::from_secs(100 * 365 * 86_400);
+/// The IPv6 prefix that groups one client, unless configured.
+const DEFAULT_IPV6_PREFIX: u8 = 64;
+
+pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
+    let mut compiler = Compiler {
+        errors: Vec::new(),
+        declared: HashMap::new(),
+        sources: Vec::new(),
+        source_ids: HashMap::new(),
+        limits: Vec::new(),
+        limit_sites: Vec::new(),
+        default_algorithm: raw.defaults.algorithm.unwrap_or(Algorithm::FixedWindow),
+        on_store_error: raw.defaults.on_store_error.unwrap_or_default(),
+    };
+    if raw.domain.value.trim().is_empty() {
+        compiler.error(raw.domain.referenced, "domain", "the domain must not be empty");
+    }
+    compiler.declare_sources(&raw.sources);
+    let client_ip = compiler.client_ip(raw.client_ip);
+    let root = compiler.level(&raw.descriptors, "descriptors", "", 1);
+    compiler.check_names();
+    if !compiler.errors.is_empty() {
+        return Err(RuleErrors::new(compiler.errors));
+    }
+    Ok(Rules {
+        domain: raw.domain.value,
+        sources: compiler.sources,
+        client_ip,
+        limits: compiler.limits,
+        root,
+        response: ResponseOptions {
+            ietf_headers: raw.response.ietf_headers,
+            reset_header: raw.response.reset_header,
+        },
+    })
+}
+
+struct Compiler {
+    errors: Vec<RuleError>,
+    /// Declared sources by name; `None` for one with errors (already reported).
+    declared: HashMap<String, Option<Source>>,
+    /// The sources that descriptor keys use, by id.
+    sources: Vec<(String, Source)>,
+    source_ids: HashMap<String, usize>,
+    limits: Vec<Limit>,
+    /// Where each limit is written, for errors found after the walk.
+    limit_sites: Vec<(Location, String)>,
+    default_algorithm: Algorithm,
+    on_store_error: OnStoreError,
+}
+
+impl Compiler {
+    fn error(&mut self, location: Location, path: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(RuleError::new(location, path, message));
+    }
+
+    fn declare_sources(&mut self, declared: &BTreeMap<String, Located<RawSource>>) {
+        for (name, raw) in declared {
+            if Source::builtin(name).is_some() {
+                let message = format!("`{name}` is a built-in key and cannot be redeclared");
+                self.error(raw.referenced, format!("sources.{name}"), message);
+            } else {
+                let source = self.source(name, raw);
+                self.declared.insert(name.clone(), source);
+            }
+        }
+    }
+
+    fn source(&mut self, name: &str, raw: &Located<RawSource>) -> Option<Source> {
+        let path = format!("sources.{name}");
+        match &raw.value {
+            RawSource::Single(RawSingleSource::Header(header)) => match HeaderName::from_bytes(header.as_bytes()) {
+                Ok(header) => Some(Source::Header(header)),
+                Err(_) => {
+                    self.error(raw.referenced, format!("{path}.header"), format!("`{header}` is not a valid header name"));
+                    None
+                }
+            },
+            RawSource::Single(RawSingleSource::Query(query)) if query.is_empty() => {
+                self.error(raw.referenced, format!("{path}.query"), "the query parameter name must not be empty");
+                None
+            }
+            RawSource::Single(RawSingleSource::Query(query)) => Some(Source::Query(query.clone())),
+            RawSource::Single(RawSingleSource::Identity) => Some(Source::Identity),
+            RawSource::Classifier(entries) => self.classifier(entries, raw.referenced, &path).map(Source::Classifier),
+        }
+    }
+
+    fn classifier(&mut self, entries: &[RawClassifierEntry], location: Location, path: &str) -> Option<Classifier> {
+        if entries.is_empty() {
+            self.error(location, path, "a classifier needs at least one entry");
+            return None;
+        }
+        let errors_before = self.errors.len();
+        let mut compiled = Vec::with_capacity(entries.len());
+        for (i, entry) in entries.iter().enumerate() {
+            let path = format!("{path}[{i}]");
+            if entry.value.is_empty() {
+                self.error(location, format!("{path}.value"), "the value must not be empty");
+            }
+            let method = entry.method.as_deref().and_then(|m| match Method::from_bytes(m.to_ascii_uppercase().as_bytes()) {
+                Ok(method) => Some(method),
+                Err(_) => {
+                    self.error(location, format!("{path}.method"), format!("`{m}` is not an HTTP method"));
+                    None
+                }
+            });
+            let pattern = entry.path.as_deref().and_then(|p| {
+                if p.starts_with('/') {
+                    Some(PathPattern::new(p))
+                } else {
+                    self.error(location, format!("{path}.path"), format!("`{p}` must start with `/`"));
+                    None
+                }
+            });
+            compiled.push((entry.value.clone(), method, pattern));
+        }
+        (self.errors.len() == errors_before).then(|| Classifier::new(compiled))
+    }
+
+    fn client_ip(&mut self, raw: Option<Located<RawClientIp>>) -> ClientIpResolver {
+        let raw = raw.map(|r| r.value).unwrap_or_default();
+        let mut trusted = Vec::new();
+        for (i, proxy) in raw.trusted_proxies.iter().enumerate() {
+            let text = proxy.value.trim();
+            match text.parse::<IpNet>().or_else(|_| text.parse::<IpAddr>().map(IpNet::from)) {
+                Ok(net) => trusted.push(net),
+                Err(_) => self.error(
+                    proxy.referenced,
+                    format!("client_ip.trusted_proxies[{i}]"),
+                    format!("`{text}` is neither an IP address nor a CIDR block"),
+                ),
+            }
+        }
+        let prefix = match raw.ipv6_prefix {
+            Some(prefix) if prefix.value == 0 || prefix.value > 128 => {
+                self.error(prefix.referenced, "client_ip.ipv6_prefix", "must be between 1 and 128");
+                DEFAULT_IPV6_PREFIX
+            }
+            Some(prefix) => prefix.value,
+            None => DEFAULT_IPV6_PREFIX,
+        };
+        ClientIpResolver::new(trusted, prefix)
+    }
+
+    fn source_id(&mut self, key: &Located<String>, path: &str) -> Option<usize> {
+        let name = key.value.as_str();
+        if let Some(&id) = self.source_ids.get(name) {
+            return Some(id);
+        }
+        let source = match Source::builtin(name) {
+            Some(source) => source,
+            None => match self.declared.get(name) {
+                Some(source) => source.clone()?,
+                None => {
+                    let message = format!(
+                        "unknown key `{name}`: declare it under `sources`, or use a built-in key ({})",
+                        Source::BUILTIN_NAMES.join(", ")
+                    );
+                    self.error(key.referenced, format!("{path}.key"), message);
+                    return None;
+                }
+            },
+        };
+        let id = self.sources.len();
+        self.sources.push((name.to_owned(), source));
+        self.source_ids.insert(name.to_owned(), id);
+        Some(id)
+    }
+
+    fn level(&mut self, descriptors: &[Located<RawDescriptor>], path: &str, parent: &str, depth: usize) -> Level {
+        let mut groups: Vec<Group> = Vec::new();
+        let mut seen = HashSet::new();
+        for (i, descriptor) in descriptors.iter().enumerate() {
+            let path = format!("{path}[{i}]");
+            let raw = &descriptor.value;
+            if depth > MAX_DEPTH {
+                self.error(descriptor.referenced, &path, format!("descriptors nest deeper than {MAX_DEPTH} levels"));
+                continue;
+            }
+            let value = raw.value.as_ref().map(|v| v.value.as_str());
+            if !seen.insert((raw.key.value.as_str(), value)) {
+                self.error(descriptor.referenced, &path, format!("duplicate entry for key `{}` and this value", raw.key.value));
+                continue;
+            }
+            let Some(source) = self.source_id(&raw.key, &path) else {
+                continue;
+            };
+            let entry = match value {
+                Some(value) => format!("{}={value}", raw.key.value),
+                None => raw.key.value.clone(),
+            };
+            let chain = if parent.is_empty() { entry } else { format!("{parent}/{entry}") };
+            let node = Node {
+                limit: self.limit(descriptor, &path, &chain),
+                children: self.level(&raw.descriptors, &format!("{path}.descriptors"), &chain, depth + 1),
+            };
+            let group_index = match groups.iter().position(|g| g.source == source) {
+                Some(index) => index,
+                None => {
+                    groups.push(Group {
+                        source,
+                        exact: HashMap::new(),
+                        prefixes: Vec::new(),
+                        key_only: None,
+                    });
+                    groups.len() - 1
+                }
+            };
+            let group = &mut groups[group_index];
+            match &raw.value {
+                None => group.key_only = Some(Box::new(node)),
+                Some(value) => match value.value.strip_suffix('*') {
+                    Some(prefix) if !prefix.contains('*') => group.prefixes.push((prefix.to_owned(), node)),
+                    _ if value.value.contains('*') => self.error(
+                        value.referenced,
+                        format!("{path}.value"),
+                        "a wildcard `*` may only end a value (`prefix*`)",
+                    ),
+                    _ => {
+                        group.exact.insert(value.value.clone(), node);
+                    }
+                },
+            }
+        }
+        for group in &mut groups {
+            group.prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        }
+        Level { groups }
+    }
+
+    fn limit(&mut self, descriptor: &Located<RawDescriptor>, path: &str, chain: &str) -> Option<usize> {
+        let raw = descriptor.value.rate_limit.as_ref()?;
+        let path = format!("{path}.rate_limit");
+        let rate = self.rate(&raw.value, raw.referenced, &path)?;
+        let name = raw.value.name.as_ref().map(|n| n.value.clone());
+        if name.as_deref().is_some_and(str::is_empty) {
+            self.error(raw.referenced, format!("{path}.name"), "the name must not be empty");
+        }
+        self.limits.push(Limit {
+            name,
+            descriptor: chain.to_owned(),
+            rate,
+            shadow: descriptor.value.shadow_mode,
+            on_store_error: self.on_store_error,
+            replaces: raw.value.replaces.iter().map(|r| r.value.name.clone()).collect(),
+        });
+        self.limit_sites.push((raw.referenced, path));
+        Some(self.limits.len() - 1)
+    }
+
+    fn rate(&mut self, raw: &RawRateLimit, location: Location, path: &str) -> Option<Rate> {
+        if raw.unlimited {
+            let extra = [
+                raw.unit.is_some(),
+                raw.unit_multiplier.is_some(),
+                raw.period.is_some(),
+                raw.requests_per_unit.is_some(),
+                raw.algorithm.is_some(),
+                raw.burst.is_some(),
+            ];
+            if extra.contains(&true) {
+                self.error(location, path, "`unlimited: true` takes no unit, period, requests_per_unit, algorithm or burst");
+                return None;
+            }
+            return Some(Rate::Unlimited);
+        }
+        let period = self.period(raw, location, path);
+        let Some(limit) = &raw.requests_per_unit else {
+            self.error(location, format!("{path}.requests_per_unit"), "missing (or set `unlimited: true`)");
+            return None;
+        };
+        let algorithm = raw.algorithm.as_ref().map_or(self.default_algorithm, |a| a.value);
+        let burst = match &raw.burst {
+            Some(burst) if algorithm != Algorithm::TokenBucket => {
+                self.error(burst.referenced, format!("{path}.burst"), format!("`burst` applies to token_bucket, not {algorithm}"));
+                return None;
+            }
+            Some(burst) if burst.value == 0 => {
+                self.error(burst.referenced, format!("{path}.burst"), "must be at least 1 (requests_per_unit: 0 denies everything)");
+                return None;
+            }
+            Some(burst) => burst.value,
+            None => limit.value,
+        };
+        let quota = Quota::new(limit.value, period?).with_burst(burst);
+        Some(Rate::Limited { quota, algorithm })
+    }
+
+    fn period(&mut self, raw: &RawRateLimit, location: Location, path: &str) -> Option<Duration> {
+        let period = match (&raw.unit, &raw.period) {
+            (Some(_), Some(period)) => {
+                self.error(period.referenced, format!("{path}.period"), "give either `unit` or `period`, not both");
+                return None;
+            }
+            (None, None) => {
+                self.error(location, format!("{path}.unit"), "missing: give a `unit` (second to year) or a `period` (e.g. 30s)");
+                return None;
+            }
+            (None, Some(period)) => {
+                if raw.unit_multiplier.is_some() {
+                    self.error(location, format!("{path}.unit_multiplier"), "`unit_multiplier` needs a `unit`");
+                    return None;
+                }
+                match parse_period(&period.value) {
+                    Some(duration) => duration,
+                    None => {
+                        self.error(
+                            period.referenced,
+                            format!("{path}.period"),
+                            format!("`{}` is not a period: write a positive number and ms, s, m, h or d (e.g. 30s)", period.value),
+                        );
+                        return None;
+                    }
+                }
+            }
+            (Some(unit), None) => {
+                let multiplier = raw.unit_multiplier.as_ref().map_or(1, |m| m.value);
+                if multiplier == 0 {
+                    self.error(location, format!("{path}.unit_multiplier"), "must be at least 1");
+                    return None;
+                }
+                Duration::from_secs(unit.value.seconds().saturating_mul(multiplier))
+            }
+        };
+        if period > MAX_PERIOD {
+            self.error(location, path, "the period is longer than 100 years");
+            return None;
+        }
+        Some(period)
+    }
+
+    fn check_names(&mut self) {
+        let mut names = HashSet::new();
+        let mut errors = Vec::new();
+        for (limit, (location, path)) in self.limits.iter().zip(&self.limit_sites) {
+            if let Some(name) = &limit.name {
+                if !names.insert(name.as_str()) {
+                    let message = format!("the name `{name}` is used twice");
+                    errors.push(RuleError::new(*location, format!("{path}.name"), message));
+                }
+            }
+        }
+        for (limit, (location, path)) in self.limits.iter().zip(&self.limit_sites) {
+            for replaced in &limit.replaces {
+                if !names.contains(replaced.as_str()) {
+                    let message = format!("`replaces` names `{replaced}`, but no rate limit has that name");
+                    errors.push(RuleError::new(*location, format!("{path}.replaces"), message));
+                }
+            }
+        }
+        self.errors.extend(errors);
+    }
+}
+
+/// `30s`, `500ms`, `5m`, `2h`, `1d`.
+fn parse_period(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let duration = match unit.trim() {
+        "ms" => Duration::from_millis(number),
+        "s" => Duration::from_secs(number),
+        "m" => Duration::from_secs(number.checked_mul(60)?),
+        "h" => Duration::from_secs(number.checked_mul(3_600)?),
+        "d" => Duration::from_secs(number.checked_mul(86_400)?),
+        _ => return None,
+    };
+    (!duration.is_zero()).then_some(duration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_period;
+    use std::time::Duration;
+
+    #[test]
+    fn periods_parse_with_units_and_reject_zero() {
+        assert_eq!(parse_period("30s"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_period("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_period("2h"), Some(Duration::from_secs(7_200)));
+        assert_eq!(parse_period("0s"), None);
+        assert_eq!(parse_period("s"), None);
+        assert_eq!(parse_period("10 fortnights"), None);
+        assert_eq!(parse_period("99999999999999999999d"), None);
+    }
+}

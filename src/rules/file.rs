@@ -1,0 +1,174 @@
+//! The rules file as written: serde types that reject unknown keys and keep each entry's
+//! location, so that [`compile`](super::compile) can point at the line of every mistake.
+
+use crate::algorithm::Algorithm;
+use serde::Deserialize;
+use serde_saphyr::{Location, Spanned};
+use std::collections::BTreeMap;
+
+/// A value with the place in the file it came from (unknown for rules built in Rust).
+pub(crate) type Located<T> = Spanned<T>;
+
+/// `value` without a location, for rules built in Rust.
+pub(crate) fn unlocated<T>(value: T) -> Located<T> {
+    Spanned::new(value, Location::UNKNOWN, Location::UNKNOWN)
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRules {
+    pub(crate) domain: Located<String>,
+    #[serde(default)]
+    pub(crate) sources: BTreeMap<String, Located<RawSource>>,
+    #[serde(default)]
+    pub(crate) client_ip: Option<Located<RawClientIp>>,
+    #[serde(default)]
+    pub(crate) defaults: RawDefaults,
+    #[serde(default)]
+    pub(crate) response: RawResponse,
+    #[serde(default)]
+    pub(crate) descriptors: Vec<Located<RawDescriptor>>,
+}
+
+/// A source: one of the single-value kinds, or a classifier (a list of entries).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawSource {
+    Classifier(Vec<RawClassifierEntry>),
+    Single(RawSingleSource),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub(crate) enum RawSingleSource {
+    Header(String),
+    Query(String),
+    Identity,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawClassifierEntry {
+    pub(crate) value: String,
+    #[serde(default)]
+    pub(crate) method: Option<String>,
+    #[serde(default)]
+    pub(crate) path: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawClientIp {
+    #[serde(default)]
+    pub(crate) trusted_proxies: Vec<Located<String>>,
+    #[serde(default)]
+    pub(crate) ipv6_prefix: Option<Located<u8>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDefaults {
+    #[serde(default)]
+    pub(crate) algorithm: Option<Algorithm>,
+    #[serde(default)]
+    pub(crate) on_store_error: Option<OnStoreError>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawResponse {
+    #[serde(default)]
+    pub(crate) ietf_headers: bool,
+    #[serde(default)]
+    pub(crate) reset_header: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDescriptor {
+    pub(crate) key: Located<String>,
+    #[serde(default)]
+    pub(crate) value: Option<Located<String>>,
+    #[serde(default)]
+    pub(crate) rate_limit: Option<Located<RawRateLimit>>,
+    #[serde(default)]
+    pub(crate) shadow_mode: bool,
+    #[serde(default)]
+    pub(crate) descriptors: Vec<Located<RawDescriptor>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRateLimit {
+    #[serde(default)]
+    pub(crate) name: Option<Located<String>>,
+    #[serde(default)]
+    pub(crate) unit: Option<Located<Unit>>,
+    #[serde(default)]
+    pub(crate) unit_multiplier: Option<Located<u64>>,
+    #[serde(default)]
+    pub(crate) period: Option<Located<String>>,
+    #[serde(default)]
+    pub(crate) requests_per_unit: Option<Located<u64>>,
+    #[serde(default)]
+    pub(crate) unlimited: bool,
+    #[serde(default)]
+    pub(crate) algorithm: Option<Located<Algorithm>>,
+    #[serde(default)]
+    pub(crate) burst: Option<Located<u64>>,
+    #[serde(default)]
+    pub(crate) replaces: Vec<Located<RawReplaces>>,
+}
+
+/// Envoy writes `replaces: [{name: other}]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawReplaces {
+    pub(crate) name: String,
+}
+
+/// The length of a rate limit's period, as in Envoy's ratelimit service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    /// One second.
+    Second,
+    /// 60 seconds.
+    Minute,
+    /// 3,600 seconds.
+    Hour,
+    /// 86,400 seconds.
+    Day,
+    /// 7 days.
+    Week,
+    /// 30 days, as in Envoy.
+    Month,
+    /// 365 days, as in Envoy.
+    Year,
+}
+
+impl Unit {
+    /// The unit's length in seconds.
+    pub fn seconds(self) -> u64 {
+        match self {
+            Unit::Second => 1,
+            Unit::Minute => 60,
+            Unit::Hour => 3_600,
+            Unit::Day => 86_400,
+            Unit::Week => 7 * 86_400,
+            Unit::Month => 30 * 86_400,
+            Unit::Year => 365 * 86_400,
+        }
+    }
+}
+
+/// What to do with a request when the store cannot decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnStoreError {
+    /// Fail open: admit the request.
+    #[default]
+    Allow,
+    /// Fail closed: deny the request.
+    Deny,
+}

@@ -1,0 +1,214 @@
+//! The rules: which limits apply to which requests.
+//!
+//! Rules come from a YAML file in the format of Envoy's ratelimit service, extended with
+//! sources, client-IP settings and a choice of algorithm (see the README for the reference),
+//! or from [`RulesBuilder`] in Rust. Both go through the same validation, which reports every
+//! mistake at once, with line and column when there is a file.
+//!
+//! ```
+//! use tollgate::rules::Rules;
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: auth
+//! sources:
+//!   auth_type:
+//!     - { value: login, method: POST, path: /auth/login }
+//! descriptors:
+//!   - key: auth_type
+//!     value: login
+//!     rate_limit: { unit: minute, requests_per_unit: 5 }
+//! "#)?;
+//! assert_eq!(rules.domain(), "auth");
+//! assert_eq!(rules.limits()[0].descriptor(), "auth_type=login");
+//! # Ok::<(), tollgate::rules::RuleErrors>(())
+//! ```
+
+mod builder;
+mod compile;
+mod error;
+mod file;
+pub(crate) mod tree;
+
+pub use builder::{DescriptorSpec, LimitSpec, RulesBuilder, SourceSpec};
+pub use error::{RuleError, RuleErrors};
+pub use file::{OnStoreError, Unit};
+
+use crate::algorithm::{Algorithm, Quota};
+use crate::source::{ClientIpResolver, MissingPeerAddr, Source};
+use serde_saphyr::{Budget, Location, Options};
+use std::path::Path;
+use tree::{Level, Matches, Values};
+
+/// Rules files larger than this are refused before parsing.
+const MAX_FILE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Compiled, validated rules.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    domain: String,
+    pub(crate) sources: Vec<(String, Source)>,
+    pub(crate) client_ip: ClientIpResolver,
+    pub(crate) limits: Vec<Limit>,
+    root: Level,
+    pub(crate) response: ResponseOptions,
+}
+
+/// One rate limit of the rules.
+#[derive(Debug, Clone)]
+pub struct Limit {
+    name: Option<String>,
+    descriptor: String,
+    rate: Rate,
+    shadow: bool,
+    on_store_error: OnStoreError,
+    replaces: Vec<String>,
+}
+
+/// What a limit allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rate {
+    /// A quota decided by an algorithm.
+    Limited {
+        /// Requests per period, and burst.
+        quota: Quota,
+        /// The algorithm.
+        algorithm: Algorithm,
+    },
+    /// `unlimited: true`: a request that matches is not limited at all.
+    Unlimited,
+}
+
+/// Optional response headers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResponseOptions {
+    /// Send the IETF `RateLimit-Policy` and `RateLimit` fields.
+    pub ietf_headers: bool,
+    /// Send `X-Ratelimit-Reset` (seconds until the limit is full again).
+    pub reset_header: bool,
+}
+
+impl Rules {
+    /// Compiles rules from YAML text.
+    ///
+    /// # Errors
+    ///
+    /// Every mistake found: YAML syntax, unknown keys, wrong types, and invalid rules, each
+    /// with its line, column and path. Hostile input (huge, deeply nested, alias bombs) is
+    /// refused with an error too.
+    pub fn from_yaml(yaml: &str) -> Result<Rules, RuleErrors> {
+        if yaml.len() > MAX_FILE_BYTES {
+            let message = format!("the rules are {} bytes; the limit is {MAX_FILE_BYTES}", yaml.len());
+            return Err(RuleErrors::new(vec![RuleError::new(Location::UNKNOWN, "", message)]));
+        }
+        let mut budget = Budget::default();
+        budget.max_depth = 48;
+        budget.max_nodes = 100_000;
+        budget.max_aliases = 1_000;
+        budget.max_anchors = 1_000;
+        budget.max_documents = 1;
+        let mut options = Options::default();
+        options.budget = Some(budget);
+        let raw: file::RawRules = serde_saphyr::from_str_with_options(yaml, options).map_err(|error| {
+            let location = error.location().unwrap_or(Location::UNKNOWN);
+            let message = error.without_snippet().to_string();
+            RuleErrors::new(vec![RuleError::new(location, "", message)])
+        })?;
+        compile::compile(raw)
+    }
+
+    /// Reads and compiles a rules file.
+    ///
+    /// # Errors
+    ///
+    /// As [`Rules::from_yaml`], naming the file; or the file could not be read.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Rules, RuleErrors> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            let message = format!("cannot read the rules file: {error}");
+            RuleErrors::new(vec![RuleError::new(Location::UNKNOWN, "", message)]).in_file(&shown)
+        })?;
+        Rules::from_yaml(&text).map_err(|errors| errors.in_file(shown))
+    }
+
+    /// Starts rules for `domain` in Rust, without a file.
+    pub fn builder(domain: impl Into<String>) -> RulesBuilder {
+        RulesBuilder::new(domain)
+    }
+
+    /// The domain, which namespaces the rules' state in a shared store.
+    pub fn domain(&self) -> &str {
+        &self.domain
+    }
+
+    /// Every rate limit, in the order of the file.
+    pub fn limits(&self) -> &[Limit] {
+        &self.limits
+    }
+
+    /// How the client address is found.
+    pub fn client_ip(&self) -> &ClientIpResolver {
+        &self.client_ip
+    }
+
+    /// The optional response headers.
+    pub fn response(&self) -> ResponseOptions {
+        self.response
+    }
+
+    /// The limits that apply to a request whose values `values` gives, after `unlimited`
+    /// and `replaces` are taken into account.
+    pub(crate) fn applicable(&self, values: &mut dyn Values) -> Result<Matches, MissingPeerAddr> {
+        let mut matches = Matches::new();
+        self.root.walk(values, &mut Vec::new(), &mut matches)?;
+        if matches.iter().any(|m| self.limits[m.limit].rate == Rate::Unlimited) {
+            matches.clear();
+            return Ok(matches);
+        }
+        if self.limits.iter().any(|l| !l.replaces.is_empty()) {
+            let replaced: Vec<&str> = matches
+                .iter()
+                .flat_map(|m| self.limits[m.limit].replaces.iter().map(String::as_str))
+                .collect();
+            matches.retain(|m| self.limits[m.limit].name.as_deref().is_none_or(|name| !replaced.contains(&name)));
+        }
+        Ok(matches)
+    }
+}
+
+impl Limit {
+    /// The `name` given in the rules, if any.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The descriptor entries leading to this limit, e.g. `endpoint=login/remote_address`.
+    pub fn descriptor(&self) -> &str {
+        &self.descriptor
+    }
+
+    /// The name if there is one, else the descriptor: how logs and headers refer to the limit.
+    pub fn label(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.descriptor)
+    }
+
+    /// What the limit allows.
+    pub fn rate(&self) -> Rate {
+        self.rate
+    }
+
+    /// Whether the limit only reports would-be denials (`shadow_mode: true`).
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
+    }
+
+    /// What happens when the store cannot decide.
+    pub fn on_store_error(&self) -> OnStoreError {
+        self.on_store_error
+    }
+
+    /// The names of the limits this one replaces when both apply.
+    pub fn replaces(&self) -> &[String] {
+        &self.replaces
+    }
+}

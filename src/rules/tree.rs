@@ -1,0 +1,93 @@
+//! Descriptor matching, as in Envoy's ratelimit service.
+//!
+//! At each level the entries are grouped by key. For every key the request has a value
+//! for, the most specific entry applies: an exact `value`, else the longest matching
+//! `prefix*` wildcard, else the key-only entry. Every entry on the walk that has a rate limit
+//! applies, and its state key is the limit plus the values seen on the way, so a key-only
+//! entry limits each distinct value separately.
+
+use crate::source::MissingPeerAddr;
+use smallvec::SmallVec;
+use std::collections::HashMap;
+
+/// One level of the descriptor tree.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Level {
+    pub(crate) groups: Vec<Group>,
+}
+
+/// The entries of one level that share a key.
+#[derive(Debug, Clone)]
+pub(crate) struct Group {
+    pub(crate) source: usize,
+    pub(crate) exact: HashMap<String, Node>,
+    /// Sorted longest prefix first, so the first match is the most specific.
+    pub(crate) prefixes: Vec<(String, Node)>,
+    pub(crate) key_only: Option<Box<Node>>,
+}
+
+/// A descriptor entry: its limit, if any, and the entries nested in it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Node {
+    pub(crate) limit: Option<usize>,
+    pub(crate) children: Level,
+}
+
+/// A limit that applies to a request, with the key of its state.
+#[derive(Debug, Clone)]
+pub(crate) struct Matched {
+    pub(crate) limit: usize,
+    pub(crate) key: StateKey,
+}
+
+/// Limit index, then each value on the walk, length-prefixed so that no two walks collide.
+pub(crate) type StateKey = SmallVec<[u8; 64]>;
+
+/// Every limit that applies, in walk order.
+pub(crate) type Matches = SmallVec<[Matched; 4]>;
+
+/// The request's value for a source, computed on first use.
+pub(crate) trait Values {
+    fn get(&mut self, source: usize) -> Result<Option<&str>, MissingPeerAddr>;
+}
+
+impl Group {
+    fn select(&self, value: &str) -> Option<&Node> {
+        self.exact
+            .get(value)
+            .or_else(|| {
+                self.prefixes
+                    .iter()
+                    .find(|(prefix, _)| value.starts_with(prefix.as_str()))
+                    .map(|(_, node)| node)
+            })
+            .or(self.key_only.as_deref())
+    }
+}
+
+impl Level {
+    /// Collects the limits that apply under this level into `out`.
+    pub(crate) fn walk(&self, values: &mut dyn Values, path: &mut Vec<u8>, out: &mut Matches) -> Result<(), MissingPeerAddr> {
+        for group in &self.groups {
+            let Some(value) = values.get(group.source)? else {
+                continue;
+            };
+            let Some(node) = group.select(value) else {
+                continue;
+            };
+            let mark = path.len();
+            let len = u32::try_from(value.len()).unwrap_or(u32::MAX);
+            path.extend_from_slice(&len.to_le_bytes());
+            path.extend_from_slice(value.as_bytes());
+            if let Some(limit) = node.limit {
+                let mut key = StateKey::new();
+                key.extend_from_slice(&u32::try_from(limit).unwrap_or(u32::MAX).to_le_bytes());
+                key.extend_from_slice(path);
+                out.push(Matched { limit, key });
+            }
+            node.children.walk(values, path, out)?;
+            path.truncate(mark);
+        }
+        Ok(())
+    }
+}

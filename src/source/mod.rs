@@ -1,0 +1,176 @@
+//! Where descriptor values come from.
+//!
+//! Each descriptor key in the rules names a [`Source`]: a built-in one (`remote_address`,
+//! `method`, `path`, `route`, `host`) or one declared under `sources` (a header, a query
+//! parameter, the [`Identity`] an authentication layer stored in the request, or a
+//! [`Classifier`]). A request that has no value for a key does not match rules on that key.
+
+mod classifier;
+mod client_ip;
+mod peer;
+
+pub use classifier::{Classifier, PathPattern};
+pub use client_ip::{ClientAddr, ClientIpResolver};
+pub use peer::PeerAddr;
+
+use http::{Extensions, HeaderMap, HeaderName, Method, Uri};
+use std::borrow::Cow;
+use std::fmt;
+
+/// The identity of the caller, put into the request extensions by an authentication layer
+/// that runs before tollgate; the value of sources declared as `identity`.
+///
+/// ```
+/// use tollgate::source::Identity;
+///
+/// let mut request = http::Request::new(());
+/// request.extensions_mut().insert(Identity::new("user-42"));
+/// assert_eq!(request.extensions().get::<Identity>().map(Identity::as_str), Some("user-42"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Identity(String);
+
+impl Identity {
+    /// An identity with the given value (a user ID, a tenant, an API client).
+    pub fn new(value: impl Into<String>) -> Self {
+        Identity(value.into())
+    }
+
+    /// The identity's value.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Where the value of one descriptor key comes from.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Source {
+    /// The client's address (see [`ClientIpResolver`]).
+    RemoteAddress,
+    /// The request method, e.g. `POST`.
+    Method,
+    /// The request path, without the query.
+    Path,
+    /// The route template that matched, e.g. `/users/{id}` (axum's `MatchedPath`; needs the
+    /// layer to be added with `Router::route_layer`, which runs after routing).
+    Route,
+    /// The `Host` header, or the URI's authority (HTTP/2).
+    Host,
+    /// A request header.
+    Header(HeaderName),
+    /// A query-string parameter (its first occurrence, percent-decoded).
+    Query(String),
+    /// The [`Identity`] in the request extensions.
+    Identity,
+    /// The value of the first matching classifier entry.
+    Classifier(Classifier),
+}
+
+impl Source {
+    /// The source behind a built-in key name, if `name` is one.
+    pub fn builtin(name: &str) -> Option<Source> {
+        Some(match name {
+            "remote_address" => Source::RemoteAddress,
+            "method" => Source::Method,
+            "path" => Source::Path,
+            "route" => Source::Route,
+            "host" => Source::Host,
+            _ => return None,
+        })
+    }
+
+    /// The names of the built-in keys.
+    pub const BUILTIN_NAMES: [&'static str; 5] = ["remote_address", "method", "path", "route", "host"];
+}
+
+/// The parts of a request that sources read.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestView<'a> {
+    /// The method.
+    pub method: &'a Method,
+    /// The URI.
+    pub uri: &'a Uri,
+    /// The headers.
+    pub headers: &'a HeaderMap,
+    /// The extensions (connect info, [`Identity`], axum's matched route).
+    pub extensions: &'a Extensions,
+}
+
+impl<'a> RequestView<'a> {
+    /// A view of `request`.
+    pub fn of<B>(request: &'a http::Request<B>) -> Self {
+        RequestView {
+            method: request.method(),
+            uri: request.uri(),
+            headers: request.headers(),
+            extensions: request.extensions(),
+        }
+    }
+
+    /// The value `source` gives for this request; `None` when the request has none.
+    ///
+    /// # Errors
+    ///
+    /// [`MissingPeerAddr`] when `source` is the client address and the server did not record
+    /// the socket peer: a deployment mistake that must not silently limit nobody.
+    pub fn value<'s>(&self, source: &'s Source, client_ip: &ClientIpResolver) -> Result<Option<Cow<'s, str>>, MissingPeerAddr>
+    where
+        'a: 's,
+    {
+        Ok(match source {
+            Source::RemoteAddress => {
+                let peer = PeerAddr::from_extensions(self.extensions).ok_or(MissingPeerAddr)?;
+                Some(Cow::Owned(client_ip.resolve(peer.ip(), self.headers).to_string()))
+            }
+            Source::Method => Some(Cow::Borrowed(self.method.as_str())),
+            Source::Path => Some(Cow::Borrowed(self.uri.path())),
+            Source::Route => matched_route(self.extensions).map(Cow::Borrowed),
+            Source::Host => self.host().map(Cow::Borrowed),
+            Source::Header(name) => self.headers.get(name).and_then(|v| v.to_str().ok()).map(Cow::Borrowed),
+            Source::Query(name) => self.uri.query().and_then(|query| {
+                form_urlencoded::parse(query.as_bytes())
+                    .find(|(key, _)| key == name)
+                    .map(|(_, value)| Cow::Owned(value.into_owned()))
+            }),
+            Source::Identity => self.extensions.get::<Identity>().map(|id| Cow::Borrowed(id.as_str())),
+            Source::Classifier(classifier) => classifier.classify(self).map(Cow::Borrowed),
+        })
+    }
+
+    fn host(&self) -> Option<&'a str> {
+        self.headers
+            .get(http::header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .or_else(|| self.uri.host())
+    }
+}
+
+#[cfg(feature = "axum")]
+fn matched_route(extensions: &Extensions) -> Option<&str> {
+    extensions.get::<axum::extract::MatchedPath>().map(|m| m.as_str())
+}
+
+#[cfg(not(feature = "axum"))]
+fn matched_route(_extensions: &Extensions) -> Option<&str> {
+    None
+}
+
+/// The request carried no socket peer address, so the client address is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissingPeerAddr;
+
+impl MissingPeerAddr {
+    /// How to fix the server so that the peer address is recorded.
+    pub const FIX: &'static str = "tollgate: the rules limit by remote_address, but this request carries no \
+        peer address. Serve axum with `axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())`; \
+        tonic's server records it by itself; with plain hyper, insert `tollgate::source::PeerAddr` into the request extensions.";
+}
+
+impl fmt::Display for MissingPeerAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(Self::FIX)
+    }
+}
+
+impl std::error::Error for MissingPeerAddr {}

@@ -1,0 +1,91 @@
+//! Where limit state lives.
+//!
+//! A [`Store`] keeps one [`State`](crate::algorithm::State) per key and runs the algorithm on
+//! it atomically. Stores know nothing of HTTP: they receive the limits that apply to one
+//! request, already resolved to keys and quotas, and answer with one
+//! [`Decision`](crate::algorithm::Decision) per limit.
+//!
+//! The contract every store keeps:
+//! - **All or nothing.** A request is admitted when every enforced (non-shadow) limit has
+//!   room; then each limit that had room is charged. When any enforced limit is full, no limit
+//!   is charged.
+//! - **Shadow limits never deny.** Their decision is reported, and they are charged only when
+//!   they have room.
+
+mod memory;
+
+pub use memory::MemoryStore;
+
+use crate::algorithm::{Algorithm, Decision, Quota};
+use smallvec::SmallVec;
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::Future;
+
+/// One limit to check for one request.
+#[derive(Debug, Clone, Copy)]
+pub struct LimitCheck<'a> {
+    /// The key whose state this limit keeps (limit identity and descriptor values).
+    pub key: &'a [u8],
+    /// The algorithm that decides.
+    pub algorithm: Algorithm,
+    /// The quota.
+    pub quota: &'a Quota,
+    /// Whether the limit only reports (never denies).
+    pub shadow: bool,
+}
+
+/// One decision per [`LimitCheck`], in order.
+pub type Decisions = SmallVec<[Decision; 4]>;
+
+/// A store's answer: at once, or later.
+///
+/// An in-memory store always answers at once, so the middleware can skip the future
+/// machinery; a networked store answers later.
+#[derive(Debug)]
+pub enum Acquisition<F> {
+    /// The decisions are already known.
+    Ready(Result<Decisions, StoreError>),
+    /// The decisions will be known when the future completes.
+    Pending(F),
+}
+
+/// Keeps limit state and decides requests against it.
+pub trait Store: Send + Sync + 'static {
+    /// The future of an answer that is not ready at once.
+    type Pending: Future<Output = Result<Decisions, StoreError>> + Send + 'static;
+
+    /// Decides `checks` for a request of weight `cost`, all or nothing (see the module docs).
+    fn acquire(&self, checks: &[LimitCheck<'_>], cost: u64) -> Acquisition<Self::Pending>;
+}
+
+/// A store could not decide (it was unreachable, timed out, or answered nonsense).
+///
+/// What happens then is the limit's `on_store_error` policy.
+#[derive(Debug)]
+pub struct StoreError {
+    message: String,
+    source: Option<Box<dyn StdError + Send + Sync>>,
+}
+
+impl StoreError {
+    /// An error with a message and the underlying cause.
+    pub fn new(message: impl Into<String>, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
+        StoreError {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl StdError for StoreError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn StdError + 'static))
+    }
+}
