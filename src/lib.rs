@@ -7,3 +7,6 @@ pub mod clock;
 pub mod rules;
 pub mod source;
 pub mod store;
+mod limiter;
+
+pub use limiter::{Limiter, Verdict};

@@ -134,14 +134,19 @@ mod tests {
 
     #[test]
     fn no_drift_over_many_fractional_refills() {
-        // 3 per second: refills land on fractions of a nanosecond; 3000 requests spread
-        // over 1000 seconds must all be admitted and the next one at the same instant not.
-        let quota = Quota::new(3, Duration::from_secs(1)).with_burst(1);
-        let mut trace: Vec<(u64, u64)> = (0..3000u64).map(|i| (i * SECOND / 3 + (i % 3 != 0) as u64, 1)).collect();
-        trace.push((999 * SECOND + 2 * SECOND / 3 + 1, 1));
+        // 3 per second: token k arrives at k/3 s, a fraction of a nanosecond off the grid.
+        // Taking each token the first nanosecond it exists, for 1000 seconds, must never be
+        // refused, and the next one must not come early.
+        let quota = Quota::new(3, Duration::from_secs(1));
+        let token_at = |k: u64| (k * SECOND).div_ceil(3);
+        let mut trace = vec![(0, 3)];
+        trace.extend((1..=3000).map(|k| (token_at(k), 1)));
+        trace.push((token_at(3001) - 1, 1));
+        trace.push((token_at(3001), 1));
         let decisions = run(&quota, &trace);
-        assert!(decisions[..3000].iter().all(|d| d.allowed));
-        assert!(!decisions[3000].allowed);
+        assert!(decisions[..=3000].iter().all(|d| d.allowed));
+        assert!(!decisions[3001].allowed);
+        assert!(decisions[3002].allowed);
     }
 
     #[test]

@@ -197,6 +197,18 @@ impl Limit {
         self.rate
     }
 
+    /// The quota, unless the limit is unlimited.
+    pub fn quota(&self) -> Option<Quota> {
+        self.limited().map(|(_, quota)| *quota)
+    }
+
+    pub(crate) fn limited(&self) -> Option<(Algorithm, &Quota)> {
+        match &self.rate {
+            Rate::Limited { quota, algorithm } => Some((*algorithm, quota)),
+            Rate::Unlimited => None,
+        }
+    }
+
     /// Whether the limit only reports would-be denials (`shadow_mode: true`).
     pub fn is_shadow(&self) -> bool {
         self.shadow

@@ -1,0 +1,419 @@
+//! The limiter: rules, a store, and the decision for one request, without HTTP.
+
+use crate::algorithm::Decision;
+use crate::rules::tree::Values;
+use crate::rules::{OnStoreError, RuleErrors, Rules};
+use crate::source::MissingPeerAddr;
+use crate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, StoreError};
+use arc_swap::ArcSwap;
+use smallvec::SmallVec;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Rules plus the store that keeps their state: decides whether a request fits.
+///
+/// Clones share the rules and the store. The [`RateLimitLayer`](crate::RateLimitLayer) uses a
+/// limiter for HTTP; [`Limiter::check`] serves everything else (WebSocket messages, jobs).
+///
+/// ```
+/// use tollgate::Limiter;
+/// use tollgate::rules::Rules;
+///
+/// # tokio_test_block_on(async {
+/// let rules = Rules::from_yaml(r#"
+/// domain: jobs
+/// descriptors:
+///   - key: tenant
+///     rate_limit: { unit: minute, requests_per_unit: 2 }
+/// sources:
+///   tenant: { header: x-tenant }
+/// "#)?;
+/// let limiter = Limiter::new(rules);
+/// assert!(limiter.check(&[("tenant", "acme")], 1).await.is_allowed());
+/// assert!(limiter.check(&[("tenant", "acme")], 1).await.is_allowed());
+/// assert!(!limiter.check(&[("tenant", "acme")], 1).await.is_allowed());
+/// assert!(limiter.check(&[("tenant", "other")], 1).await.is_allowed());
+/// # Ok::<(), tollgate::rules::RuleErrors>(())
+/// # }).unwrap();
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Limiter<St = MemoryStore> {
+    rules: Arc<ArcSwap<Rules>>,
+    store: Arc<St>,
+}
+
+impl<St> Clone for Limiter<St> {
+    fn clone(&self) -> Self {
+        Limiter {
+            rules: Arc::clone(&self.rules),
+            store: Arc::clone(&self.store),
+        }
+    }
+}
+
+impl Limiter {
+    /// A limiter keeping its state in memory.
+    pub fn new(rules: Rules) -> Self {
+        Limiter::with_store(rules, MemoryStore::new())
+    }
+
+    /// A limiter for the rules in `path`, keeping its state in memory.
+    ///
+    /// # Errors
+    ///
+    /// Every mistake in the file (see [`Rules::from_file`]).
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, RuleErrors> {
+        Rules::from_file(path).map(Limiter::new)
+    }
+}
+
+impl<St: Store> Limiter<St> {
+    /// A limiter keeping its state in `store`.
+    pub fn with_store(rules: Rules, store: St) -> Self {
+        Limiter {
+            rules: Arc::new(ArcSwap::from_pointee(rules)),
+            store: Arc::new(store),
+        }
+    }
+
+    /// The rules in force now.
+    pub fn rules(&self) -> Arc<Rules> {
+        self.rules.load_full()
+    }
+
+    /// Puts new rules in force. Requests already being decided finish under the old ones;
+    /// limits keep their state when their place in the rules is unchanged.
+    pub fn set_rules(&self, rules: Rules) {
+        self.rules.store(Arc::new(rules));
+    }
+
+    /// The store.
+    pub fn store(&self) -> &St {
+        &self.store
+    }
+
+    /// Decides a request described by `(key, value)` pairs, e.g.
+    /// `[("remote_address", "203.0.113.9"), ("endpoint", "login")]`, of weight `cost`.
+    ///
+    /// Keys the rules do not use are ignored; keys the rules use but `values` lacks do not
+    /// match. A store failure is decided by the limits' `on_store_error` policy.
+    pub async fn check(&self, values: &[(&str, &str)], cost: u64) -> Verdict {
+        let rules = self.rules.load_full();
+        let mut given = GivenValues { rules: &rules, values };
+        let started = match self.start(&rules, &mut given, cost) {
+            Ok(started) => started,
+            // Given values never need a peer address.
+            Err(MissingPeerAddr) => return Verdict::unlimited(),
+        };
+        match started {
+            Started::Ready(verdict) => verdict,
+            Started::Pending(pending) => pending.finish(&rules).await,
+        }
+    }
+
+    /// Starts deciding a request: at once when the store answers at once.
+    pub(crate) fn start(&self, rules: &Rules, values: &mut dyn Values, cost: u64) -> Result<Started<St::Pending>, MissingPeerAddr> {
+        let matches = rules.applicable(values)?;
+        if matches.is_empty() {
+            return Ok(Started::Ready(Verdict::unlimited()));
+        }
+        let checks: SmallVec<[LimitCheck<'_>; 4]> = matches
+            .iter()
+            .filter_map(|m| {
+                // `applicable` leaves no unlimited limit in the matches.
+                let limit = &rules.limits[m.limit];
+                let (algorithm, quota) = limit.limited()?;
+                Some(LimitCheck {
+                    key: &m.key,
+                    algorithm,
+                    quota,
+                    shadow: limit.is_shadow(),
+                })
+            })
+            .collect();
+        let acquisition = self.store.acquire(&checks, cost);
+        let limits: LimitIds = matches.iter().map(|m| m.limit).collect();
+        Ok(match acquisition {
+            Acquisition::Ready(result) => Started::Ready(Verdict::decide(rules, &limits, result)),
+            Acquisition::Pending(future) => Started::Pending(PendingVerdict { future, limits }),
+        })
+    }
+}
+
+type LimitIds = SmallVec<[usize; 4]>;
+
+/// A decision under way.
+pub(crate) enum Started<F> {
+    Ready(Verdict),
+    Pending(PendingVerdict<F>),
+}
+
+/// A store's answer still to come, and what is needed to make a verdict of it.
+pub(crate) struct PendingVerdict<F> {
+    future: F,
+    limits: LimitIds,
+}
+
+impl<F> PendingVerdict<F>
+where
+    F: std::future::Future<Output = Result<Decisions, StoreError>>,
+{
+    pub(crate) async fn finish(self, rules: &Rules) -> Verdict {
+        let result = self.future.await;
+        Verdict::decide(rules, &self.limits, result)
+    }
+}
+
+/// The outcome for one request: admitted or not, and the decision its headers report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    allowed: bool,
+    decision: Option<(usize, Decision)>,
+    shadow_denied: bool,
+}
+
+impl Verdict {
+    fn unlimited() -> Self {
+        Verdict {
+            allowed: true,
+            decision: None,
+            shadow_denied: false,
+        }
+    }
+
+    /// Whether the request is admitted.
+    pub fn is_allowed(&self) -> bool {
+        self.allowed
+    }
+
+    /// The decision to report: when admitted, the enforced limit with the least room left;
+    /// when denied, the denying limit that frees up last. `None` when no enforced limit applied.
+    pub fn decision(&self) -> Option<&Decision> {
+        self.decision.as_ref().map(|(_, decision)| decision)
+    }
+
+    /// The index, in [`Rules::limits`], of the limit [`Verdict::decision`] belongs to.
+    pub fn limit_index(&self) -> Option<usize> {
+        self.decision.as_ref().map(|(index, _)| *index)
+    }
+
+    /// Whether a shadow-mode limit would have denied the request.
+    pub fn is_shadow_denied(&self) -> bool {
+        self.shadow_denied
+    }
+
+    fn decide(rules: &Rules, limits: &[usize], result: Result<Decisions, StoreError>) -> Verdict {
+        let decisions = match result {
+            Ok(decisions) => decisions,
+            Err(error) => return Verdict::on_store_error(rules, limits, &error),
+        };
+        let mut verdict = Verdict::unlimited();
+        let enforced = limits.iter().zip(&decisions).filter(|(&l, _)| !rules.limits[l].is_shadow());
+        verdict.allowed = enforced.clone().all(|(_, d)| d.allowed);
+        verdict.decision = if verdict.allowed {
+            enforced.min_by_key(|(_, d)| (d.remaining, d.limit))
+        } else {
+            enforced.filter(|(_, d)| !d.allowed).max_by_key(|(_, d)| d.retry_after)
+        }
+        .map(|(&limit, decision)| (limit, *decision));
+        for (&limit, decision) in limits.iter().zip(&decisions) {
+            let limit = &rules.limits[limit];
+            if limit.is_shadow() && !decision.allowed {
+                verdict.shadow_denied = true;
+                tracing::info!(domain = rules.domain(), limit = limit.label(), "shadow mode: this limit would deny the request");
+            }
+        }
+        if let Some((limit, decision)) = verdict.decision.filter(|_| !verdict.allowed) {
+            tracing::debug!(
+                domain = rules.domain(),
+                limit = rules.limits[limit].label(),
+                retry_after_ms = decision.retry_after.as_millis() as u64,
+                "rate limited"
+            );
+        }
+        verdict
+    }
+
+    fn on_store_error(rules: &Rules, limits: &[usize], error: &StoreError) -> Verdict {
+        let closed = limits
+            .iter()
+            .copied()
+            .find(|&l| !rules.limits[l].is_shadow() && rules.limits[l].on_store_error() == OnStoreError::Deny);
+        tracing::error!(domain = rules.domain(), %error, fail_closed = closed.is_some(), "the rate-limit store failed");
+        let Some(limit) = closed else {
+            return Verdict::unlimited();
+        };
+        let quota_limit = rules.limits[limit].quota().map_or(0, |q| q.limit());
+        Verdict {
+            allowed: false,
+            decision: Some((
+                limit,
+                Decision {
+                    allowed: false,
+                    limit: quota_limit,
+                    remaining: 0,
+                    reset_after: STORE_ERROR_RETRY,
+                    retry_after: STORE_ERROR_RETRY,
+                },
+            )),
+            shadow_denied: false,
+        }
+    }
+}
+
+/// What a client that was denied because the store failed is told to wait.
+const STORE_ERROR_RETRY: Duration = Duration::from_secs(1);
+
+/// Values given by the caller of [`Limiter::check`].
+struct GivenValues<'a> {
+    rules: &'a Rules,
+    values: &'a [(&'a str, &'a str)],
+}
+
+impl Values for GivenValues<'_> {
+    fn get(&mut self, source: usize) -> Result<Option<&str>, MissingPeerAddr> {
+        let name = self.rules.sources[source].0.as_str();
+        Ok(self.values.iter().find(|(key, _)| *key == name).map(|(_, value)| *value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn limiter(yaml: &str) -> (Limiter<MemoryStore<ManualClock>>, ManualClock) {
+        let clock = ManualClock::new();
+        let rules = Rules::from_yaml(yaml).expect("valid rules");
+        (Limiter::with_store(rules, MemoryStore::with_clock(clock.clone())), clock)
+    }
+
+    fn check(limiter: &Limiter<MemoryStore<ManualClock>>, values: &[(&str, &str)]) -> Verdict {
+        let rules = limiter.rules();
+        let mut given = GivenValues { rules: &rules, values };
+        match limiter.start(&rules, &mut given, 1) {
+            Ok(Started::Ready(verdict)) => verdict,
+            _ => panic!("the memory store answers at once"),
+        }
+    }
+
+    const RULES: &str = r#"
+domain: test
+sources:
+  api_key: { header: x-api-key }
+  endpoint: { header: x-endpoint }
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 3 }
+  - key: endpoint
+    value: login
+    descriptors:
+      - key: remote_address
+        rate_limit: { unit: minute, requests_per_unit: 1, name: login }
+  - key: api_key
+    value: "internal-*"
+    rate_limit: { unlimited: true }
+"#;
+
+    #[test]
+    fn exactly_the_limit_is_admitted_per_value() {
+        let (limiter, clock) = limiter(RULES);
+        let admitted = (0..10).filter(|_| check(&limiter, &[("remote_address", "1.1.1.1")]).is_allowed()).count();
+        assert_eq!(admitted, 3);
+        assert!(check(&limiter, &[("remote_address", "2.2.2.2")]).is_allowed());
+        clock.advance(Duration::from_secs(60));
+        assert!(check(&limiter, &[("remote_address", "1.1.1.1")]).is_allowed());
+    }
+
+    #[test]
+    fn every_entry_on_the_walk_applies_all_or_nothing() {
+        let (limiter, _) = limiter(RULES);
+        let login = [("remote_address", "1.1.1.1"), ("endpoint", "login")];
+        let first = check(&limiter, &login);
+        assert!(first.is_allowed());
+        assert_eq!(first.decision().map(|d| d.remaining), Some(0), "the login limit is the most restrictive");
+        for _ in 0..5 {
+            let denied = check(&limiter, &login);
+            assert!(!denied.is_allowed());
+            assert_eq!(limiter.rules().limits()[denied.limit_index().unwrap()].label(), "login");
+        }
+        // Denied logins consumed nothing of the per-address limit: 2 of 3 remain.
+        let plain = check(&limiter, &[("remote_address", "1.1.1.1")]);
+        assert_eq!(plain.decision().map(|d| d.remaining), Some(1));
+    }
+
+    #[test]
+    fn unlimited_match_exempts_the_request() {
+        let (limiter, _) = limiter(RULES);
+        let internal = [("remote_address", "1.1.1.1"), ("api_key", "internal-batch")];
+        for _ in 0..10 {
+            let verdict = check(&limiter, &internal);
+            assert!(verdict.is_allowed());
+            assert!(verdict.decision().is_none());
+        }
+        assert!(check(&limiter, &[("remote_address", "1.1.1.1"), ("api_key", "external")]).is_allowed());
+    }
+
+    #[test]
+    fn replaced_limits_do_not_apply() {
+        let (limiter, _) = limiter(
+            r#"
+domain: test
+sources: { plan: { header: x-plan } }
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 1, name: per_ip }
+  - key: plan
+    value: premium
+    rate_limit: { unit: minute, requests_per_unit: 5, replaces: [{ name: per_ip }] }
+"#,
+        );
+        let premium = [("remote_address", "1.1.1.1"), ("plan", "premium")];
+        assert_eq!((0..10).filter(|_| check(&limiter, &premium).is_allowed()).count(), 5);
+    }
+
+    #[test]
+    fn zero_requests_per_unit_always_denies() {
+        let (limiter, _) = limiter("domain: t\ndescriptors:\n  - key: method\n    value: DELETE\n    rate_limit: { unit: second, requests_per_unit: 0 }\n");
+        let verdict = check(&limiter, &[("method", "DELETE")]);
+        assert!(!verdict.is_allowed());
+        assert!(check(&limiter, &[("method", "GET")]).is_allowed());
+    }
+
+    #[test]
+    fn shadow_mode_reports_but_admits() {
+        let (limiter, _) = limiter("domain: t\ndescriptors:\n  - key: method\n    shadow_mode: true\n    rate_limit: { unit: second, requests_per_unit: 1 }\n");
+        assert!(!check(&limiter, &[("method", "GET")]).is_shadow_denied());
+        let second = check(&limiter, &[("method", "GET")]);
+        assert!(second.is_allowed());
+        assert!(second.is_shadow_denied());
+        assert!(second.decision().is_none(), "shadow limits do not show in headers");
+    }
+
+    #[test]
+    fn prefix_wildcard_beats_key_only_and_exact_beats_both() {
+        let (limiter, _) = limiter(
+            r#"
+domain: t
+sources: { user: { header: x-user } }
+descriptors:
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+  - key: user
+    value: "bot-*"
+    rate_limit: { unit: minute, requests_per_unit: 2 }
+  - key: user
+    value: bot-special
+    rate_limit: { unit: minute, requests_per_unit: 3 }
+"#,
+        );
+        let count = |user: &str| (0..10).filter(|_| check(&limiter, &[("user", user)]).is_allowed()).count();
+        assert_eq!(count("alice"), 1);
+        assert_eq!(count("bot-1"), 2);
+        assert_eq!(count("bot-special"), 3);
+    }
+}
