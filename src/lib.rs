@@ -4,9 +4,13 @@
 
 pub mod algorithm;
 pub mod clock;
+mod limiter;
 pub mod rules;
 pub mod source;
 pub mod store;
-mod limiter;
 
 pub use limiter::{Limiter, Verdict};
+pub mod layer;
+pub mod response;
+
+pub use layer::{RateLimit, RateLimitLayer};

@@ -91,6 +91,11 @@ impl<St: Store> Limiter<St> {
         self.rules.store(Arc::new(rules));
     }
 
+    /// The rules in force now, without touching the shared reference count.
+    pub(crate) fn rules_guard(&self) -> arc_swap::Guard<Arc<Rules>> {
+        self.rules.load()
+    }
+
     /// The store.
     pub fn store(&self) -> &St {
         &self.store
@@ -103,7 +108,10 @@ impl<St: Store> Limiter<St> {
     /// match. A store failure is decided by the limits' `on_store_error` policy.
     pub async fn check(&self, values: &[(&str, &str)], cost: u64) -> Verdict {
         let rules = self.rules.load_full();
-        let mut given = GivenValues { rules: &rules, values };
+        let mut given = GivenValues {
+            rules: &rules,
+            values,
+        };
         let started = match self.start(&rules, &mut given, cost) {
             Ok(started) => started,
             // Given values never need a peer address.
@@ -116,7 +124,12 @@ impl<St: Store> Limiter<St> {
     }
 
     /// Starts deciding a request: at once when the store answers at once.
-    pub(crate) fn start(&self, rules: &Rules, values: &mut dyn Values, cost: u64) -> Result<Started<St::Pending>, MissingPeerAddr> {
+    pub(crate) fn start(
+        &self,
+        rules: &Rules,
+        values: &mut dyn Values,
+        cost: u64,
+    ) -> Result<Started<St::Pending>, MissingPeerAddr> {
         let matches = rules.applicable(values)?;
         if matches.is_empty() {
             return Ok(Started::Ready(Verdict::unlimited()));
@@ -212,19 +225,28 @@ impl Verdict {
             Err(error) => return Verdict::on_store_error(rules, limits, &error),
         };
         let mut verdict = Verdict::unlimited();
-        let enforced = limits.iter().zip(&decisions).filter(|(&l, _)| !rules.limits[l].is_shadow());
+        let enforced = limits
+            .iter()
+            .zip(&decisions)
+            .filter(|(&l, _)| !rules.limits[l].is_shadow());
         verdict.allowed = enforced.clone().all(|(_, d)| d.allowed);
         verdict.decision = if verdict.allowed {
             enforced.min_by_key(|(_, d)| (d.remaining, d.limit))
         } else {
-            enforced.filter(|(_, d)| !d.allowed).max_by_key(|(_, d)| d.retry_after)
+            enforced
+                .filter(|(_, d)| !d.allowed)
+                .max_by_key(|(_, d)| d.retry_after)
         }
         .map(|(&limit, decision)| (limit, *decision));
         for (&limit, decision) in limits.iter().zip(&decisions) {
             let limit = &rules.limits[limit];
             if limit.is_shadow() && !decision.allowed {
                 verdict.shadow_denied = true;
-                tracing::info!(domain = rules.domain(), limit = limit.label(), "shadow mode: this limit would deny the request");
+                tracing::info!(
+                    domain = rules.domain(),
+                    limit = limit.label(),
+                    "shadow mode: this limit would deny the request"
+                );
             }
         }
         if let Some((limit, decision)) = verdict.decision.filter(|_| !verdict.allowed) {
@@ -239,10 +261,9 @@ impl Verdict {
     }
 
     fn on_store_error(rules: &Rules, limits: &[usize], error: &StoreError) -> Verdict {
-        let closed = limits
-            .iter()
-            .copied()
-            .find(|&l| !rules.limits[l].is_shadow() && rules.limits[l].on_store_error() == OnStoreError::Deny);
+        let closed = limits.iter().copied().find(|&l| {
+            !rules.limits[l].is_shadow() && rules.limits[l].on_store_error() == OnStoreError::Deny
+        });
         tracing::error!(domain = rules.domain(), %error, fail_closed = closed.is_some(), "the rate-limit store failed");
         let Some(limit) = closed else {
             return Verdict::unlimited();
@@ -277,7 +298,11 @@ struct GivenValues<'a> {
 impl Values for GivenValues<'_> {
     fn get(&mut self, source: usize) -> Result<Option<&str>, MissingPeerAddr> {
         let name = self.rules.sources[source].0.as_str();
-        Ok(self.values.iter().find(|(key, _)| *key == name).map(|(_, value)| *value))
+        Ok(self
+            .values
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| *value))
     }
 }
 
@@ -289,12 +314,18 @@ mod tests {
     fn limiter(yaml: &str) -> (Limiter<MemoryStore<ManualClock>>, ManualClock) {
         let clock = ManualClock::new();
         let rules = Rules::from_yaml(yaml).expect("valid rules");
-        (Limiter::with_store(rules, MemoryStore::with_clock(clock.clone())), clock)
+        (
+            Limiter::with_store(rules, MemoryStore::with_clock(clock.clone())),
+            clock,
+        )
     }
 
     fn check(limiter: &Limiter<MemoryStore<ManualClock>>, values: &[(&str, &str)]) -> Verdict {
         let rules = limiter.rules();
-        let mut given = GivenValues { rules: &rules, values };
+        let mut given = GivenValues {
+            rules: &rules,
+            values,
+        };
         match limiter.start(&rules, &mut given, 1) {
             Ok(Started::Ready(verdict)) => verdict,
             _ => panic!("the memory store answers at once"),
@@ -322,7 +353,9 @@ descriptors:
     #[test]
     fn exactly_the_limit_is_admitted_per_value() {
         let (limiter, clock) = limiter(RULES);
-        let admitted = (0..10).filter(|_| check(&limiter, &[("remote_address", "1.1.1.1")]).is_allowed()).count();
+        let admitted = (0..10)
+            .filter(|_| check(&limiter, &[("remote_address", "1.1.1.1")]).is_allowed())
+            .count();
         assert_eq!(admitted, 3);
         assert!(check(&limiter, &[("remote_address", "2.2.2.2")]).is_allowed());
         clock.advance(Duration::from_secs(60));
@@ -335,11 +368,18 @@ descriptors:
         let login = [("remote_address", "1.1.1.1"), ("endpoint", "login")];
         let first = check(&limiter, &login);
         assert!(first.is_allowed());
-        assert_eq!(first.decision().map(|d| d.remaining), Some(0), "the login limit is the most restrictive");
+        assert_eq!(
+            first.decision().map(|d| d.remaining),
+            Some(0),
+            "the login limit is the most restrictive"
+        );
         for _ in 0..5 {
             let denied = check(&limiter, &login);
             assert!(!denied.is_allowed());
-            assert_eq!(limiter.rules().limits()[denied.limit_index().unwrap()].label(), "login");
+            assert_eq!(
+                limiter.rules().limits()[denied.limit_index().unwrap()].label(),
+                "login"
+            );
         }
         // Denied logins consumed nothing of the per-address limit: 2 of 3 remain.
         let plain = check(&limiter, &[("remote_address", "1.1.1.1")]);
@@ -355,7 +395,11 @@ descriptors:
             assert!(verdict.is_allowed());
             assert!(verdict.decision().is_none());
         }
-        assert!(check(&limiter, &[("remote_address", "1.1.1.1"), ("api_key", "external")]).is_allowed());
+        assert!(check(
+            &limiter,
+            &[("remote_address", "1.1.1.1"), ("api_key", "external")]
+        )
+        .is_allowed());
     }
 
     #[test]
@@ -373,7 +417,12 @@ descriptors:
 "#,
         );
         let premium = [("remote_address", "1.1.1.1"), ("plan", "premium")];
-        assert_eq!((0..10).filter(|_| check(&limiter, &premium).is_allowed()).count(), 5);
+        assert_eq!(
+            (0..10)
+                .filter(|_| check(&limiter, &premium).is_allowed())
+                .count(),
+            5
+        );
     }
 
     #[test]
@@ -391,7 +440,10 @@ descriptors:
         let second = check(&limiter, &[("method", "GET")]);
         assert!(second.is_allowed());
         assert!(second.is_shadow_denied());
-        assert!(second.decision().is_none(), "shadow limits do not show in headers");
+        assert!(
+            second.decision().is_none(),
+            "shadow limits do not show in headers"
+        );
     }
 
     #[test]
@@ -411,7 +463,11 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 3 }
 "#,
         );
-        let count = |user: &str| (0..10).filter(|_| check(&limiter, &[("user", user)]).is_allowed()).count();
+        let count = |user: &str| {
+            (0..10)
+                .filter(|_| check(&limiter, &[("user", user)]).is_allowed())
+                .count()
+        };
         assert_eq!(count("alice"), 1);
         assert_eq!(count("bot-1"), 2);
         assert_eq!(count("bot-special"), 3);

@@ -41,7 +41,11 @@ impl FixedWindow {
             allowed,
             limit: quota.limit(),
             remaining: quota.limit() - count,
-            reset_after: if count == 0 { Duration::ZERO } else { until_next_window },
+            reset_after: if count == 0 {
+                Duration::ZERO
+            } else {
+                until_next_window
+            },
             retry_after,
         };
         (FixedWindow { window, count }, decision)
@@ -60,10 +64,12 @@ mod tests {
         let (state, first) = FixedWindow::acquire(None, Nanos::new(59 * SECOND), &quota, 1);
         assert!(first.allowed);
         assert_eq!(first.reset_after, Duration::from_secs(1));
-        let (_, second) = FixedWindow::acquire(Some(&state), Nanos::new(59 * SECOND + 1), &quota, 1);
+        let (_, second) =
+            FixedWindow::acquire(Some(&state), Nanos::new(59 * SECOND + 1), &quota, 1);
         assert!(!second.allowed);
         assert_eq!(second.retry_after, Duration::from_nanos(SECOND - 1));
-        let (_, next_window) = FixedWindow::acquire(Some(&state), Nanos::new(60 * SECOND), &quota, 1);
+        let (_, next_window) =
+            FixedWindow::acquire(Some(&state), Nanos::new(60 * SECOND), &quota, 1);
         assert!(next_window.allowed);
     }
 

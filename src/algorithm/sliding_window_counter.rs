@@ -48,7 +48,8 @@ impl SlidingWindowCounter {
         } else if u128::from(cost) > limit {
             quota.period()
         } else {
-            let retry_at = Self::earliest_admission(window_start, period, limit, current, previous, cost);
+            let retry_at =
+                Self::earliest_admission(window_start, period, limit, current, previous, cost);
             Nanos::new(to_u64(retry_at)).since(now)
         };
         let reset_at = if current > 0 {
@@ -82,7 +83,8 @@ impl SlidingWindowCounter {
         previous: u64,
         cost: u64,
     ) -> u128 {
-        let (current, previous, cost) = (u128::from(current), u128::from(previous), u128::from(cost));
+        let (current, previous, cost) =
+            (u128::from(current), u128::from(previous), u128::from(cost));
         if current + cost <= limit {
             // Later in this window: previous × (period - e) <= room × period.
             let room = limit - current - cost;
@@ -105,7 +107,8 @@ mod tests {
     const SECOND: u64 = 1_000_000_000;
 
     fn acquire(state: &mut Option<SlidingWindowCounter>, at: u64, quota: &Quota) -> Decision {
-        let (next, decision) = SlidingWindowCounter::acquire(state.as_ref(), Nanos::new(at), quota, 1);
+        let (next, decision) =
+            SlidingWindowCounter::acquire(state.as_ref(), Nanos::new(at), quota, 1);
         if decision.allowed {
             *state = Some(next);
         }
@@ -143,9 +146,15 @@ mod tests {
                 let wait = u64::try_from(denied.retry_after.as_nanos()).unwrap();
                 assert!(wait > 0);
                 let mut early = probe_state;
-                assert!(!acquire(&mut early, probe_at + wait - 1, &quota).allowed, "early at {fill_at}/{probe_at}");
+                assert!(
+                    !acquire(&mut early, probe_at + wait - 1, &quota).allowed,
+                    "early at {fill_at}/{probe_at}"
+                );
                 let mut on_time = probe_state;
-                assert!(acquire(&mut on_time, probe_at + wait, &quota).allowed, "on time at {fill_at}/{probe_at}");
+                assert!(
+                    acquire(&mut on_time, probe_at + wait, &quota).allowed,
+                    "on time at {fill_at}/{probe_at}"
+                );
             }
         }
     }

@@ -45,7 +45,8 @@ impl TokenBucket {
             bucket.time_until(cost_tokens, now, quota)
         };
         if allowed {
-            bucket.level = i64::try_from(i128::from(bucket.level) - cost_tokens).unwrap_or(i64::MIN);
+            bucket.level =
+                i64::try_from(i128::from(bucket.level) - cost_tokens).unwrap_or(i64::MIN);
             tokens -= cost_tokens;
         }
         let reset_after = if quota.limit() == 0 {
@@ -95,7 +96,8 @@ mod tests {
         trace
             .iter()
             .map(|&(at, cost)| {
-                let (next, decision) = TokenBucket::acquire(state.as_ref(), Nanos::new(at), quota, cost);
+                let (next, decision) =
+                    TokenBucket::acquire(state.as_ref(), Nanos::new(at), quota, cost);
                 if decision.allowed {
                     state = Some(next);
                 }
@@ -107,7 +109,18 @@ mod tests {
     #[test]
     fn admits_burst_then_refills_at_rate() {
         let quota = Quota::new(2, Duration::from_secs(1)).with_burst(4);
-        let decisions = run(&quota, &[(0, 1), (0, 1), (0, 1), (0, 1), (0, 1), (SECOND / 2, 1), (SECOND / 2, 1)]);
+        let decisions = run(
+            &quota,
+            &[
+                (0, 1),
+                (0, 1),
+                (0, 1),
+                (0, 1),
+                (0, 1),
+                (SECOND / 2, 1),
+                (SECOND / 2, 1),
+            ],
+        );
         let allowed: Vec<bool> = decisions.iter().map(|d| d.allowed).collect();
         assert_eq!(allowed, [true, true, true, true, false, true, false]);
         assert_eq!(decisions[3].remaining, 0);

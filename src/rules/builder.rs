@@ -1,7 +1,8 @@
 //! Rules in Rust, compiled through the same validation as a file.
 
 use super::file::{
-    unlocated, RawClassifierEntry, RawClientIp, RawDescriptor, RawRateLimit, RawReplaces, RawRules, RawSingleSource, RawSource,
+    unlocated, RawClassifierEntry, RawClientIp, RawDescriptor, RawRateLimit, RawReplaces, RawRules,
+    RawSingleSource, RawSource,
 };
 use super::{OnStoreError, RuleErrors, Rules, Unit};
 use crate::algorithm::Algorithm;
@@ -52,14 +53,20 @@ impl RulesBuilder {
 
     /// Trusts forwarding headers from peers in `cidr` (an address or a CIDR block).
     pub fn trusted_proxy(mut self, cidr: impl Into<String>) -> Self {
-        let client_ip = self.raw.client_ip.get_or_insert_with(|| unlocated(RawClientIp::default()));
+        let client_ip = self
+            .raw
+            .client_ip
+            .get_or_insert_with(|| unlocated(RawClientIp::default()));
         client_ip.value.trusted_proxies.push(unlocated(cidr.into()));
         self
     }
 
     /// Groups IPv6 clients by this prefix length (default 64).
     pub fn ipv6_prefix(mut self, prefix: u8) -> Self {
-        let client_ip = self.raw.client_ip.get_or_insert_with(|| unlocated(RawClientIp::default()));
+        let client_ip = self
+            .raw
+            .client_ip
+            .get_or_insert_with(|| unlocated(RawClientIp::default()));
         client_ip.value.ipv6_prefix = Some(unlocated(prefix));
         self
     }
@@ -125,7 +132,9 @@ impl SourceSpec {
     }
 
     /// A classifier: `(value, method, path pattern)` entries, the first match giving the value.
-    pub fn classifier<'a>(entries: impl IntoIterator<Item = (&'a str, Option<&'a str>, Option<&'a str>)>) -> Self {
+    pub fn classifier<'a>(
+        entries: impl IntoIterator<Item = (&'a str, Option<&'a str>, Option<&'a str>)>,
+    ) -> Self {
         let entries = entries
             .into_iter()
             .map(|(value, method, path)| RawClassifierEntry {
@@ -238,7 +247,9 @@ impl LimitSpec {
 
     /// Drops the limit called `name` when both apply to a request.
     pub fn replaces(mut self, name: impl Into<String>) -> Self {
-        self.0.replaces.push(unlocated(RawReplaces { name: name.into() }));
+        self.0
+            .replaces
+            .push(unlocated(RawReplaces { name: name.into() }));
         self
     }
 }

@@ -5,7 +5,8 @@
 
 use super::error::{RuleError, RuleErrors};
 use super::file::{
-    Located, OnStoreError, RawClassifierEntry, RawClientIp, RawDescriptor, RawRateLimit, RawRules, RawSingleSource, RawSource,
+    Located, OnStoreError, RawClassifierEntry, RawClientIp, RawDescriptor, RawRateLimit, RawRules,
+    RawSingleSource, RawSource,
 };
 use super::tree::{Group, Level, Node};
 use super::{Limit, Rate, ResponseOptions, Rules};
@@ -37,7 +38,11 @@ pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
         on_store_error: raw.defaults.on_store_error.unwrap_or_default(),
     };
     if raw.domain.value.trim().is_empty() {
-        compiler.error(raw.domain.referenced, "domain", "the domain must not be empty");
+        compiler.error(
+            raw.domain.referenced,
+            "domain",
+            "the domain must not be empty",
+        );
     }
     compiler.declare_sources(&raw.sources);
     let client_ip = compiler.client_ip(raw.client_ip);
@@ -93,24 +98,41 @@ impl Compiler {
     fn source(&mut self, name: &str, raw: &Located<RawSource>) -> Option<Source> {
         let path = format!("sources.{name}");
         match &raw.value {
-            RawSource::Single(RawSingleSource::Header(header)) => match HeaderName::from_bytes(header.as_bytes()) {
-                Ok(header) => Some(Source::Header(header)),
-                Err(_) => {
-                    self.error(raw.referenced, format!("{path}.header"), format!("`{header}` is not a valid header name"));
-                    None
+            RawSource::Single(RawSingleSource::Header(header)) => {
+                match HeaderName::from_bytes(header.as_bytes()) {
+                    Ok(header) => Some(Source::Header(header)),
+                    Err(_) => {
+                        self.error(
+                            raw.referenced,
+                            format!("{path}.header"),
+                            format!("`{header}` is not a valid header name"),
+                        );
+                        None
+                    }
                 }
-            },
+            }
             RawSource::Single(RawSingleSource::Query(query)) if query.is_empty() => {
-                self.error(raw.referenced, format!("{path}.query"), "the query parameter name must not be empty");
+                self.error(
+                    raw.referenced,
+                    format!("{path}.query"),
+                    "the query parameter name must not be empty",
+                );
                 None
             }
             RawSource::Single(RawSingleSource::Query(query)) => Some(Source::Query(query.clone())),
             RawSource::Single(RawSingleSource::Identity) => Some(Source::Identity),
-            RawSource::Classifier(entries) => self.classifier(entries, raw.referenced, &path).map(Source::Classifier),
+            RawSource::Classifier(entries) => self
+                .classifier(entries, raw.referenced, &path)
+                .map(Source::Classifier),
         }
     }
 
-    fn classifier(&mut self, entries: &[RawClassifierEntry], location: Location, path: &str) -> Option<Classifier> {
+    fn classifier(
+        &mut self,
+        entries: &[RawClassifierEntry],
+        location: Location,
+        path: &str,
+    ) -> Option<Classifier> {
         if entries.is_empty() {
             self.error(location, path, "a classifier needs at least one entry");
             return None;
@@ -120,20 +142,34 @@ impl Compiler {
         for (i, entry) in entries.iter().enumerate() {
             let path = format!("{path}[{i}]");
             if entry.value.is_empty() {
-                self.error(location, format!("{path}.value"), "the value must not be empty");
+                self.error(
+                    location,
+                    format!("{path}.value"),
+                    "the value must not be empty",
+                );
             }
-            let method = entry.method.as_deref().and_then(|m| match Method::from_bytes(m.to_ascii_uppercase().as_bytes()) {
-                Ok(method) => Some(method),
-                Err(_) => {
-                    self.error(location, format!("{path}.method"), format!("`{m}` is not an HTTP method"));
-                    None
+            let method = entry.method.as_deref().and_then(|m| {
+                match Method::from_bytes(m.to_ascii_uppercase().as_bytes()) {
+                    Ok(method) => Some(method),
+                    Err(_) => {
+                        self.error(
+                            location,
+                            format!("{path}.method"),
+                            format!("`{m}` is not an HTTP method"),
+                        );
+                        None
+                    }
                 }
             });
             let pattern = entry.path.as_deref().and_then(|p| {
                 if p.starts_with('/') {
                     Some(PathPattern::new(p))
                 } else {
-                    self.error(location, format!("{path}.path"), format!("`{p}` must start with `/`"));
+                    self.error(
+                        location,
+                        format!("{path}.path"),
+                        format!("`{p}` must start with `/`"),
+                    );
                     None
                 }
             });
@@ -147,7 +183,10 @@ impl Compiler {
         let mut trusted = Vec::new();
         for (i, proxy) in raw.trusted_proxies.iter().enumerate() {
             let text = proxy.value.trim();
-            match text.parse::<IpNet>().or_else(|_| text.parse::<IpAddr>().map(IpNet::from)) {
+            match text
+                .parse::<IpNet>()
+                .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+            {
                 Ok(net) => trusted.push(net),
                 Err(_) => self.error(
                     proxy.referenced,
@@ -158,7 +197,11 @@ impl Compiler {
         }
         let prefix = match raw.ipv6_prefix {
             Some(prefix) if prefix.value == 0 || prefix.value > 128 => {
-                self.error(prefix.referenced, "client_ip.ipv6_prefix", "must be between 1 and 128");
+                self.error(
+                    prefix.referenced,
+                    "client_ip.ipv6_prefix",
+                    "must be between 1 and 128",
+                );
                 DEFAULT_IPV6_PREFIX
             }
             Some(prefix) => prefix.value,
@@ -192,19 +235,33 @@ impl Compiler {
         Some(id)
     }
 
-    fn level(&mut self, descriptors: &[Located<RawDescriptor>], path: &str, parent: &str, depth: usize) -> Level {
+    fn level(
+        &mut self,
+        descriptors: &[Located<RawDescriptor>],
+        path: &str,
+        parent: &str,
+        depth: usize,
+    ) -> Level {
         let mut groups: Vec<Group> = Vec::new();
         let mut seen = HashSet::new();
         for (i, descriptor) in descriptors.iter().enumerate() {
             let path = format!("{path}[{i}]");
             let raw = &descriptor.value;
             if depth > MAX_DEPTH {
-                self.error(descriptor.referenced, &path, format!("descriptors nest deeper than {MAX_DEPTH} levels"));
+                self.error(
+                    descriptor.referenced,
+                    &path,
+                    format!("descriptors nest deeper than {MAX_DEPTH} levels"),
+                );
                 continue;
             }
             let value = raw.value.as_ref().map(|v| v.value.as_str());
             if !seen.insert((raw.key.value.as_str(), value)) {
-                self.error(descriptor.referenced, &path, format!("duplicate entry for key `{}` and this value", raw.key.value));
+                self.error(
+                    descriptor.referenced,
+                    &path,
+                    format!("duplicate entry for key `{}` and this value", raw.key.value),
+                );
                 continue;
             }
             let Some(source) = self.source_id(&raw.key, &path) else {
@@ -214,10 +271,19 @@ impl Compiler {
                 Some(value) => format!("{}={value}", raw.key.value),
                 None => raw.key.value.clone(),
             };
-            let chain = if parent.is_empty() { entry } else { format!("{parent}/{entry}") };
+            let chain = if parent.is_empty() {
+                entry
+            } else {
+                format!("{parent}/{entry}")
+            };
             let node = Node {
                 limit: self.limit(descriptor, &path, &chain),
-                children: self.level(&raw.descriptors, &format!("{path}.descriptors"), &chain, depth + 1),
+                children: self.level(
+                    &raw.descriptors,
+                    &format!("{path}.descriptors"),
+                    &chain,
+                    depth + 1,
+                ),
             };
             let group_index = match groups.iter().position(|g| g.source == source) {
                 Some(index) => index,
@@ -235,7 +301,9 @@ impl Compiler {
             match &raw.value {
                 None => group.key_only = Some(Box::new(node)),
                 Some(value) => match value.value.strip_suffix('*') {
-                    Some(prefix) if !prefix.contains('*') => group.prefixes.push((prefix.to_owned(), node)),
+                    Some(prefix) if !prefix.contains('*') => {
+                        group.prefixes.push((prefix.to_owned(), node))
+                    }
                     _ if value.value.contains('*') => self.error(
                         value.referenced,
                         format!("{path}.value"),
@@ -248,18 +316,29 @@ impl Compiler {
             }
         }
         for group in &mut groups {
-            group.prefixes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+            group
+                .prefixes
+                .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
         }
         Level { groups }
     }
 
-    fn limit(&mut self, descriptor: &Located<RawDescriptor>, path: &str, chain: &str) -> Option<usize> {
+    fn limit(
+        &mut self,
+        descriptor: &Located<RawDescriptor>,
+        path: &str,
+        chain: &str,
+    ) -> Option<usize> {
         let raw = descriptor.value.rate_limit.as_ref()?;
         let path = format!("{path}.rate_limit");
         let rate = self.rate(&raw.value, raw.referenced, &path)?;
         let name = raw.value.name.as_ref().map(|n| n.value.clone());
         if name.as_deref().is_some_and(str::is_empty) {
-            self.error(raw.referenced, format!("{path}.name"), "the name must not be empty");
+            self.error(
+                raw.referenced,
+                format!("{path}.name"),
+                "the name must not be empty",
+            );
         }
         self.limits.push(Limit {
             name,
@@ -267,7 +346,12 @@ impl Compiler {
             rate,
             shadow: descriptor.value.shadow_mode,
             on_store_error: self.on_store_error,
-            replaces: raw.value.replaces.iter().map(|r| r.value.name.clone()).collect(),
+            replaces: raw
+                .value
+                .replaces
+                .iter()
+                .map(|r| r.value.name.clone())
+                .collect(),
         });
         self.limit_sites.push((raw.referenced, path));
         Some(self.limits.len() - 1)
@@ -291,17 +375,32 @@ impl Compiler {
         }
         let period = self.period(raw, location, path);
         let Some(limit) = &raw.requests_per_unit else {
-            self.error(location, format!("{path}.requests_per_unit"), "missing (or set `unlimited: true`)");
+            self.error(
+                location,
+                format!("{path}.requests_per_unit"),
+                "missing (or set `unlimited: true`)",
+            );
             return None;
         };
-        let algorithm = raw.algorithm.as_ref().map_or(self.default_algorithm, |a| a.value);
+        let algorithm = raw
+            .algorithm
+            .as_ref()
+            .map_or(self.default_algorithm, |a| a.value);
         let burst = match &raw.burst {
             Some(burst) if algorithm != Algorithm::TokenBucket => {
-                self.error(burst.referenced, format!("{path}.burst"), format!("`burst` applies to token_bucket, not {algorithm}"));
+                self.error(
+                    burst.referenced,
+                    format!("{path}.burst"),
+                    format!("`burst` applies to token_bucket, not {algorithm}"),
+                );
                 return None;
             }
             Some(burst) if burst.value == 0 => {
-                self.error(burst.referenced, format!("{path}.burst"), "must be at least 1 (requests_per_unit: 0 denies everything)");
+                self.error(
+                    burst.referenced,
+                    format!("{path}.burst"),
+                    "must be at least 1 (requests_per_unit: 0 denies everything)",
+                );
                 return None;
             }
             Some(burst) => burst.value,
@@ -314,16 +413,28 @@ impl Compiler {
     fn period(&mut self, raw: &RawRateLimit, location: Location, path: &str) -> Option<Duration> {
         let period = match (&raw.unit, &raw.period) {
             (Some(_), Some(period)) => {
-                self.error(period.referenced, format!("{path}.period"), "give either `unit` or `period`, not both");
+                self.error(
+                    period.referenced,
+                    format!("{path}.period"),
+                    "give either `unit` or `period`, not both",
+                );
                 return None;
             }
             (None, None) => {
-                self.error(location, format!("{path}.unit"), "missing: give a `unit` (second to year) or a `period` (e.g. 30s)");
+                self.error(
+                    location,
+                    format!("{path}.unit"),
+                    "missing: give a `unit` (second to year) or a `period` (e.g. 30s)",
+                );
                 return None;
             }
             (None, Some(period)) => {
                 if raw.unit_multiplier.is_some() {
-                    self.error(location, format!("{path}.unit_multiplier"), "`unit_multiplier` needs a `unit`");
+                    self.error(
+                        location,
+                        format!("{path}.unit_multiplier"),
+                        "`unit_multiplier` needs a `unit`",
+                    );
                     return None;
                 }
                 match parse_period(&period.value) {
@@ -341,7 +452,11 @@ impl Compiler {
             (Some(unit), None) => {
                 let multiplier = raw.unit_multiplier.as_ref().map_or(1, |m| m.value);
                 if multiplier == 0 {
-                    self.error(location, format!("{path}.unit_multiplier"), "must be at least 1");
+                    self.error(
+                        location,
+                        format!("{path}.unit_multiplier"),
+                        "must be at least 1",
+                    );
                     return None;
                 }
                 Duration::from_secs(unit.value.seconds().saturating_mul(multiplier))
@@ -368,8 +483,13 @@ impl Compiler {
         for (limit, (location, path)) in self.limits.iter().zip(&self.limit_sites) {
             for replaced in &limit.replaces {
                 if !names.contains(replaced.as_str()) {
-                    let message = format!("`replaces` names `{replaced}`, but no rate limit has that name");
-                    errors.push(RuleError::new(*location, format!("{path}.replaces"), message));
+                    let message =
+                        format!("`replaces` names `{replaced}`, but no rate limit has that name");
+                    errors.push(RuleError::new(
+                        *location,
+                        format!("{path}.replaces"),
+                        message,
+                    ));
                 }
             }
         }

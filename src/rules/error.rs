@@ -11,7 +11,11 @@ pub struct RuleError {
 }
 
 impl RuleError {
-    pub(crate) fn new(location: Location, path: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        location: Location,
+        path: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
         let known = location != Location::UNKNOWN;
         RuleError {
             line: known.then(|| location.line()),
@@ -63,7 +67,10 @@ pub struct RuleErrors {
 
 impl RuleErrors {
     pub(crate) fn new(errors: Vec<RuleError>) -> Self {
-        RuleErrors { source: None, errors }
+        RuleErrors {
+            source: None,
+            errors,
+        }
     }
 
     /// The same errors, reported as coming from `file` (e.g. a path).

@@ -97,8 +97,15 @@ impl Rules {
     /// refused with an error too.
     pub fn from_yaml(yaml: &str) -> Result<Rules, RuleErrors> {
         if yaml.len() > MAX_FILE_BYTES {
-            let message = format!("the rules are {} bytes; the limit is {MAX_FILE_BYTES}", yaml.len());
-            return Err(RuleErrors::new(vec![RuleError::new(Location::UNKNOWN, "", message)]));
+            let message = format!(
+                "the rules are {} bytes; the limit is {MAX_FILE_BYTES}",
+                yaml.len()
+            );
+            return Err(RuleErrors::new(vec![RuleError::new(
+                Location::UNKNOWN,
+                "",
+                message,
+            )]));
         }
         let mut budget = Budget::default();
         budget.max_depth = 48;
@@ -108,11 +115,12 @@ impl Rules {
         budget.max_documents = 1;
         let mut options = Options::default();
         options.budget = Some(budget);
-        let raw: file::RawRules = serde_saphyr::from_str_with_options(yaml, options).map_err(|error| {
-            let location = error.location().unwrap_or(Location::UNKNOWN);
-            let message = error.without_snippet().to_string();
-            RuleErrors::new(vec![RuleError::new(location, "", message)])
-        })?;
+        let raw: file::RawRules =
+            serde_saphyr::from_str_with_options(yaml, options).map_err(|error| {
+                let location = error.location().unwrap_or(Location::UNKNOWN);
+                let message = error.without_snippet().to_string();
+                RuleErrors::new(vec![RuleError::new(location, "", message)])
+            })?;
         compile::compile(raw)
     }
 
@@ -161,7 +169,10 @@ impl Rules {
     pub(crate) fn applicable(&self, values: &mut dyn Values) -> Result<Matches, MissingPeerAddr> {
         let mut matches = Matches::new();
         self.root.walk(values, &mut Vec::new(), &mut matches)?;
-        if matches.iter().any(|m| self.limits[m.limit].rate == Rate::Unlimited) {
+        if matches
+            .iter()
+            .any(|m| self.limits[m.limit].rate == Rate::Unlimited)
+        {
             matches.clear();
             return Ok(matches);
         }
@@ -170,7 +181,12 @@ impl Rules {
                 .iter()
                 .flat_map(|m| self.limits[m.limit].replaces.iter().map(String::as_str))
                 .collect();
-            matches.retain(|m| self.limits[m.limit].name.as_deref().is_none_or(|name| !replaced.contains(&name)));
+            matches.retain(|m| {
+                self.limits[m.limit]
+                    .name
+                    .as_deref()
+                    .is_none_or(|name| !replaced.contains(&name))
+            });
         }
         Ok(matches)
     }

@@ -67,7 +67,12 @@ impl Group {
 
 impl Level {
     /// Collects the limits that apply under this level into `out`.
-    pub(crate) fn walk(&self, values: &mut dyn Values, path: &mut Vec<u8>, out: &mut Matches) -> Result<(), MissingPeerAddr> {
+    pub(crate) fn walk(
+        &self,
+        values: &mut dyn Values,
+        path: &mut Vec<u8>,
+        out: &mut Matches,
+    ) -> Result<(), MissingPeerAddr> {
         for group in &self.groups {
             let Some(value) = values.get(group.source)? else {
                 continue;

@@ -33,7 +33,11 @@ impl Classifier {
         Classifier {
             entries: entries
                 .into_iter()
-                .map(|(value, method, path)| ClassifierEntry { value, method, path })
+                .map(|(value, method, path)| ClassifierEntry {
+                    value,
+                    method,
+                    path,
+                })
                 .collect(),
         }
     }
@@ -44,7 +48,10 @@ impl Classifier {
             .iter()
             .find(|entry| {
                 entry.method.as_ref().is_none_or(|m| m == request.method)
-                    && entry.path.as_ref().is_none_or(|p| p.matches(request.uri.path()))
+                    && entry
+                        .path
+                        .as_ref()
+                        .is_none_or(|p| p.matches(request.uri.path()))
             })
             .map(|entry| entry.value.as_str())
     }
@@ -92,14 +99,25 @@ mod tests {
     #[test]
     fn first_matching_entry_wins() {
         let classifier = Classifier::new(vec![
-            ("login".into(), Some(Method::POST), Some(PathPattern::new("/auth/login"))),
-            ("any-auth".into(), None, Some(PathPattern::new("/auth/login"))),
+            (
+                "login".into(),
+                Some(Method::POST),
+                Some(PathPattern::new("/auth/login")),
+            ),
+            (
+                "any-auth".into(),
+                None,
+                Some(PathPattern::new("/auth/login")),
+            ),
         ]);
         let post = http::Request::post("/auth/login").body(()).unwrap();
         let get = http::Request::get("/auth/login").body(()).unwrap();
         let other = http::Request::get("/elsewhere").body(()).unwrap();
         assert_eq!(classifier.classify(&RequestView::of(&post)), Some("login"));
-        assert_eq!(classifier.classify(&RequestView::of(&get)), Some("any-auth"));
+        assert_eq!(
+            classifier.classify(&RequestView::of(&get)),
+            Some("any-auth")
+        );
         assert_eq!(classifier.classify(&RequestView::of(&other)), None);
     }
 }

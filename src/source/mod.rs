@@ -81,7 +81,8 @@ impl Source {
     }
 
     /// The names of the built-in keys.
-    pub const BUILTIN_NAMES: [&'static str; 5] = ["remote_address", "method", "path", "route", "host"];
+    pub const BUILTIN_NAMES: [&'static str; 5] =
+        ["remote_address", "method", "path", "route", "host"];
 }
 
 /// The parts of a request that sources read.
@@ -114,26 +115,39 @@ impl<'a> RequestView<'a> {
     ///
     /// [`MissingPeerAddr`] when `source` is the client address and the server did not record
     /// the socket peer: a deployment mistake that must not silently limit nobody.
-    pub fn value<'s>(&self, source: &'s Source, client_ip: &ClientIpResolver) -> Result<Option<Cow<'s, str>>, MissingPeerAddr>
+    pub fn value<'s>(
+        &self,
+        source: &'s Source,
+        client_ip: &ClientIpResolver,
+    ) -> Result<Option<Cow<'s, str>>, MissingPeerAddr>
     where
         'a: 's,
     {
         Ok(match source {
             Source::RemoteAddress => {
                 let peer = PeerAddr::from_extensions(self.extensions).ok_or(MissingPeerAddr)?;
-                Some(Cow::Owned(client_ip.resolve(peer.ip(), self.headers).to_string()))
+                Some(Cow::Owned(
+                    client_ip.resolve(peer.ip(), self.headers).to_string(),
+                ))
             }
             Source::Method => Some(Cow::Borrowed(self.method.as_str())),
             Source::Path => Some(Cow::Borrowed(self.uri.path())),
             Source::Route => matched_route(self.extensions).map(Cow::Borrowed),
             Source::Host => self.host().map(Cow::Borrowed),
-            Source::Header(name) => self.headers.get(name).and_then(|v| v.to_str().ok()).map(Cow::Borrowed),
+            Source::Header(name) => self
+                .headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(Cow::Borrowed),
             Source::Query(name) => self.uri.query().and_then(|query| {
                 form_urlencoded::parse(query.as_bytes())
                     .find(|(key, _)| key == name)
                     .map(|(_, value)| Cow::Owned(value.into_owned()))
             }),
-            Source::Identity => self.extensions.get::<Identity>().map(|id| Cow::Borrowed(id.as_str())),
+            Source::Identity => self
+                .extensions
+                .get::<Identity>()
+                .map(|id| Cow::Borrowed(id.as_str())),
             Source::Classifier(classifier) => classifier.classify(self).map(Cow::Borrowed),
         })
     }
@@ -148,7 +162,9 @@ impl<'a> RequestView<'a> {
 
 #[cfg(feature = "axum")]
 fn matched_route(extensions: &Extensions) -> Option<&str> {
-    extensions.get::<axum::extract::MatchedPath>().map(|m| m.as_str())
+    extensions
+        .get::<axum::extract::MatchedPath>()
+        .map(|m| m.as_str())
 }
 
 #[cfg(not(feature = "axum"))]

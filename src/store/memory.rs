@@ -90,8 +90,10 @@ impl<C: Clock> MemoryStore<C> {
 
     fn decide(&self, checks: &[LimitCheck<'_>], cost: u64) -> Decisions {
         let now = self.clock.now();
-        let hashes: SmallVec<[u64; 4]> = checks.iter().map(|c| self.hasher.hash_one(c.key)).collect();
-        let mut shard_ids: SmallVec<[usize; 4]> = hashes.iter().map(|&h| self.shard_of(h)).collect();
+        let hashes: SmallVec<[u64; 4]> =
+            checks.iter().map(|c| self.hasher.hash_one(c.key)).collect();
+        let mut shard_ids: SmallVec<[usize; 4]> =
+            hashes.iter().map(|&h| self.shard_of(h)).collect();
         shard_ids.sort_unstable();
         shard_ids.dedup();
         let mut guards: SmallVec<[MutexGuard<'_, HashTable<Entry>>; 4]> =
@@ -112,10 +114,15 @@ impl<C: Clock> MemoryStore<C> {
             decisions.push(decision);
         }
 
-        let admitted = checks.iter().zip(&decisions).all(|(c, d)| c.shadow || d.allowed);
+        let admitted = checks
+            .iter()
+            .zip(&decisions)
+            .all(|(c, d)| c.shadow || d.allowed);
         if admitted {
-            for ((check, &hash), (next, decision)) in
-                checks.iter().zip(&hashes).zip(next_states.into_iter().zip(&decisions))
+            for ((check, &hash), (next, decision)) in checks
+                .iter()
+                .zip(&hashes)
+                .zip(next_states.into_iter().zip(&decisions))
             {
                 if !decision.allowed {
                     continue;
@@ -180,8 +187,18 @@ mod tests {
         let wide = Quota::new(10, Duration::from_secs(60));
         let narrow = Quota::new(1, Duration::from_secs(60));
         let both = [
-            LimitCheck { key: b"wide", algorithm: Algorithm::FixedWindow, quota: &wide, shadow: false },
-            LimitCheck { key: b"narrow", algorithm: Algorithm::TokenBucket, quota: &narrow, shadow: false },
+            LimitCheck {
+                key: b"wide",
+                algorithm: Algorithm::FixedWindow,
+                quota: &wide,
+                shadow: false,
+            },
+            LimitCheck {
+                key: b"narrow",
+                algorithm: Algorithm::TokenBucket,
+                quota: &narrow,
+                shadow: false,
+            },
         ];
         assert!(decide(&store, &both).iter().all(|d| d.allowed));
         for _ in 0..5 {
@@ -189,14 +206,22 @@ mod tests {
             assert!(decisions[0].allowed && !decisions[1].allowed);
         }
         let wide_only = decide(&store, &both[..1]);
-        assert_eq!(wide_only[0].remaining, 8, "denied requests must not charge the wide limit");
+        assert_eq!(
+            wide_only[0].remaining, 8,
+            "denied requests must not charge the wide limit"
+        );
     }
 
     #[test]
     fn shadow_limits_report_but_never_deny() {
         let store = MemoryStore::with_clock(ManualClock::new());
         let quota = Quota::new(1, Duration::from_secs(60));
-        let shadow = [LimitCheck { key: b"k", algorithm: Algorithm::FixedWindow, quota: &quota, shadow: true }];
+        let shadow = [LimitCheck {
+            key: b"k",
+            algorithm: Algorithm::FixedWindow,
+            quota: &quota,
+            shadow: true,
+        }];
         assert!(decide(&store, &shadow)[0].allowed);
         assert!(!decide(&store, &shadow)[0].allowed);
     }
@@ -209,7 +234,12 @@ mod tests {
         std::thread::scope(|scope| {
             for _ in 0..4 {
                 scope.spawn(|| {
-                    let check = [LimitCheck { key: b"hot", algorithm: Algorithm::SlidingWindowCounter, quota: &quota, shadow: false }];
+                    let check = [LimitCheck {
+                        key: b"hot",
+                        algorithm: Algorithm::SlidingWindowCounter,
+                        quota: &quota,
+                        shadow: false,
+                    }];
                     for _ in 0..500 {
                         if decide(&store, &check)[0].allowed {
                             admitted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -43,6 +43,8 @@ pub type Decisions = SmallVec<[Decision; 4]>;
 /// An in-memory store always answers at once, so the middleware can skip the future
 /// machinery; a networked store answers later.
 #[derive(Debug)]
+// Moved once per request; boxing the ready answer would allocate on the hot path.
+#[allow(clippy::large_enum_variant)]
 pub enum Acquisition<F> {
     /// The decisions are already known.
     Ready(Result<Decisions, StoreError>),
@@ -70,7 +72,10 @@ pub struct StoreError {
 
 impl StoreError {
     /// An error with a message and the underlying cause.
-    pub fn new(message: impl Into<String>, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
+    pub fn new(
+        message: impl Into<String>,
+        source: impl Into<Box<dyn StdError + Send + Sync>>,
+    ) -> Self {
         StoreError {
             message: message.into(),
             source: Some(source.into()),
@@ -86,6 +91,8 @@ impl fmt::Display for StoreError {
 
 impl StdError for StoreError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.source.as_deref().map(|e| e as &(dyn StdError + 'static))
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn StdError + 'static))
     }
 }

@@ -1,0 +1,103 @@
+use super::ResponseBody;
+use crate::response::RateLimitHeaders;
+use bytes::Bytes;
+use http::Response;
+use pin_project_lite::pin_project;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+/// What a request waiting on a networked store ends in.
+pub(crate) enum Waited<T> {
+    /// The inner service's result, and the headers to add to it.
+    Served(T, RateLimitHeaders),
+    /// An answer of tollgate's own (a rejection).
+    Answered(Response<Bytes>),
+}
+
+/// The boxed work of a request whose store answers later. Only networked stores take this
+/// path; the in-memory store decides inside `call`.
+pub(crate) type WaitingFuture<T> = Pin<Box<dyn Future<Output = Waited<T>> + Send>>;
+
+pin_project! {
+    /// The response future of [`RateLimit`](super::RateLimit).
+    pub struct ResponseFuture<F: Future> {
+        #[pin]
+        kind: Kind<F>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F: Future> {
+        Admitted { #[pin] future: F, headers: RateLimitHeaders },
+        Answered { response: Option<Response<Bytes>> },
+        Waiting { future: WaitingFuture<F::Output> },
+    }
+}
+
+impl<F: Future> ResponseFuture<F> {
+    pub(crate) fn admitted(future: F, headers: RateLimitHeaders) -> Self {
+        ResponseFuture {
+            kind: Kind::Admitted { future, headers },
+        }
+    }
+
+    pub(crate) fn answered(response: Response<Bytes>) -> Self {
+        ResponseFuture {
+            kind: Kind::Answered {
+                response: Some(response),
+            },
+        }
+    }
+
+    pub(crate) fn waiting(future: WaitingFuture<F::Output>) -> Self {
+        ResponseFuture {
+            kind: Kind::Waiting { future },
+        }
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<ResponseBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Admitted { future, headers } => {
+                let response = ready!(future.poll(cx))?;
+                Poll::Ready(Ok(with_headers(response, std::mem::take(headers))))
+            }
+            KindProj::Answered { response } => {
+                let response = response
+                    .take()
+                    .expect("ResponseFuture polled after completion");
+                Poll::Ready(Ok(response.map(ResponseBody::rejection)))
+            }
+            KindProj::Waiting { future } => Poll::Ready(match ready!(future.as_mut().poll(cx)) {
+                Waited::Served(result, headers) => {
+                    result.map(|response| with_headers(response, headers))
+                }
+                Waited::Answered(response) => Ok(response.map(ResponseBody::rejection)),
+            }),
+        }
+    }
+}
+
+fn with_headers<B>(
+    mut response: Response<B>,
+    headers: RateLimitHeaders,
+) -> Response<ResponseBody<B>> {
+    for (name, value) in headers {
+        response.headers_mut().insert(name, value);
+    }
+    response.map(ResponseBody::inner)
+}
+
+impl<F: Future> std::fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}

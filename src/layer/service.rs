@@ -1,0 +1,178 @@
+use super::future::{Waited, WaitingFuture};
+use super::{ResponseBody, ResponseFuture};
+use crate::limiter::{Started, Verdict};
+use crate::response::{self, RateLimitHeaders};
+use crate::rules::tree::Values;
+use crate::rules::Rules;
+use crate::source::{MissingPeerAddr, RequestView};
+use crate::store::{MemoryStore, Store};
+use crate::Limiter;
+use bytes::Bytes;
+use http::{Request, Response};
+use smallvec::SmallVec;
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use tower_service::Service;
+
+/// Rate-limits requests to the inner service; made by [`RateLimitLayer`](super::RateLimitLayer).
+#[derive(Debug)]
+pub struct RateLimit<S, St = MemoryStore> {
+    inner: S,
+    limiter: Limiter<St>,
+}
+
+/// Put into the extensions of a request that a shadow-mode limit would have denied, so the
+/// application (or its metrics) can see what enforcing the limit would do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShadowDenied;
+
+impl<S, St> RateLimit<S, St> {
+    /// Wraps `inner`, deciding with `limiter`.
+    pub fn new(inner: S, limiter: Limiter<St>) -> Self {
+        RateLimit { inner, limiter }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S: Clone, St> Clone for RateLimit<S, St> {
+    fn clone(&self) -> Self {
+        RateLimit {
+            inner: self.inner.clone(),
+            limiter: self.limiter.clone(),
+        }
+    }
+}
+
+impl<S, St, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, St>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    ReqBody: Send + 'static,
+    St: Store,
+{
+    type Response = Response<ResponseBody<ResBody>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
+        let rules = self.limiter.rules_guard();
+        let grpc = response::is_grpc(request.headers());
+        let started = {
+            let mut values = RequestValues::new(RequestView::of(&request), &rules);
+            self.limiter.start(&rules, &mut values, 1)
+        };
+        match started {
+            Err(MissingPeerAddr) => {
+                report_missing_peer_addr();
+                ResponseFuture::answered(response::missing_peer_addr(grpc, MissingPeerAddr::FIX))
+            }
+            Ok(Started::Ready(verdict)) => match plan(&rules, &verdict, grpc) {
+                Plan::Reject(rejection) => ResponseFuture::answered(rejection),
+                Plan::Admit(headers) => {
+                    if verdict.is_shadow_denied() {
+                        request.extensions_mut().insert(ShadowDenied);
+                    }
+                    ResponseFuture::admitted(self.inner.call(request), headers)
+                }
+            },
+            Ok(Started::Pending(pending)) => {
+                let rules = arc_swap::Guard::into_inner(rules);
+                // The ready service goes with the request; a fresh clone takes its place.
+                let clone = self.inner.clone();
+                let mut inner = std::mem::replace(&mut self.inner, clone);
+                let waiting: WaitingFuture<_> = Box::pin(async move {
+                    let verdict = pending.finish(&rules).await;
+                    match plan(&rules, &verdict, grpc) {
+                        Plan::Reject(rejection) => Waited::Answered(rejection),
+                        Plan::Admit(headers) => {
+                            if verdict.is_shadow_denied() {
+                                request.extensions_mut().insert(ShadowDenied);
+                            }
+                            Waited::Served(inner.call(request).await, headers)
+                        }
+                    }
+                });
+                ResponseFuture::waiting(waiting)
+            }
+        }
+    }
+}
+
+enum Plan {
+    Admit(RateLimitHeaders),
+    Reject(Response<Bytes>),
+}
+
+fn plan(rules: &Rules, verdict: &Verdict, grpc: bool) -> Plan {
+    let options = rules.response();
+    let reported = verdict
+        .limit_index()
+        .zip(verdict.decision())
+        .map(|(index, decision)| (&rules.limits()[index], decision));
+    match reported {
+        Some((limit, decision)) if !verdict.is_allowed() => {
+            Plan::Reject(response::rejection(limit, decision, options, grpc))
+        }
+        Some((limit, decision)) => Plan::Admit(response::headers(limit, decision, options)),
+        None => Plan::Admit(RateLimitHeaders::new()),
+    }
+}
+
+/// Logged once per process: every request would fail the same way until the server is fixed.
+fn report_missing_peer_addr() {
+    static REPORTED: AtomicBool = AtomicBool::new(false);
+    if !REPORTED.swap(true, Ordering::Relaxed) {
+        tracing::error!("{}", MissingPeerAddr::FIX);
+    }
+}
+
+/// A request's descriptor values, each read on first use.
+struct RequestValues<'r> {
+    view: RequestView<'r>,
+    rules: &'r Rules,
+    cache: SmallVec<[Option<Option<Cow<'r, str>>>; 8]>,
+}
+
+impl<'r> RequestValues<'r> {
+    fn new(view: RequestView<'r>, rules: &'r Rules) -> Self {
+        RequestValues {
+            view,
+            rules,
+            cache: SmallVec::from_elem(None, rules.sources.len()),
+        }
+    }
+}
+
+impl Values for RequestValues<'_> {
+    fn get(&mut self, source: usize) -> Result<Option<&str>, MissingPeerAddr> {
+        if self.cache[source].is_none() {
+            let value = self
+                .view
+                .value(&self.rules.sources[source].1, &self.rules.client_ip)?;
+            self.cache[source] = Some(value);
+        }
+        Ok(self.cache[source]
+            .as_ref()
+            .and_then(|value| value.as_deref()))
+    }
+}

@@ -1,0 +1,212 @@
+//! What clients are told: rate-limit headers, the `429` problem document, the gRPC status.
+
+use crate::algorithm::Decision;
+use crate::rules::{Limit, ResponseOptions};
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, Response, StatusCode};
+use smallvec::SmallVec;
+use std::time::Duration;
+
+/// `X-Ratelimit-Limit`: the most requests the client may send at once.
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// `X-Ratelimit-Remaining`: requests the client may still send now.
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// `X-Ratelimit-Retry-After`: whole seconds to wait after a denial (same as `Retry-After`).
+pub const X_RATELIMIT_RETRY_AFTER: HeaderName = HeaderName::from_static("x-ratelimit-retry-after");
+/// `X-Ratelimit-Reset`: whole seconds until the limit is full again (optional).
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+/// IETF `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers), optional.
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// IETF `RateLimit` (draft-ietf-httpapi-ratelimit-headers), optional.
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
+const GRPC_RETRY_PUSHBACK_MS: HeaderName = HeaderName::from_static("grpc-retry-pushback-ms");
+/// RESOURCE_EXHAUSTED.
+const GRPC_RESOURCE_EXHAUSTED: HeaderValue = HeaderValue::from_static("8");
+/// INTERNAL.
+const GRPC_INTERNAL: HeaderValue = HeaderValue::from_static("13");
+const GRPC_CONTENT_TYPE: HeaderValue = HeaderValue::from_static("application/grpc");
+
+/// The rate-limit headers of one response, prepared before the inner service runs.
+pub(crate) type RateLimitHeaders = SmallVec<[(HeaderName, HeaderValue); 4]>;
+
+/// Whether a request is a gRPC call (`content-type: application/grpc*`).
+pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
+}
+
+/// Whole seconds, rounded up, and at least 1: a client that waits this long will be admitted.
+pub(crate) fn whole_seconds_at_least_one(duration: Duration) -> u64 {
+    duration
+        .as_nanos()
+        .div_ceil(1_000_000_000)
+        .clamp(1, u128::from(u64::MAX)) as u64
+}
+
+/// The headers for a decision of `limit`.
+pub(crate) fn headers(
+    limit: &Limit,
+    decision: &Decision,
+    options: ResponseOptions,
+) -> RateLimitHeaders {
+    let mut headers = RateLimitHeaders::new();
+    headers.push((X_RATELIMIT_LIMIT, HeaderValue::from(decision.limit)));
+    headers.push((X_RATELIMIT_REMAINING, HeaderValue::from(decision.remaining)));
+    if !decision.allowed {
+        let retry_after = HeaderValue::from(whole_seconds_at_least_one(decision.retry_after));
+        headers.push((X_RATELIMIT_RETRY_AFTER, retry_after.clone()));
+        headers.push((RETRY_AFTER, retry_after));
+    }
+    if options.reset_header {
+        let reset = decision.reset_after.as_nanos().div_ceil(1_000_000_000);
+        headers.push((
+            X_RATELIMIT_RESET,
+            HeaderValue::from(u64::try_from(reset).unwrap_or(u64::MAX)),
+        ));
+    }
+    if options.ietf_headers {
+        let name = structured_string(limit.label());
+        let window = limit.quota().map_or(0, |q| q.period().as_secs().max(1));
+        let reset = if decision.allowed {
+            decision.reset_after.as_nanos().div_ceil(1_000_000_000)
+        } else {
+            u128::from(whole_seconds_at_least_one(decision.retry_after))
+        };
+        let policy = format!("{name};q={};w={window}", decision.limit);
+        let state = format!("{name};r={};t={reset}", decision.remaining);
+        // Both are ASCII by construction (the name is escaped), so these cannot fail.
+        if let (Ok(policy), Ok(state)) =
+            (HeaderValue::try_from(policy), HeaderValue::try_from(state))
+        {
+            headers.push((RATELIMIT_POLICY, policy));
+            headers.push((RATELIMIT, state));
+        }
+    }
+    headers
+}
+
+/// The answer to a denied request: `429` with a problem document, or for gRPC a
+/// Trailers-Only `RESOURCE_EXHAUSTED` (an HTTP 429 would reach gRPC clients as UNAVAILABLE,
+/// which they retry at once).
+pub(crate) fn rejection(
+    limit: &Limit,
+    decision: &Decision,
+    options: ResponseOptions,
+    grpc: bool,
+) -> Response<Bytes> {
+    let retry_after = whole_seconds_at_least_one(decision.retry_after);
+    let mut response = if grpc {
+        let message = format!(
+            "rate limit exceeded ({}); retry after {retry_after}s",
+            limit.label()
+        );
+        let pushback_ms = decision.retry_after.as_millis().max(1);
+        let mut response = grpc_status(GRPC_RESOURCE_EXHAUSTED, &message);
+        response.headers_mut().insert(
+            GRPC_RETRY_PUSHBACK_MS,
+            HeaderValue::from(u64::try_from(pushback_ms).unwrap_or(u64::MAX)),
+        );
+        response
+    } else {
+        let problem = serde_json::json!({
+            "type": "about:blank",
+            "title": "Too Many Requests",
+            "status": 429,
+            "detail": format!("Rate limit exceeded; retry after {retry_after} second(s)."),
+            "limit": limit.label(),
+            "retry_after": retry_after,
+        });
+        let mut response = Response::new(Bytes::from(problem.to_string()));
+        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        response
+    };
+    response
+        .headers_mut()
+        .extend(headers(limit, decision, options));
+    response
+}
+
+/// The answer when the server records no peer address: a loud `500` that says how to fix it.
+pub(crate) fn missing_peer_addr(grpc: bool, fix: &str) -> Response<Bytes> {
+    if grpc {
+        return grpc_status(GRPC_INTERNAL, fix);
+    }
+    let mut response = Response::new(Bytes::from(fix.to_owned()));
+    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// A Trailers-Only gRPC response: HTTP 200, the status in the headers, no body.
+fn grpc_status(status: HeaderValue, message: &str) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::new());
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, GRPC_CONTENT_TYPE);
+    headers.insert(GRPC_STATUS, status);
+    if let Ok(message) = HeaderValue::try_from(percent_encode(message)) {
+        headers.insert(GRPC_MESSAGE, message);
+    }
+    response
+}
+
+/// gRPC's percent-encoding of `grpc-message`: printable ASCII except `%` stays as is.
+fn percent_encode(message: &str) -> String {
+    let mut encoded = String::with_capacity(message.len());
+    for byte in message.bytes() {
+        if (0x20..=0x7e).contains(&byte) && byte != b'%' {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
+}
+
+/// An RFC 8941 sf-string: quoted, with `"` and `\` escaped and non-ASCII dropped.
+fn structured_string(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars().filter(|c| (' '..='~').contains(c)) {
+        if c == '"' || c == '\\' {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    quoted.push('"');
+    quoted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_rounded_up_and_never_zero() {
+        assert_eq!(whole_seconds_at_least_one(Duration::ZERO), 1);
+        assert_eq!(whole_seconds_at_least_one(Duration::from_nanos(1)), 1);
+        assert_eq!(whole_seconds_at_least_one(Duration::from_secs(2)), 2);
+        assert_eq!(whole_seconds_at_least_one(Duration::from_millis(2001)), 3);
+    }
+
+    #[test]
+    fn grpc_messages_are_percent_encoded() {
+        assert_eq!(percent_encode("50% off, née"), "50%25 off, n%C3%A9e");
+    }
+
+    #[test]
+    fn structured_strings_escape_quotes() {
+        assert_eq!(structured_string(r#"a"b\c"#), r#""a\"b\\c""#);
+    }
+}
