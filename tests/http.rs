@@ -1,0 +1,549 @@
+//! The middleware over real TCP: an axum server on a loopback port, a hyper client.
+//!
+//! Time is a manual clock shared with the store, so no test sleeps.
+
+use axum::extract::Request;
+use axum::middleware::{self, Next};
+use axum::routing::get;
+use axum::{Extension, Router};
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tollgate::clock::ManualClock;
+use tollgate::layer::ShadowDenied;
+use tollgate::rules::Rules;
+use tollgate::source::Identity;
+use tollgate::store::MemoryStore;
+use tollgate::{Limiter, RateLimitLayer};
+
+type TestLayer = RateLimitLayer<MemoryStore<ManualClock>>;
+
+fn layer(yaml: &str) -> (TestLayer, ManualClock) {
+    let clock = ManualClock::new();
+    let rules = Rules::from_yaml(yaml).expect("valid rules");
+    let store = MemoryStore::with_clock(clock.clone());
+    (
+        RateLimitLayer::new(Limiter::with_store(rules, store)),
+        clock,
+    )
+}
+
+fn app() -> Router {
+    Router::new()
+        .route("/", get(|| async { "ok" }).post(|| async { "posted" }))
+        .route(
+            "/auth/login",
+            get(|| async { "login" }).post(|| async { "logged in" }),
+        )
+        .route("/users/{id}", get(|| async { "user" }))
+}
+
+/// Serves `router` on a fresh loopback port, with connect info unless told otherwise.
+async fn serve(router: Router, connect_info: bool) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    tokio::spawn(async move {
+        if connect_info {
+            axum::serve(
+                listener,
+                router.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .await
+        } else {
+            axum::serve(listener, router).await
+        }
+    });
+    addr
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn number(&self, name: &str) -> u64 {
+        self.header(name)
+            .unwrap_or_else(|| panic!("missing header {name}"))
+            .parse()
+            .unwrap_or_else(|_| panic!("header {name} is not a number"))
+    }
+}
+
+async fn send(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &[u8])]) -> Reply {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
+    for (name, value) in headers {
+        request = request.header(
+            *name,
+            http::HeaderValue::from_bytes(value).expect("header value"),
+        );
+    }
+    let response = client
+        .request(request.body(Empty::new()).expect("request"))
+        .await
+        .expect("response");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    Reply {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+async fn get_path(addr: SocketAddr, path: &str) -> Reply {
+    send(addr, "GET", path, &[]).await
+}
+
+const PER_CLIENT: &str = r#"
+domain: test
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 5 }
+"#;
+
+#[tokio::test]
+async fn exactly_the_limit_is_admitted_with_counting_headers() {
+    let (layer, _) = layer(PER_CLIENT);
+    let addr = serve(app().layer(layer), true).await;
+    for expected_remaining in (0..5).rev() {
+        let reply = get_path(addr, "/").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.body, "ok");
+        assert_eq!(reply.number("x-ratelimit-limit"), 5);
+        assert_eq!(reply.number("x-ratelimit-remaining"), expected_remaining);
+        assert!(reply.header("retry-after").is_none());
+    }
+    for _ in 0..3 {
+        assert_eq!(
+            get_path(addr, "/").await.status,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+    }
+}
+
+#[tokio::test]
+async fn denial_is_problem_json_with_retry_headers() {
+    let (layer, _) = layer(PER_CLIENT);
+    let addr = serve(app().layer(layer), true).await;
+    for _ in 0..5 {
+        get_path(addr, "/").await;
+    }
+    let reply = get_path(addr, "/").await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(reply.number("x-ratelimit-limit"), 5);
+    assert_eq!(reply.number("x-ratelimit-remaining"), 0);
+    // The manual clock starts on a minute boundary: the window ends in exactly 60 s.
+    assert_eq!(reply.number("retry-after"), 60);
+    assert_eq!(reply.number("x-ratelimit-retry-after"), 60);
+    let problem: serde_json::Value = serde_json::from_str(&reply.body).expect("JSON body");
+    assert_eq!(problem["status"], 429);
+    assert_eq!(problem["title"], "Too Many Requests");
+    assert_eq!(problem["retry_after"], 60);
+    assert_eq!(problem["limit"], "remote_address");
+}
+
+#[tokio::test]
+async fn a_retry_after_the_advertised_seconds_succeeds_and_not_before() {
+    let (layer, clock) = layer(
+        r#"
+domain: test
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 2, algorithm: token_bucket }
+"#,
+    );
+    let addr = serve(app().layer(layer), true).await;
+    clock.advance(Duration::from_millis(300));
+    get_path(addr, "/").await;
+    get_path(addr, "/").await;
+    let denied = get_path(addr, "/").await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+    // One token takes 500 ms: rounded up to a whole second, never 0.
+    let retry_after = denied.number("retry-after");
+    assert_eq!(retry_after, 1);
+    clock.advance(Duration::from_millis(499));
+    assert_eq!(
+        get_path(addr, "/").await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        get_path(addr, "/").await.number("retry-after"),
+        1,
+        "never 0 while denied"
+    );
+    clock.advance(Duration::from_secs(retry_after) - Duration::from_millis(499));
+    assert_eq!(get_path(addr, "/").await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn forwarded_for_from_an_untrusted_peer_is_ignored() {
+    let (layer, _) = layer(PER_CLIENT);
+    let addr = serve(app().layer(layer), true).await;
+    let mut statuses = Vec::new();
+    for i in 0..8 {
+        let spoofed = format!("203.0.113.{i}");
+        let reply = send(
+            addr,
+            "GET",
+            "/",
+            &[
+                ("x-forwarded-for", spoofed.as_bytes()),
+                ("forwarded", b"for=198.51.100.1"),
+            ],
+        )
+        .await;
+        statuses.push(reply.status);
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == StatusCode::OK).count(), 5);
+}
+
+const BEHIND_PROXY: &str = r#"
+domain: test
+client_ip:
+  trusted_proxies: [127.0.0.1/32]
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 2 }
+"#;
+
+#[tokio::test]
+async fn forwarded_for_from_a_trusted_proxy_is_honoured() {
+    let (layer, _) = layer(BEHIND_PROXY);
+    let addr = serve(app().layer(layer), true).await;
+    let from = |ip: &'static str| async move {
+        send(addr, "GET", "/", &[("x-forwarded-for", ip.as_bytes())])
+            .await
+            .status
+    };
+    assert_eq!(from("203.0.113.1").await, StatusCode::OK);
+    assert_eq!(from("203.0.113.1").await, StatusCode::OK);
+    assert_eq!(from("203.0.113.1").await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        from("203.0.113.2").await,
+        StatusCode::OK,
+        "another client has its own limit"
+    );
+    // RFC 7239 too, walking from the right past trusted hops.
+    let forwarded = send(
+        addr,
+        "GET",
+        "/",
+        &[("forwarded", b"for=203.0.113.1, for=127.0.0.1")],
+    )
+    .await;
+    assert_eq!(forwarded.status, StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test]
+async fn ipv6_clients_in_one_slash_64_share_a_limit() {
+    let (layer, _) = layer(BEHIND_PROXY);
+    let addr = serve(app().layer(layer), true).await;
+    let from = |ip: &'static str| async move {
+        send(addr, "GET", "/", &[("x-forwarded-for", ip.as_bytes())])
+            .await
+            .status
+    };
+    assert_eq!(from("2001:db8:1:2::1").await, StatusCode::OK);
+    assert_eq!(
+        from("2001:db8:1:2:ffff:ffff:ffff:ffff").await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        from("[2001:db8:1:2::abcd]:443").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        from("2001:db8:1:3::1").await,
+        StatusCode::OK,
+        "the next /64 is another client"
+    );
+}
+
+#[tokio::test]
+async fn hostile_forwarding_headers_neither_panic_nor_choose_the_key() {
+    let (layer, _) = layer(BEHIND_PROXY);
+    let addr = serve(app().layer(layer), true).await;
+    let long = "1.2.3.4,".repeat(8_000);
+    let hostile: [&[u8]; 4] = [
+        b"\xff\xfe not utf-8",
+        b"unknown",
+        b"999.1.1.1, , ,",
+        long.as_bytes(),
+    ];
+    let mut statuses = Vec::new();
+    for value in hostile {
+        statuses.push(
+            send(addr, "GET", "/", &[("x-forwarded-for", value)])
+                .await
+                .status,
+        );
+    }
+    // Every hostile header falls back to the trusted peer itself: one client, limit 2.
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_request_denied_by_one_limit_consumes_none_of_the_others() {
+    let (layer, _) = layer(
+        r#"
+domain: test
+sources:
+  endpoint:
+    - { value: login, method: POST, path: /auth/login }
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 3 }
+  - key: endpoint
+    value: login
+    descriptors:
+      - key: remote_address
+        rate_limit: { unit: minute, requests_per_unit: 1, name: login }
+"#,
+    );
+    let addr = serve(app().layer(layer), true).await;
+    assert_eq!(
+        send(addr, "POST", "/auth/login", &[]).await.status,
+        StatusCode::OK
+    );
+    for _ in 0..5 {
+        let denied = send(addr, "POST", "/auth/login", &[]).await;
+        assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(denied.body.contains("login"));
+    }
+    let plain = get_path(addr, "/").await;
+    assert_eq!(plain.status, StatusCode::OK);
+    assert_eq!(
+        plain.number("x-ratelimit-remaining"),
+        1,
+        "only the admitted login was counted"
+    );
+}
+
+#[tokio::test]
+async fn a_server_without_connect_info_fails_loudly() {
+    let (layer, _) = layer(PER_CLIENT);
+    let addr = serve(app().layer(layer), false).await;
+    let reply = get_path(addr, "/").await;
+    assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(
+        reply.body.contains("into_make_service_with_connect_info"),
+        "the fix is in the message: {}",
+        reply.body
+    );
+}
+
+#[tokio::test]
+async fn route_templates_limit_all_paths_of_a_route_together() {
+    let (layer, _) = layer(
+        r#"
+domain: test
+descriptors:
+  - key: route
+    value: "/users/{id}"
+    rate_limit: { unit: minute, requests_per_unit: 2 }
+"#,
+    );
+    let addr = serve(app().route_layer(layer), true).await;
+    assert_eq!(get_path(addr, "/users/1").await.status, StatusCode::OK);
+    assert_eq!(get_path(addr, "/users/2").await.status, StatusCode::OK);
+    assert_eq!(
+        get_path(addr, "/users/3").await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let other = get_path(addr, "/").await;
+    assert_eq!(other.status, StatusCode::OK);
+    assert!(
+        other.header("x-ratelimit-limit").is_none(),
+        "no limit applies, so no headers"
+    );
+}
+
+#[tokio::test]
+async fn identity_from_an_auth_layer_limits_each_user() {
+    async fn authenticate(mut request: Request, next: Next) -> axum::response::Response {
+        if let Some(user) = request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+        {
+            let user = user.trim_start_matches("Bearer ").to_owned();
+            request.extensions_mut().insert(Identity::new(user));
+        }
+        next.run(request).await
+    }
+    let (layer, _) = layer(
+        r#"
+domain: test
+sources:
+  user_id: identity
+descriptors:
+  - key: user_id
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+"#,
+    );
+    // Layers run outside-in: authentication first, then the limit.
+    let addr = serve(
+        app().layer(layer).layer(middleware::from_fn(authenticate)),
+        true,
+    )
+    .await;
+    let as_user = |user: &'static str| async move {
+        send(addr, "GET", "/", &[("authorization", user.as_bytes())])
+            .await
+            .status
+    };
+    assert_eq!(as_user("Bearer alice").await, StatusCode::OK);
+    assert_eq!(as_user("Bearer alice").await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(as_user("Bearer bob").await, StatusCode::OK);
+    assert_eq!(
+        get_path(addr, "/").await.status,
+        StatusCode::OK,
+        "anonymous requests do not match"
+    );
+}
+
+#[tokio::test]
+async fn header_query_method_and_host_sources() {
+    let (layer, _) = layer(
+        r#"
+domain: test
+sources:
+  api_key: { header: x-api-key }
+  tenant: { query: tenant }
+descriptors:
+  - key: api_key
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+  - key: tenant
+    value: acme
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+  - key: method
+    value: POST
+    descriptors:
+      - key: host
+        rate_limit: { unit: minute, requests_per_unit: 1 }
+"#,
+    );
+    let addr = serve(app().layer(layer), true).await;
+    let keyed = |key: &'static str| async move {
+        send(addr, "GET", "/", &[("x-api-key", key.as_bytes())])
+            .await
+            .status
+    };
+    assert_eq!(keyed("k1").await, StatusCode::OK);
+    assert_eq!(keyed("k1").await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(keyed("k2").await, StatusCode::OK);
+    assert_eq!(get_path(addr, "/?tenant=acme").await.status, StatusCode::OK);
+    assert_eq!(
+        get_path(addr, "/?x=1&tenant=ac%6De").await.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "percent-decoded"
+    );
+    assert_eq!(
+        get_path(addr, "/?tenant=other").await.status,
+        StatusCode::OK
+    );
+    assert_eq!(send(addr, "POST", "/", &[]).await.status, StatusCode::OK);
+    assert_eq!(
+        send(addr, "POST", "/", &[]).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        send(addr, "POST", "/", &[("host", b"other.example")])
+            .await
+            .status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn shadow_mode_forwards_and_marks_the_request() {
+    let (layer, _) = layer(
+        r#"
+domain: test
+descriptors:
+  - key: remote_address
+    shadow_mode: true
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+"#,
+    );
+    let router = Router::new().route(
+        "/",
+        get(|shadow: Option<Extension<ShadowDenied>>| async move {
+            if shadow.is_some() {
+                "shadow-denied"
+            } else {
+                "ok"
+            }
+        }),
+    );
+    let addr = serve(router.layer(layer), true).await;
+    assert_eq!(get_path(addr, "/").await.body, "ok");
+    let second = get_path(addr, "/").await;
+    assert_eq!(second.status, StatusCode::OK);
+    assert_eq!(second.body, "shadow-denied");
+}
+
+#[tokio::test]
+async fn ietf_and_reset_headers_when_configured() {
+    let (layer, _) = layer(
+        r#"
+domain: test
+response: { ietf_headers: true, reset_header: true }
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 2, name: per-client }
+"#,
+    );
+    let addr = serve(app().layer(layer), true).await;
+    let first = get_path(addr, "/").await;
+    assert_eq!(
+        first.header("ratelimit-policy"),
+        Some(r#""per-client";q=2;w=60"#)
+    );
+    assert_eq!(first.header("ratelimit"), Some(r#""per-client";r=1;t=60"#));
+    assert_eq!(first.number("x-ratelimit-reset"), 60);
+}
+
+#[test]
+fn the_service_is_clone_send_sync_and_fits_service_builder() {
+    fn assert_clone_send_sync<T: Clone + Send + Sync + 'static>(_: &T) {}
+    let (layer, _) = layer(PER_CLIENT);
+    let service = tower::ServiceBuilder::new()
+        .layer(layer.clone())
+        .service(app());
+    assert_clone_send_sync(&layer);
+    assert_clone_send_sync(&service);
+}
