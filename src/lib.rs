@@ -1,16 +1,58 @@
-//! Rule-driven rate limiting for Tower services.
+//! Rule-driven rate limiting for Tower services: axum routers, tonic gRPC servers, any
+//! `tower::Service` over `http::Request`.
+//!
+//! Operators describe limits in a YAML rules file (a superset of Envoy's ratelimit service
+//! format). [`RateLimitLayer`] reads the values the rules ask for (client IP, a header, the
+//! route, an authenticated identity, ...), asks a [store](store) whether every matching limit
+//! has room, and either forwards the request or answers `429 Too Many Requests` (gRPC:
+//! `RESOURCE_EXHAUSTED`) with `X-Ratelimit-*` and `Retry-After` headers.
+//!
+//! # Quick start
+//!
+//! ```
+//! use axum::{routing::get, Router};
+//! use tollgate::{rules::Rules, RateLimitLayer};
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: api
+//! descriptors:
+//!   - key: remote_address          # each client IP: 20 requests a second, bursts of 40
+//!     rate_limit: { unit: second, requests_per_unit: 20, algorithm: token_bucket, burst: 40 }
+//! "#)?;
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(RateLimitLayer::from_rules(rules));
+//! // Serve with connect info, so that the layer knows each client's address:
+//! // axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
+//! # Ok::<(), tollgate::rules::RuleErrors>(())
+//! ```
+//!
+//! # Crate layout
+//!
+//! - [`layer`]: the Tower middleware. It knows nothing of algorithms.
+//! - [`Limiter`]: rules + store; also decides requests that are not HTTP ([`Limiter::check`]).
+//! - [`rules`]: the rules file, its validation and descriptor matching.
+//! - [`source`]: where descriptor values come from, including the client IP behind proxies.
+//! - [`algorithm`]: pure state transitions, no I/O and no clock reads.
+//! - [`store`]: where state lives ([`store::MemoryStore`] by default).
+//! - [`clock`]: time, injected; [`clock::ManualClock`] for tests.
+//! - [`response`]: the headers and rejection bodies.
+//!
+//! # Features
+//!
+//! - `axum` (default): reads axum's `ConnectInfo` and `MatchedPath` (the `route` key).
+//! - `tonic`: reads tonic's `TcpConnectInfo`, so gRPC servers get the client address.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod algorithm;
 pub mod clock;
+pub mod layer;
 mod limiter;
+pub mod response;
 pub mod rules;
 pub mod source;
 pub mod store;
 
-pub use limiter::{Limiter, Verdict};
-pub mod layer;
-pub mod response;
-
 pub use layer::{RateLimit, RateLimitLayer};
+pub use limiter::{Limiter, Verdict};

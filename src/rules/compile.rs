@@ -264,9 +264,7 @@ impl Compiler {
                 );
                 continue;
             }
-            let Some(source) = self.source_id(&raw.key, &path) else {
-                continue;
-            };
+            let source = self.source_id(&raw.key, &path);
             let entry = match value {
                 Some(value) => format!("{}={value}", raw.key.value),
                 None => raw.key.value.clone(),
@@ -284,6 +282,10 @@ impl Compiler {
                     &chain,
                     depth + 1,
                 ),
+            };
+            // An unknown key was reported; its entry was still compiled for its own errors.
+            let Some(source) = source else {
+                continue;
             };
             let group_index = match groups.iter().position(|g| g.source == source) {
                 Some(index) => index,

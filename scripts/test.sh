@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every check CI runs: formatting, lints, and all tests with all features.
+# Installs what the tests need when it is missing (redis-server, for the Redis store's tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "==> installing redis-server"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server
+fi
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "==> cargo clippy"
+cargo clippy --all-targets --all-features -- -D warnings
+
+echo "==> cargo test --all-features"
+cargo test --all-features
+
+echo "==> cargo doc"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features --quiet
