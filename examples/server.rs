@@ -17,7 +17,8 @@ use tollgate::RateLimitLayer;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let rules_path = std::env::var("TOLLGATE_RULES").unwrap_or_else(|_| "rules.example.yaml".to_owned());
+    let rules_path =
+        std::env::var("TOLLGATE_RULES").unwrap_or_else(|_| "rules.example.yaml".to_owned());
     let listen = std::env::var("TOLLGATE_LISTEN").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
 
     let layer = match RateLimitLayer::from_file(&rules_path) {

@@ -2,9 +2,11 @@
 //! location, so that [`compile`](super::compile) can point at the line of every mistake.
 
 use crate::algorithm::Algorithm;
+use serde::de::{self, IntoDeserializer, Visitor};
 use serde::Deserialize;
 use serde_saphyr::{Location, Spanned};
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// A value with the place in the file it came from (unknown for rules built in Rust).
 pub(crate) type Located<T> = Spanned<T>;
@@ -31,11 +33,42 @@ pub(crate) struct RawRules {
 }
 
 /// A source: one of the single-value kinds, or a classifier (a list of entries).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 pub(crate) enum RawSource {
     Classifier(Vec<RawClassifierEntry>),
     Single(RawSingleSource),
+}
+
+// By hand rather than `untagged`, so that a mistake inside a source is reported as itself
+// ("unknown variant `cookie`") instead of "did not match any variant".
+impl<'de> Deserialize<'de> for RawSource {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SourceVisitor;
+
+        impl<'de> Visitor<'de> for SourceVisitor {
+            type Value = RawSource;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`identity`, `{ header: NAME }`, `{ query: NAME }` or a list of classifier entries")
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<RawSource, E> {
+                RawSingleSource::deserialize(text.into_deserializer()).map(RawSource::Single)
+            }
+
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<RawSource, A::Error> {
+                RawSingleSource::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(RawSource::Single)
+            }
+
+            fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<RawSource, A::Error> {
+                Vec::deserialize(de::value::SeqAccessDeserializer::new(seq))
+                    .map(RawSource::Classifier)
+            }
+        }
+
+        deserializer.deserialize_any(SourceVisitor)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -119,6 +119,11 @@ impl Rules {
             serde_saphyr::from_str_with_options(yaml, options).map_err(|error| {
                 let location = error.location().unwrap_or(Location::UNKNOWN);
                 let message = error.without_snippet().to_string();
+                // The location is reported on its own; drop the parser's copy of it.
+                let message = match message.rsplit_once(" at line ") {
+                    Some((text, _)) if location != Location::UNKNOWN => text.to_owned(),
+                    _ => message,
+                };
                 RuleErrors::new(vec![RuleError::new(location, "", message)])
             })?;
         compile::compile(raw)

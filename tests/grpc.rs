@@ -1,0 +1,274 @@
+//! gRPC integration tests: a real tonic server on 127.0.0.1 behind `RateLimitLayer`, called
+//! by real tonic clients (the generated `GreeterClient` and tonic-health's `HealthClient`).
+//! Time is a `ManualClock`, so no test sleeps.
+#![cfg(feature = "tonic")]
+
+#[path = "../examples/common/greeter.rs"]
+mod greeter;
+
+use greeter::greeter_client::GreeterClient;
+use greeter::greeter_server::{Greeter, GreeterServer};
+use greeter::{HelloReply, HelloRequest};
+use std::time::Duration;
+use tollgate::clock::ManualClock;
+use tollgate::rules::Rules;
+use tollgate::store::MemoryStore;
+use tollgate::{Limiter, RateLimitLayer};
+use tonic::metadata::MetadataMap;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Channel, Endpoint, Server};
+use tonic::{Code, Request, Response, Status};
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
+
+/// The greeter: answers `Hello, {name}!`.
+struct Hello;
+
+#[tonic::async_trait]
+impl Greeter for Hello {
+    async fn say_hello(
+        &self,
+        request: Request<HelloRequest>,
+    ) -> Result<Response<HelloReply>, Status> {
+        let message = format!("Hello, {}!", request.into_inner().name);
+        Ok(Response::new(HelloReply { message }))
+    }
+}
+
+/// A running server and a channel to it. The server task ends with the test's runtime.
+struct TestServer {
+    channel: Channel,
+    clock: ManualClock,
+}
+
+impl TestServer {
+    /// Serves the greeter and the health service on 127.0.0.1:0 behind the rules in `yaml`.
+    async fn start(yaml: &str) -> TestServer {
+        let clock = ManualClock::new();
+        let rules = Rules::from_yaml(yaml).expect("valid rules");
+        let limiter = Limiter::with_store(rules, MemoryStore::with_clock(clock.clone()));
+        let layer = RateLimitLayer::new(limiter);
+
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health.set_serving::<GreeterServer<Hello>>().await;
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local address");
+        // `TcpIncoming` records a `TcpConnectInfo` in every request: the peer address that
+        // `remote_address` reads.
+        let server = Server::builder()
+            .layer(layer)
+            .add_service(health_service)
+            .add_service(GreeterServer::new(Hello))
+            .serve_with_incoming(TcpIncoming::from(listener));
+        tokio::spawn(async move { server.await.expect("the server runs") });
+
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .expect("valid endpoint")
+            .connect()
+            .await
+            .expect("connect to the test server");
+        TestServer { channel, clock }
+    }
+
+    fn greeter(&self) -> GreeterClient<Channel> {
+        GreeterClient::new(self.channel.clone())
+    }
+
+    fn health(&self) -> HealthClient<Channel> {
+        HealthClient::new(self.channel.clone())
+    }
+}
+
+async fn say_hello(
+    client: &mut GreeterClient<Channel>,
+    name: &str,
+) -> Result<Response<HelloReply>, Status> {
+    client
+        .say_hello(HelloRequest {
+            name: name.to_owned(),
+        })
+        .await
+}
+
+/// The metadata value `key` as a number; panics when it is missing or not a number.
+fn number(metadata: &MetadataMap, key: &str) -> u64 {
+    let value = metadata
+        .get(key)
+        .unwrap_or_else(|| panic!("metadata {key} is missing: {metadata:?}"));
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("metadata {key} is not a number: {value:?}"))
+}
+
+/// Checks a denial: RESOURCE_EXHAUSTED (not UNAVAILABLE, which clients retry at once), a
+/// message about the rate limit, and the pushback and rate-limit metadata. Returns the
+/// `retry-after` seconds.
+fn assert_rate_limited(status: &Status, limit: u64) -> u64 {
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status.message().contains("rate limit"),
+        "the message names the rate limit: {:?}",
+        status.message()
+    );
+    let metadata = status.metadata();
+    let pushback_ms = number(metadata, "grpc-retry-pushback-ms");
+    assert!(pushback_ms > 0, "grpc-retry-pushback-ms is positive");
+    assert_eq!(number(metadata, "x-ratelimit-limit"), limit);
+    assert_eq!(number(metadata, "x-ratelimit-remaining"), 0);
+    let retry_after = number(metadata, "retry-after");
+    assert!(retry_after >= 1, "retry-after is at least one second");
+    assert_eq!(number(metadata, "x-ratelimit-retry-after"), retry_after);
+    assert!(
+        retry_after * 1000 >= pushback_ms,
+        "retry-after ({retry_after}s) is the pushback ({pushback_ms}ms) rounded up"
+    );
+    retry_after
+}
+
+const PER_CLIENT: &str = r#"
+domain: grpc
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 3 }
+"#;
+
+// These rules key on `remote_address`, which needs the socket peer: a server that did not
+// record it would fail every call with INTERNAL. That all N calls are admitted shows tonic's
+// `TcpConnectInfo` reaches the layer.
+#[tokio::test]
+async fn exactly_the_limit_is_admitted_and_the_rest_are_resource_exhausted() {
+    let server = TestServer::start(PER_CLIENT).await;
+    let mut greeter = server.greeter();
+    let (limit, extra) = (3, 4);
+
+    let mut admitted = 0;
+    let mut denied = Vec::new();
+    for i in 0..limit + extra {
+        match say_hello(&mut greeter, &format!("caller {i}")).await {
+            Ok(response) => {
+                assert_eq!(response.get_ref().message, format!("Hello, caller {i}!"));
+                admitted += 1;
+            }
+            Err(status) => denied.push(status),
+        }
+    }
+
+    assert_eq!(admitted, limit);
+    assert_eq!(denied.len() as u64, extra);
+    for status in &denied {
+        assert_rate_limited(status, limit);
+    }
+}
+
+#[tokio::test]
+async fn a_call_succeeds_again_after_waiting_retry_after() {
+    for algorithm in ["fixed_window", "sliding_window_counter", "token_bucket"] {
+        let server = TestServer::start(&format!(
+            r#"
+domain: grpc
+descriptors:
+  - key: remote_address
+    rate_limit: {{ unit: minute, requests_per_unit: 2, algorithm: {algorithm} }}
+"#
+        ))
+        .await;
+        let mut greeter = server.greeter();
+        for _ in 0..2 {
+            say_hello(&mut greeter, "early")
+                .await
+                .expect("within the limit");
+        }
+        let status = say_hello(&mut greeter, "too soon")
+            .await
+            .expect_err("over the limit");
+        let retry_after = assert_rate_limited(&status, 2);
+
+        server.clock.advance(Duration::from_secs(retry_after));
+        let reply = say_hello(&mut greeter, "patient")
+            .await
+            .unwrap_or_else(|status| {
+                panic!("{algorithm}: denied after waiting {retry_after}s: {status:?}")
+            });
+        assert_eq!(reply.into_inner().message, "Hello, patient!");
+    }
+}
+
+#[tokio::test]
+async fn a_method_path_limit_spares_other_services() {
+    let server = TestServer::start(
+        r#"
+domain: grpc
+descriptors:
+  - key: path
+    value: /helloworld.Greeter/SayHello
+    rate_limit: { unit: minute, requests_per_unit: 2 }
+"#,
+    )
+    .await;
+    let mut greeter = server.greeter();
+    let mut health = server.health();
+
+    for _ in 0..2 {
+        say_hello(&mut greeter, "a")
+            .await
+            .expect("within the limit");
+    }
+    let status = say_hello(&mut greeter, "b")
+        .await
+        .expect_err("SayHello is limited");
+    assert_rate_limited(&status, 2);
+
+    for service in ["", "helloworld.Greeter"].into_iter().cycle().take(10) {
+        let response = health
+            .check(HealthCheckRequest {
+                service: service.to_owned(),
+            })
+            .await
+            .expect("the health check is not limited");
+        assert_eq!(response.get_ref().status(), ServingStatus::Serving);
+        assert!(
+            response.metadata().get("x-ratelimit-limit").is_none(),
+            "no limit applies to the health check"
+        );
+    }
+
+    // The health checks consumed nothing of the greeter's limit, which is still exhausted.
+    let status = say_hello(&mut greeter, "c")
+        .await
+        .expect_err("still limited");
+    assert_rate_limited(&status, 2);
+}
+
+#[tokio::test]
+async fn admitted_calls_carry_the_limit_and_a_decreasing_remaining() {
+    let server = TestServer::start(
+        r#"
+domain: grpc
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 5 }
+"#,
+    )
+    .await;
+    let mut greeter = server.greeter();
+
+    let mut remaining = Vec::new();
+    for _ in 0..5 {
+        let response = say_hello(&mut greeter, "counted")
+            .await
+            .expect("within the limit");
+        assert_eq!(number(response.metadata(), "x-ratelimit-limit"), 5);
+        assert!(
+            response.metadata().get("retry-after").is_none(),
+            "admitted calls have no retry-after"
+        );
+        remaining.push(number(response.metadata(), "x-ratelimit-remaining"));
+    }
+    assert_eq!(remaining, [4, 3, 2, 1, 0]);
+}
