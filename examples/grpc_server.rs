@@ -114,7 +114,7 @@ async fn client(listen: &str, calls: u32) -> ExitCode {
         match client.say_hello(request).await {
             Ok(response) => {
                 let remaining = metadata(response.metadata(), "x-ratelimit-remaining");
-                let reply = response.into_inner().message;
+                let reply = &response.get_ref().message;
                 println!("{i}: {reply} (remaining {remaining})");
             }
             Err(status) => {

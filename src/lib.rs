@@ -3,7 +3,7 @@
 //!
 //! Operators describe limits in a YAML rules file (a superset of Envoy's ratelimit service
 //! format). [`RateLimitLayer`] reads the values the rules ask for (client IP, a header, the
-//! route, an authenticated identity, ...), asks a [store](store) whether every matching limit
+//! route, an authenticated identity, ...), asks a [`store`] whether every matching limit
 //! has room, and either forwards the request or answers `429 Too Many Requests` (gRPC:
 //! `RESOURCE_EXHAUSTED`) with `X-Ratelimit-*` and `Retry-After` headers.
 //!

@@ -9,7 +9,8 @@
 //! tonic-prost-build 0.14.9 (prost-build 0.14.4, protoc 36.2 from `protoc-bin-vendored` 3.3)
 //! compiled `helloworld.proto` with
 //! `tonic_prost_build::configure().out_dir("gen").compile_protos(&["proto/helloworld.proto"], &["proto"])`,
-//! and the output was copied here unchanged but for this header and a pass of rustfmt. The `.proto` text:
+//! and the output was copied here unchanged but for this header and a pass of rustfmt.
+//! The `.proto` text:
 //!
 //! ```proto
 //! syntax = "proto3";

@@ -3,7 +3,7 @@
 //! A [`Store`] keeps one [`State`](crate::algorithm::State) per key and runs the algorithm on
 //! it atomically. Stores know nothing of HTTP: they receive the limits that apply to one
 //! request, already resolved to keys and quotas, and answer with one
-//! [`Decision`](crate::algorithm::Decision) per limit.
+//! [`Decision`] per limit.
 //!
 //! The contract every store keeps:
 //! - **All or nothing.** A request is admitted when every enforced (non-shadow) limit has
