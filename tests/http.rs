@@ -17,7 +17,7 @@ use tollgate::clock::ManualClock;
 use tollgate::layer::ShadowDenied;
 use tollgate::rules::Rules;
 use tollgate::source::Identity;
-use tollgate::store::MemoryStore;
+use tollgate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, StoreError};
 use tollgate::{Limiter, RateLimitLayer};
 
 type TestLayer = RateLimitLayer<MemoryStore<ManualClock>>;
@@ -546,4 +546,76 @@ fn the_service_is_clone_send_sync_and_fits_service_builder() {
         .service(app());
     assert_clone_send_sync(&layer);
     assert_clone_send_sync(&service);
+}
+
+/// A store that answers later, as a networked store does: the memory store's decisions,
+/// delivered after a yield to the runtime.
+struct LaterStore(MemoryStore<ManualClock>);
+
+impl Store for LaterStore {
+    type Pending =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<Decisions, StoreError>> + Send>>;
+
+    fn acquire(&self, checks: &[LimitCheck<'_>], cost: u64) -> Acquisition<Self::Pending> {
+        let Acquisition::Ready(result) = self.0.acquire(checks, cost) else {
+            unreachable!("the memory store answers at once")
+        };
+        Acquisition::Pending(Box::pin(async move {
+            tokio::task::yield_now().await;
+            result
+        }))
+    }
+}
+
+/// A store that is always down.
+struct DownStore;
+
+impl Store for DownStore {
+    type Pending = std::future::Ready<Result<Decisions, StoreError>>;
+
+    fn acquire(&self, _: &[LimitCheck<'_>], _: u64) -> Acquisition<Self::Pending> {
+        let error = StoreError::new(
+            "store unreachable",
+            std::io::Error::other("connection refused"),
+        );
+        Acquisition::Ready(Err(error))
+    }
+}
+
+#[tokio::test]
+async fn a_store_that_answers_later_is_awaited_before_serving() {
+    let rules = Rules::from_yaml(PER_CLIENT).expect("valid rules");
+    let store = LaterStore(MemoryStore::with_clock(ManualClock::new()));
+    let addr = serve(
+        app().layer(RateLimitLayer::new(Limiter::with_store(rules, store))),
+        true,
+    )
+    .await;
+    let mut remaining = Vec::new();
+    for _ in 0..5 {
+        let reply = get_path(addr, "/").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        remaining.push(reply.number("x-ratelimit-remaining"));
+    }
+    assert_eq!(remaining, [4, 3, 2, 1, 0]);
+    let denied = get_path(addr, "/").await;
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(denied.number("retry-after"), 60);
+}
+
+#[tokio::test]
+async fn store_failures_follow_the_on_store_error_policy() {
+    let policy = |policy: &str| {
+        let yaml = format!("domain: t\ndefaults: {{ on_store_error: {policy} }}\ndescriptors:\n  - key: method\n    rate_limit: {{ unit: second, requests_per_unit: 5 }}\n");
+        let rules = Rules::from_yaml(&yaml).expect("valid rules");
+        RateLimitLayer::new(Limiter::with_store(rules, DownStore))
+    };
+    let open = serve(app().layer(policy("allow")), true).await;
+    let reply = get_path(open, "/").await;
+    assert_eq!(reply.status, StatusCode::OK, "fail open");
+    assert!(reply.header("x-ratelimit-remaining").is_none());
+    let closed = serve(app().layer(policy("deny")), true).await;
+    let reply = get_path(closed, "/").await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS, "fail closed");
+    assert_eq!(reply.number("retry-after"), 1);
 }
