@@ -33,7 +33,8 @@ pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
         sources: Vec::new(),
         source_ids: HashMap::new(),
         limits: Vec::new(),
-        limit_sites: Vec::new(),
+        names: Vec::new(),
+        replaced: Vec::new(),
         default_algorithm: raw.defaults.algorithm.unwrap_or(Algorithm::FixedWindow),
         on_store_error: raw.defaults.on_store_error.unwrap_or_default(),
     };
@@ -49,6 +50,10 @@ pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
     let root = compiler.level(&raw.descriptors, "descriptors", "", 1);
     compiler.check_names();
     if !compiler.errors.is_empty() {
+        // Checks run in passes; report in the order of the file (stable for rules without lines).
+        compiler
+            .errors
+            .sort_by_key(|error| (error.line(), error.column()));
         return Err(RuleErrors::new(compiler.errors));
     }
     Ok(Rules {
@@ -72,8 +77,11 @@ struct Compiler {
     sources: Vec<(String, Source)>,
     source_ids: HashMap<String, usize>,
     limits: Vec<Limit>,
-    /// Where each limit is written, for errors found after the walk.
-    limit_sites: Vec<(Location, String)>,
+    /// Every limit name written, with its place: checked once the walk is done, including
+    /// names of limits that had errors of their own.
+    names: Vec<(Located<String>, String)>,
+    /// Every name that `replaces` refers to, with its place.
+    replaced: Vec<(Located<String>, String)>,
     default_algorithm: Algorithm,
     on_store_error: OnStoreError,
 }
@@ -333,17 +341,20 @@ impl Compiler {
     ) -> Option<usize> {
         let raw = descriptor.value.rate_limit.as_ref()?;
         let path = format!("{path}.rate_limit");
-        let rate = self.rate(&raw.value, raw.referenced, &path)?;
-        let name = raw.value.name.as_ref().map(|n| n.value.clone());
-        if name.as_deref().is_some_and(str::is_empty) {
-            self.error(
-                raw.referenced,
-                format!("{path}.name"),
-                "the name must not be empty",
-            );
+        if let Some(name) = &raw.value.name {
+            self.names.push((name.clone(), format!("{path}.name")));
         }
+        for (i, replaced) in raw.value.replaces.iter().enumerate() {
+            let name = Located::new(
+                replaced.value.name.clone(),
+                replaced.referenced,
+                replaced.defined,
+            );
+            self.replaced.push((name, format!("{path}.replaces[{i}]")));
+        }
+        let rate = self.rate(&raw.value, raw.referenced, &path)?;
         self.limits.push(Limit {
-            name,
+            name: raw.value.name.as_ref().map(|n| n.value.clone()),
             descriptor: chain.to_owned(),
             rate,
             shadow: descriptor.value.shadow_mode,
@@ -355,7 +366,6 @@ impl Compiler {
                 .map(|r| r.value.name.clone())
                 .collect(),
         });
-        self.limit_sites.push((raw.referenced, path));
         Some(self.limits.len() - 1)
     }
 
@@ -431,9 +441,9 @@ impl Compiler {
                 return None;
             }
             (None, Some(period)) => {
-                if raw.unit_multiplier.is_some() {
+                if let Some(multiplier) = &raw.unit_multiplier {
                     self.error(
-                        location,
+                        multiplier.referenced,
                         format!("{path}.unit_multiplier"),
                         "`unit_multiplier` needs a `unit`",
                     );
@@ -452,15 +462,15 @@ impl Compiler {
                 }
             }
             (Some(unit), None) => {
-                let multiplier = raw.unit_multiplier.as_ref().map_or(1, |m| m.value);
-                if multiplier == 0 {
-                    self.error(
-                        location,
-                        format!("{path}.unit_multiplier"),
-                        "must be at least 1",
-                    );
-                    return None;
-                }
+                let multiplier = match &raw.unit_multiplier {
+                    Some(multiplier) if multiplier.value == 0 => {
+                        let path = format!("{path}.unit_multiplier");
+                        self.error(multiplier.referenced, path, "must be at least 1");
+                        return None;
+                    }
+                    Some(multiplier) => multiplier.value,
+                    None => 1,
+                };
                 Duration::from_secs(unit.value.seconds().saturating_mul(multiplier))
             }
         };
@@ -472,27 +482,27 @@ impl Compiler {
     }
 
     fn check_names(&mut self) {
-        let mut names = HashSet::new();
+        let mut seen = HashSet::new();
         let mut errors = Vec::new();
-        for (limit, (location, path)) in self.limits.iter().zip(&self.limit_sites) {
-            if let Some(name) = &limit.name {
-                if !names.insert(name.as_str()) {
-                    let message = format!("the name `{name}` is used twice");
-                    errors.push(RuleError::new(*location, format!("{path}.name"), message));
-                }
+        for (name, path) in &self.names {
+            if name.value.is_empty() {
+                errors.push(RuleError::new(
+                    name.referenced,
+                    path,
+                    "the name must not be empty",
+                ));
+            } else if !seen.insert(name.value.as_str()) {
+                let message = format!("the name `{}` is used twice", name.value);
+                errors.push(RuleError::new(name.referenced, path, message));
             }
         }
-        for (limit, (location, path)) in self.limits.iter().zip(&self.limit_sites) {
-            for replaced in &limit.replaces {
-                if !names.contains(replaced.as_str()) {
-                    let message =
-                        format!("`replaces` names `{replaced}`, but no rate limit has that name");
-                    errors.push(RuleError::new(
-                        *location,
-                        format!("{path}.replaces"),
-                        message,
-                    ));
-                }
+        for (name, path) in &self.replaced {
+            if !seen.contains(name.value.as_str()) {
+                let message = format!(
+                    "`replaces` names `{}`, but no rate limit has that name",
+                    name.value
+                );
+                errors.push(RuleError::new(name.referenced, path, message));
             }
         }
         self.errors.extend(errors);

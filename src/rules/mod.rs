@@ -36,6 +36,7 @@ pub use file::{OnStoreError, Unit};
 use crate::algorithm::{Algorithm, Quota};
 use crate::source::{ClientIpResolver, MissingPeerAddr, Source};
 use serde_saphyr::{Budget, Location, Options};
+use std::io::Read;
 use std::path::Path;
 use tree::{Level, Matches, Values};
 
@@ -120,10 +121,10 @@ impl Rules {
                 let location = error.location().unwrap_or(Location::UNKNOWN);
                 let message = error.without_snippet().to_string();
                 // The location is reported on its own; drop the parser's copy of it.
-                let message = match message.rsplit_once(" at line ") {
-                    Some((text, _)) if location != Location::UNKNOWN => text.to_owned(),
-                    _ => message,
-                };
+                let suffix = format!(" at line {}, column {}", location.line(), location.column());
+                let message = message
+                    .strip_suffix(&suffix)
+                    .map_or(message.clone(), str::to_owned);
                 RuleErrors::new(vec![RuleError::new(location, "", message)])
             })?;
         compile::compile(raw)
@@ -137,10 +138,19 @@ impl Rules {
     pub fn from_file(path: impl AsRef<Path>) -> Result<Rules, RuleErrors> {
         let path = path.as_ref();
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|error| {
+        let file_error = |error: std::io::Error| {
             let message = format!("cannot read the rules file: {error}");
             RuleErrors::new(vec![RuleError::new(Location::UNKNOWN, "", message)]).in_file(&shown)
-        })?;
+        };
+        // Read at most one byte past the limit, so that a huge file or a device such as
+        // /dev/zero is refused instead of filling memory.
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|file| {
+                file.take(MAX_FILE_BYTES as u64 + 1)
+                    .read_to_string(&mut text)
+            })
+            .map_err(file_error)?;
         Rules::from_yaml(&text).map_err(|errors| errors.in_file(shown))
     }
 
