@@ -6,6 +6,7 @@ use super::file::{
 };
 use super::{OnStoreError, RuleErrors, Rules, Unit};
 use crate::algorithm::Algorithm;
+use crate::source::ForwardedHeader;
 use std::time::Duration;
 
 /// Builds [`Rules`] without a file.
@@ -68,6 +69,16 @@ impl RulesBuilder {
             .client_ip
             .get_or_insert_with(|| unlocated(RawClientIp::default()));
         client_ip.value.ipv6_prefix = Some(unlocated(prefix));
+        self
+    }
+
+    /// The forwarding header the trusted proxies write (default `X-Forwarded-For`).
+    pub fn forwarded_header(mut self, header: ForwardedHeader) -> Self {
+        let client_ip = self
+            .raw
+            .client_ip
+            .get_or_insert_with(|| unlocated(RawClientIp::default()));
+        client_ip.value.header = header;
         self
     }
 

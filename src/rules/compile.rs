@@ -215,7 +215,7 @@ impl Compiler {
             Some(prefix) => prefix.value,
             None => DEFAULT_IPV6_PREFIX,
         };
-        ClientIpResolver::new(trusted, prefix)
+        ClientIpResolver::new(trusted, prefix).with_header(raw.header)
     }
 
     fn source_id(&mut self, key: &Located<String>, path: &str) -> Option<usize> {

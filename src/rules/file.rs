@@ -2,6 +2,7 @@
 //! location, so that [`compile`](super::compile) can point at the line of every mistake.
 
 use crate::algorithm::Algorithm;
+use crate::source::ForwardedHeader;
 use serde::de::{self, IntoDeserializer, Visitor};
 use serde::Deserialize;
 use serde_saphyr::{Location, Spanned};
@@ -96,6 +97,8 @@ pub(crate) struct RawClientIp {
     pub(crate) trusted_proxies: Vec<Located<String>>,
     #[serde(default)]
     pub(crate) ipv6_prefix: Option<Located<u8>>,
+    #[serde(default)]
+    pub(crate) header: ForwardedHeader,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

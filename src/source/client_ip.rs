@@ -40,16 +40,44 @@ const MAX_HOPS: usize = 64;
 pub struct ClientIpResolver {
     trusted_proxies: Vec<IpNet>,
     ipv6_prefix: u8,
+    header: ForwardedHeader,
+}
+
+/// The one forwarding header that the trusted proxies write.
+///
+/// Only that header is read: a proxy passes other headers through from the client
+/// unchanged, so reading them would let a client choose its own address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For` (nginx, HAProxy, most load balancers): the default.
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded`, its `for=` parameters.
+    Forwarded,
+    /// `X-Real-IP`: a single address set by the proxy.
+    XRealIp,
 }
 
 impl ClientIpResolver {
     /// Creates a resolver trusting `trusted_proxies` and grouping IPv6 clients
     /// by `ipv6_prefix` bits (0..=128; larger values are clamped to 128).
+    ///
+    /// Reads `X-Forwarded-For` from trusted proxies; see [`ClientIpResolver::with_header`].
     pub fn new(trusted_proxies: Vec<IpNet>, ipv6_prefix: u8) -> Self {
         Self {
             trusted_proxies: trusted_proxies.into_iter().map(canonical_net).collect(),
             ipv6_prefix: ipv6_prefix.min(128),
+            header: ForwardedHeader::default(),
         }
+    }
+
+    /// The same resolver, reading `header` from trusted proxies.
+    #[must_use]
+    pub fn with_header(mut self, header: ForwardedHeader) -> Self {
+        self.header = header;
+        self
     }
 
     /// The client address for a request whose socket peer is `peer`.
@@ -57,15 +85,15 @@ impl ClientIpResolver {
         let peer = peer.to_canonical();
         let ip = if !self.is_trusted(peer) {
             peer
-        } else if headers.contains_key(FORWARDED) {
-            self.walk(
-                peer,
-                hops(headers, FORWARDED).map(|h| h.and_then(forwarded_for)),
-            )
-        } else if headers.contains_key(X_FORWARDED_FOR) {
-            self.walk(peer, hops(headers, X_FORWARDED_FOR))
         } else {
-            real_ip(headers).unwrap_or(peer)
+            match self.header {
+                ForwardedHeader::XForwardedFor => self.walk(peer, hops(headers, X_FORWARDED_FOR)),
+                ForwardedHeader::Forwarded => self.walk(
+                    peer,
+                    hops(headers, FORWARDED).map(|h| h.and_then(forwarded_for)),
+                ),
+                ForwardedHeader::XRealIp => real_ip(headers).unwrap_or(peer),
+            }
         };
         self.client_addr(ip)
     }
@@ -219,9 +247,20 @@ mod tests {
     use super::*;
     use http::HeaderValue;
 
-    fn resolver() -> ClientIpResolver {
+    fn resolver(header: ForwardedHeader) -> ClientIpResolver {
         let nets = ["10.0.0.0/8", "2001:db8:ffff::/48"];
         ClientIpResolver::new(nets.iter().map(|n| n.parse().unwrap()).collect(), 64)
+            .with_header(header)
+    }
+
+    /// A resolver configured for the header the test sends (the first one named).
+    fn configured_for(pairs: &[(&'static str, &str)]) -> ClientIpResolver {
+        let header = match pairs.first().map(|(name, _)| *name) {
+            Some("forwarded") => ForwardedHeader::Forwarded,
+            Some("x-real-ip") => ForwardedHeader::XRealIp,
+            _ => ForwardedHeader::XForwardedFor,
+        };
+        resolver(header)
     }
 
     fn ip(s: &str) -> IpAddr {
@@ -237,7 +276,9 @@ mod tests {
     }
 
     fn resolve(peer: &str, pairs: &[(&'static str, &str)]) -> IpAddr {
-        resolver().resolve(ip(peer), &headers(pairs)).ip()
+        configured_for(pairs)
+            .resolve(ip(peer), &headers(pairs))
+            .ip()
     }
 
     #[test]
@@ -269,12 +310,25 @@ mod tests {
     }
 
     #[test]
-    fn forwarded_takes_precedence_over_x_forwarded_for() {
-        let h = [
-            ("x-forwarded-for", "1.1.1.1"),
-            ("forwarded", "for=203.0.113.9;proto=https"),
-        ];
-        assert_eq!(resolve("10.0.0.1", &h), ip("203.0.113.9"));
+    fn only_the_configured_header_is_read() {
+        // A proxy that appends to X-Forwarded-For passes the client's own Forwarded through.
+        let h = headers(&[
+            ("x-forwarded-for", "203.0.113.9"),
+            ("forwarded", "for=6.6.6.6"),
+            ("x-real-ip", "7.7.7.7"),
+        ]);
+        let peer = ip("10.0.0.1");
+        let client = |header| resolver(header).resolve(peer, &h).ip();
+        assert_eq!(client(ForwardedHeader::XForwardedFor), ip("203.0.113.9"));
+        assert_eq!(client(ForwardedHeader::Forwarded), ip("6.6.6.6"));
+        assert_eq!(client(ForwardedHeader::XRealIp), ip("7.7.7.7"));
+        let only_forwarded = headers(&[("forwarded", "for=6.6.6.6")]);
+        assert_eq!(
+            resolver(ForwardedHeader::XForwardedFor)
+                .resolve(peer, &only_forwarded)
+                .ip(),
+            peer
+        );
     }
 
     #[test]
@@ -351,23 +405,28 @@ mod tests {
 
     #[test]
     fn ipv4_mapped_peer_is_normalized() {
-        let addr = resolver().resolve(ip("::ffff:198.51.100.7"), &HeaderMap::new());
+        let addr = resolver(ForwardedHeader::XForwardedFor)
+            .resolve(ip("::ffff:198.51.100.7"), &HeaderMap::new());
         assert_eq!((addr.ip(), addr.prefix_len()), (ip("198.51.100.7"), 32));
         // A mapped trusted peer is recognised as the IPv4 proxy it is.
         assert_eq!(
             resolve("::ffff:10.0.0.1", &[("x-forwarded-for", "203.0.113.9")]),
             ip("203.0.113.9")
         );
-        let mapped = ClientIpResolver::new(vec!["::ffff:10.0.0.0/104".parse().unwrap()], 64);
+        let mapped = ClientIpResolver::new(vec!["::ffff:10.0.0.0/104".parse().unwrap()], 64)
+            .with_header(ForwardedHeader::XRealIp);
         let addr = mapped.resolve(ip("10.0.0.1"), &headers(&[("x-real-ip", "203.0.113.9")]));
         assert_eq!(addr.ip(), ip("203.0.113.9"));
     }
 
     #[test]
     fn ipv6_clients_in_one_slash_64_share_an_address() {
-        let a = resolver().resolve(ip("2001:db8:1:2::1"), &HeaderMap::new());
-        let b = resolver().resolve(ip("2001:db8:1:2:ffff::9"), &HeaderMap::new());
-        let c = resolver().resolve(ip("2001:db8:1:3::1"), &HeaderMap::new());
+        let a = resolver(ForwardedHeader::XForwardedFor)
+            .resolve(ip("2001:db8:1:2::1"), &HeaderMap::new());
+        let b = resolver(ForwardedHeader::XForwardedFor)
+            .resolve(ip("2001:db8:1:2:ffff::9"), &HeaderMap::new());
+        let c = resolver(ForwardedHeader::XForwardedFor)
+            .resolve(ip("2001:db8:1:3::1"), &HeaderMap::new());
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_eq!(a.prefix_len(), 64);
@@ -425,7 +484,12 @@ mod tests {
         let mut h = HeaderMap::new();
         let value = HeaderValue::from_bytes(b"\xff\xfe, 10.0.0.2").unwrap();
         h.insert("x-forwarded-for", value);
-        assert_eq!(resolver().resolve(ip("10.0.0.1"), &h).ip(), ip("10.0.0.2"));
+        assert_eq!(
+            resolver(ForwardedHeader::XForwardedFor)
+                .resolve(ip("10.0.0.1"), &h)
+                .ip(),
+            ip("10.0.0.2")
+        );
     }
 
     #[test]
@@ -457,7 +521,7 @@ mod tests {
 
     #[test]
     fn display_formats() {
-        let r = resolver();
+        let r = resolver(ForwardedHeader::XForwardedFor);
         let none = HeaderMap::new();
         assert_eq!(
             r.resolve(ip("203.0.113.9"), &none).to_string(),

@@ -10,7 +10,7 @@ mod client_ip;
 mod peer;
 
 pub use classifier::{Classifier, PathPattern};
-pub use client_ip::{ClientAddr, ClientIpResolver};
+pub use client_ip::{ClientAddr, ClientIpResolver, ForwardedHeader};
 pub use peer::PeerAddr;
 
 use http::{Extensions, HeaderMap, HeaderName, Method, Uri};
