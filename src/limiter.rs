@@ -85,8 +85,9 @@ impl<St: Store> Limiter<St> {
         self.rules.load_full()
     }
 
-    /// Puts new rules in force. Requests already being decided finish under the old ones;
-    /// limits keep their state when their place in the rules is unchanged.
+    /// Puts new rules in force. Requests already being decided finish under the old ones.
+    /// A limit keeps its counters when its descriptor entries, algorithm and quota are
+    /// unchanged (wherever it moved in the file); a changed limit starts afresh.
     pub fn set_rules(&self, rules: Rules) {
         self.rules.store(Arc::new(rules));
     }
@@ -131,25 +132,26 @@ impl<St: Store> Limiter<St> {
         cost: u64,
     ) -> Result<Started<St::Pending>, MissingPeerAddr> {
         let matches = rules.applicable(values)?;
-        if matches.is_empty() {
-            return Ok(Started::Ready(Verdict::unlimited()));
-        }
-        let checks: SmallVec<[LimitCheck<'_>; 4]> = matches
-            .iter()
-            .filter_map(|m| {
-                // `applicable` leaves no unlimited limit in the matches.
-                let limit = &rules.limits[m.limit];
-                let (algorithm, quota) = limit.limited()?;
-                Some(LimitCheck {
+        // Built together so that decision i belongs to limit i; a shadow `unlimited` entry
+        // (the only unlimited one left in the matches) has nothing to check.
+        let mut checks: SmallVec<[LimitCheck<'_>; 4]> = SmallVec::new();
+        let mut limits = LimitIds::new();
+        for m in &matches {
+            let limit = &rules.limits[m.limit];
+            if let Some((algorithm, quota)) = limit.limited() {
+                checks.push(LimitCheck {
                     key: &m.key,
                     algorithm,
                     quota,
                     shadow: limit.is_shadow(),
-                })
-            })
-            .collect();
+                });
+                limits.push(m.limit);
+            }
+        }
+        if checks.is_empty() {
+            return Ok(Started::Ready(Verdict::unlimited()));
+        }
         let acquisition = self.store.acquire(&checks, cost);
-        let limits: LimitIds = matches.iter().map(|m| m.limit).collect();
         Ok(match acquisition {
             Acquisition::Ready(result) => Started::Ready(Verdict::decide(rules, &limits, result)),
             Acquisition::Pending(future) => Started::Pending(PendingVerdict { future, limits }),
@@ -221,7 +223,16 @@ impl Verdict {
 
     fn decide(rules: &Rules, limits: &[usize], result: Result<Decisions, StoreError>) -> Verdict {
         let decisions = match result {
-            Ok(decisions) => decisions,
+            Ok(decisions) if decisions.len() == limits.len() => decisions,
+            Ok(decisions) => {
+                let message = format!(
+                    "the store answered {} decisions for {} limits",
+                    decisions.len(),
+                    limits.len()
+                );
+                let error = StoreError::new(message, "a store must answer one decision per limit");
+                return Verdict::on_store_error(rules, limits, &error);
+            }
             Err(error) => return Verdict::on_store_error(rules, limits, &error),
         };
         let mut verdict = Verdict::unlimited();
@@ -471,5 +482,62 @@ descriptors:
         assert_eq!(count("alice"), 1);
         assert_eq!(count("bot-1"), 2);
         assert_eq!(count("bot-special"), 3);
+    }
+
+    #[test]
+    fn counters_survive_rules_that_move_a_limit_and_reset_when_its_quota_changes() {
+        let (limiter, _) = limiter(RULES);
+        let client = [("remote_address", "1.1.1.1")];
+        assert!(check(&limiter, &client).is_allowed());
+        assert!(check(&limiter, &client).is_allowed());
+        let moved = RULES.replacen(
+            "\ndescriptors:\n",
+            "\ndescriptors:\n  - key: method\n    value: DELETE\n    rate_limit: { unit: second, requests_per_unit: 0 }\n",
+            1,
+        );
+        limiter.set_rules(Rules::from_yaml(&moved).expect("valid rules"));
+        let after_move = check(&limiter, &client);
+        assert_eq!(
+            after_move.decision().map(|d| d.remaining),
+            Some(0),
+            "the third of 3 is counted on the old state"
+        );
+        assert!(!check(&limiter, &client).is_allowed());
+        let raised = moved.replace("requests_per_unit: 3", "requests_per_unit: 4");
+        limiter.set_rules(Rules::from_yaml(&raised).expect("valid rules"));
+        assert_eq!(
+            check(&limiter, &client).decision().map(|d| d.remaining),
+            Some(3),
+            "a new quota starts afresh"
+        );
+    }
+
+    #[test]
+    fn shadow_entries_neither_exempt_nor_replace() {
+        let (limiter, _) = limiter(
+            r#"
+domain: t
+sources: { plan: { header: x-plan } }
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 1, name: per_ip }
+  - key: plan
+    value: free
+    shadow_mode: true
+    rate_limit: { unlimited: true }
+  - key: plan
+    value: premium
+    shadow_mode: true
+    rate_limit: { unit: minute, requests_per_unit: 5, replaces: [{ name: per_ip }] }
+"#,
+        );
+        for plan in ["free", "premium"] {
+            let request = [("remote_address", plan), ("plan", plan)];
+            assert!(check(&limiter, &request).is_allowed());
+            assert!(
+                !check(&limiter, &request).is_allowed(),
+                "{plan}: the enforced limit still applies"
+            );
+        }
     }
 }

@@ -56,7 +56,12 @@ pub(crate) fn headers(
 ) -> RateLimitHeaders {
     let mut headers = RateLimitHeaders::new();
     headers.push((X_RATELIMIT_LIMIT, HeaderValue::from(decision.limit)));
-    headers.push((X_RATELIMIT_REMAINING, HeaderValue::from(decision.remaining)));
+    let remaining = if decision.allowed {
+        decision.remaining
+    } else {
+        0
+    };
+    headers.push((X_RATELIMIT_REMAINING, HeaderValue::from(remaining)));
     if !decision.allowed {
         let retry_after = HeaderValue::from(whole_seconds_at_least_one(decision.retry_after));
         headers.push((X_RATELIMIT_RETRY_AFTER, retry_after.clone()));
@@ -78,7 +83,7 @@ pub(crate) fn headers(
             u128::from(whole_seconds_at_least_one(decision.retry_after))
         };
         let policy = format!("{name};q={};w={window}", decision.limit);
-        let state = format!("{name};r={};t={reset}", decision.remaining);
+        let state = format!("{name};r={remaining};t={reset}");
         // Both are ASCII by construction (the name is escaped), so these cannot fail.
         if let (Ok(policy), Ok(state)) =
             (HeaderValue::try_from(policy), HeaderValue::try_from(state))
@@ -105,7 +110,8 @@ pub(crate) fn rejection(
             "rate limit exceeded ({}); retry after {retry_after}s",
             limit.label()
         );
-        let pushback_ms = decision.retry_after.as_millis().max(1);
+        // Rounded up like Retry-After: a client that waits this long is admitted.
+        let pushback_ms = decision.retry_after.as_nanos().div_ceil(1_000_000).max(1);
         let mut response = grpc_status(GRPC_RESOURCE_EXHAUSTED, &message);
         response.headers_mut().insert(
             GRPC_RETRY_PUSHBACK_MS,

@@ -503,15 +503,8 @@ descriptors:
     let [by_method, by_path] = rules.limits() else {
         panic!("expected two limits, got {:#?}", rules.limits());
     };
-    let algorithm = |rate| match rate {
-        Rate::Limited { algorithm, .. } => Some(algorithm),
-        Rate::Unlimited => None,
-    };
-    assert_eq!(
-        algorithm(by_method.rate()),
-        Some(Algorithm::SlidingWindowCounter)
-    );
-    assert_eq!(algorithm(by_path.rate()), Some(Algorithm::TokenBucket));
+    assert_eq!(by_method.algorithm(), Some(Algorithm::SlidingWindowCounter));
+    assert_eq!(by_path.algorithm(), Some(Algorithm::TokenBucket));
     assert_eq!(by_method.on_store_error(), OnStoreError::Deny);
     assert_eq!(by_path.on_store_error(), OnStoreError::Deny);
     assert!(!by_method.is_shadow());
@@ -1506,4 +1499,14 @@ descriptors:
 fn an_endless_rules_file_is_refused_without_reading_it_all() {
     let errors = Rules::from_file("/dev/zero").expect_err("an endless file is not rules");
     assert!(errors.to_string().contains("the limit is"), "{errors}");
+}
+
+#[test]
+fn a_zero_rate_takes_no_burst() {
+    let errors = Rules::from_yaml(
+        "domain: t\ndescriptors:\n  - key: method\n    rate_limit: { unit: second, requests_per_unit: 0, algorithm: token_bucket, burst: 3 }\n",
+    )
+    .expect_err("a burst would admit requests that the zero rate forbids");
+    assert_eq!(errors.errors().len(), 1);
+    assert_eq!(errors.errors()[0].path(), "descriptors[0].rate_limit.burst");
 }

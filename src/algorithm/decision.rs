@@ -4,6 +4,7 @@ use std::time::Duration;
 ///
 /// A denial is data, not an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Decision {
     /// Whether the request fits.
     pub allowed: bool,

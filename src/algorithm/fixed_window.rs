@@ -21,7 +21,9 @@ impl FixedWindow {
         cost: u64,
     ) -> (FixedWindow, Decision) {
         let period = quota.period_nanos();
-        let window = now.as_u64() / period;
+        // A wall clock stepped back into an earlier window still decides in the stored one:
+        // going back in time must not hand out a fresh window.
+        let window = (now.as_u64() / period).max(state.map_or(0, |s| s.window));
         let count = match state {
             Some(s) if s.window == window => s.count,
             _ => 0,
@@ -40,7 +42,8 @@ impl FixedWindow {
         let decision = Decision {
             allowed,
             limit: quota.limit(),
-            remaining: quota.limit() - count,
+            // Saturating: a state counted under a larger limit may exceed this one.
+            remaining: quota.limit().saturating_sub(count),
             reset_after: if count == 0 {
                 Duration::ZERO
             } else {
@@ -71,6 +74,16 @@ mod tests {
         let (_, next_window) =
             FixedWindow::acquire(Some(&state), Nanos::new(60 * SECOND), &quota, 1);
         assert!(next_window.allowed);
+    }
+
+    #[test]
+    fn a_clock_stepping_back_over_a_window_edge_grants_nothing() {
+        let quota = Quota::new(1, Duration::from_secs(1));
+        let (state, first) = FixedWindow::acquire(None, Nanos::new(SECOND), &quota, 1);
+        assert!(first.allowed);
+        let (_, stepped_back) =
+            FixedWindow::acquire(Some(&state), Nanos::new(SECOND - 20), &quota, 1);
+        assert!(!stepped_back.allowed);
     }
 
     #[test]

@@ -26,6 +26,14 @@ impl SlidingWindowCounter {
     ) -> (SlidingWindowCounter, Decision) {
         let period = u128::from(quota.period_nanos());
         let limit = u128::from(quota.limit());
+        // A wall clock stepped back into an earlier window decides at the start of the stored
+        // one: going back in time must not hand out fresh windows.
+        let now = match state {
+            Some(s) if s.window > now.as_u64() / quota.period_nanos() => {
+                Nanos::new(s.window.saturating_mul(quota.period_nanos()))
+            }
+            _ => now,
+        };
         let window = now.as_u64() / quota.period_nanos();
         let (current, previous) = match state {
             Some(s) if s.window == window => (s.current, s.previous),
@@ -157,6 +165,14 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_clock_stepping_back_over_a_window_edge_grants_nothing() {
+        let quota = Quota::new(1, Duration::from_secs(1));
+        let mut state = None;
+        assert!(acquire(&mut state, SECOND, &quota).allowed);
+        assert!(!acquire(&mut state, SECOND - 20, &quota).allowed);
     }
 
     #[test]

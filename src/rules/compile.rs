@@ -8,7 +8,7 @@ use super::file::{
     Located, OnStoreError, RawClassifierEntry, RawClientIp, RawDescriptor, RawRateLimit, RawRules,
     RawSingleSource, RawSource,
 };
-use super::tree::{Group, Level, Node};
+use super::tree::{Group, Level, Node, NodeLimit};
 use super::{Limit, Rate, ResponseOptions, Rules};
 use crate::algorithm::{Algorithm, Quota};
 use crate::source::{Classifier, ClientIpResolver, PathPattern, Source};
@@ -23,6 +23,8 @@ use std::time::Duration;
 const MAX_DEPTH: usize = 16;
 /// The longest period a limit may have.
 const MAX_PERIOD: Duration = Duration::from_secs(100 * 365 * 86_400);
+/// The largest limit or burst: token counts are kept as signed 64-bit numbers.
+const MAX_COUNT: u64 = i64::MAX as u64;
 /// The IPv6 prefix that groups one client, unless configured.
 const DEFAULT_IPV6_PREFIX: u8 = 64;
 
@@ -60,6 +62,7 @@ pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
         domain: raw.domain.value,
         sources: compiler.sources,
         client_ip,
+        has_replaces: compiler.limits.iter().any(|l| !l.replaces().is_empty()),
         limits: compiler.limits,
         root,
         response: ResponseOptions {
@@ -338,7 +341,7 @@ impl Compiler {
         descriptor: &Located<RawDescriptor>,
         path: &str,
         chain: &str,
-    ) -> Option<usize> {
+    ) -> Option<NodeLimit> {
         let raw = descriptor.value.rate_limit.as_ref()?;
         let path = format!("{path}.rate_limit");
         if let Some(name) = &raw.value.name {
@@ -366,7 +369,10 @@ impl Compiler {
                 .map(|r| r.value.name.clone())
                 .collect(),
         });
-        Some(self.limits.len() - 1)
+        Some(NodeLimit {
+            index: self.limits.len() - 1,
+            state_id: state_id(chain, &rate),
+        })
     }
 
     fn rate(&mut self, raw: &RawRateLimit, location: Location, path: &str) -> Option<Rate> {
@@ -407,17 +413,28 @@ impl Compiler {
                 );
                 return None;
             }
-            Some(burst) if burst.value == 0 => {
-                self.error(
-                    burst.referenced,
-                    format!("{path}.burst"),
-                    "must be at least 1 (requests_per_unit: 0 denies everything)",
-                );
+            Some(burst) if limit.value == 0 => {
+                let message = "`requests_per_unit: 0` denies everything and takes no burst";
+                self.error(burst.referenced, format!("{path}.burst"), message);
+                return None;
+            }
+            Some(burst) if burst.value == 0 || burst.value > MAX_COUNT => {
+                let message = format!("must be between 1 and {MAX_COUNT}");
+                self.error(burst.referenced, format!("{path}.burst"), message);
                 return None;
             }
             Some(burst) => burst.value,
             None => limit.value,
         };
+        if limit.value > MAX_COUNT {
+            let message = format!("must be at most {MAX_COUNT}");
+            self.error(
+                limit.referenced,
+                format!("{path}.requests_per_unit"),
+                message,
+            );
+            return None;
+        }
         let quota = Quota::new(limit.value, period?).with_burst(burst);
         Some(Rate::Limited { quota, algorithm })
     }
@@ -507,6 +524,24 @@ impl Compiler {
         }
         self.errors.extend(errors);
     }
+}
+
+/// A stable 64-bit identity of a limit (FNV-1a: the same in every process, unlike std's
+/// randomly seeded hasher, so that servers sharing a store agree).
+fn state_id(chain: &str, rate: &Rate) -> u64 {
+    let mut bytes = chain.as_bytes().to_vec();
+    if let Rate::Limited { quota, algorithm } = rate {
+        bytes.push(0);
+        bytes.extend_from_slice(algorithm.name().as_bytes());
+        for number in [quota.limit(), quota.period_nanos(), quota.burst()] {
+            bytes.extend_from_slice(&number.to_le_bytes());
+        }
+    }
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325, |hash: u64, &byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        })
 }
 
 /// `30s`, `500ms`, `5m`, `2h`, `1d`.

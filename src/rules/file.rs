@@ -201,6 +201,7 @@ impl Unit {
 /// What to do with a request when the store cannot decide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum OnStoreError {
     /// Fail open: admit the request.
     #[default]

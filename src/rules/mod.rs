@@ -36,9 +36,10 @@ pub use file::{OnStoreError, Unit};
 use crate::algorithm::{Algorithm, Quota};
 use crate::source::{ClientIpResolver, MissingPeerAddr, Source};
 use serde_saphyr::{Budget, Location, Options};
+use smallvec::SmallVec;
 use std::io::Read;
 use std::path::Path;
-use tree::{Level, Matches, Values};
+use tree::{Level, Matches, StateKey, Values};
 
 /// Rules files larger than this are refused before parsing.
 const MAX_FILE_BYTES: usize = 4 * 1024 * 1024;
@@ -51,6 +52,8 @@ pub struct Rules {
     pub(crate) client_ip: ClientIpResolver,
     pub(crate) limits: Vec<Limit>,
     root: Level,
+    /// Whether any limit replaces another (most rules have none: skip the check).
+    has_replaces: bool,
     pub(crate) response: ResponseOptions,
 }
 
@@ -67,6 +70,7 @@ pub struct Limit {
 
 /// What a limit allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Rate {
     /// A quota decided by an algorithm.
     Limited {
@@ -81,6 +85,7 @@ pub enum Rate {
 
 /// Optional response headers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ResponseOptions {
     /// Send the IETF `RateLimit-Policy` and `RateLimit` fields.
     pub ietf_headers: bool,
@@ -183,25 +188,31 @@ impl Rules {
     /// and `replaces` are taken into account.
     pub(crate) fn applicable(&self, values: &mut dyn Values) -> Result<Matches, MissingPeerAddr> {
         let mut matches = Matches::new();
-        self.root.walk(values, &mut Vec::new(), &mut matches)?;
-        if matches
+        self.root.walk(values, &mut StateKey::new(), &mut matches)?;
+        let limits = &self.limits;
+        // Shadow entries only report: they neither exempt a request nor replace a limit.
+        let exempt = matches
             .iter()
-            .any(|m| self.limits[m.limit].rate == Rate::Unlimited)
-        {
+            .map(|m| &limits[m.limit])
+            .any(|l| !l.shadow && l.rate == Rate::Unlimited);
+        if exempt {
             matches.clear();
-            return Ok(matches);
-        }
-        if self.limits.iter().any(|l| !l.replaces.is_empty()) {
-            let replaced: Vec<&str> = matches
+        } else if self.has_replaces {
+            let replaces = |limit: &Limit, name: &str| {
+                !limit.shadow && limit.replaces.iter().any(|r| r == name)
+            };
+            let replaced: SmallVec<[bool; 4]> = matches
                 .iter()
-                .flat_map(|m| self.limits[m.limit].replaces.iter().map(String::as_str))
+                .map(|m| {
+                    limits[m.limit].name.as_deref().is_some_and(|name| {
+                        matches
+                            .iter()
+                            .any(|other| replaces(&limits[other.limit], name))
+                    })
+                })
                 .collect();
-            matches.retain(|m| {
-                self.limits[m.limit]
-                    .name
-                    .as_deref()
-                    .is_none_or(|name| !replaced.contains(&name))
-            });
+            let mut replaced = replaced.into_iter();
+            matches.retain(|_| !replaced.next().unwrap_or(false));
         }
         Ok(matches)
     }
@@ -226,6 +237,11 @@ impl Limit {
     /// What the limit allows.
     pub fn rate(&self) -> Rate {
         self.rate
+    }
+
+    /// The algorithm, unless the limit is unlimited.
+    pub fn algorithm(&self) -> Option<Algorithm> {
+        self.limited().map(|(algorithm, _)| algorithm)
     }
 
     /// The quota, unless the limit is unlimited.

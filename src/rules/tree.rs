@@ -3,8 +3,8 @@
 //! At each level the entries are grouped by key. For every key the request has a value
 //! for, the most specific entry applies: an exact `value`, else the longest matching
 //! `prefix*` wildcard, else the key-only entry. Every entry on the walk that has a rate limit
-//! applies, and its state key is the limit plus the values seen on the way, so a key-only
-//! entry limits each distinct value separately.
+//! applies, and its state key is the limit's state id plus the values seen on the way, so a
+//! key-only entry limits each distinct value separately.
 
 use crate::source::MissingPeerAddr;
 use smallvec::SmallVec;
@@ -29,8 +29,18 @@ pub(crate) struct Group {
 /// A descriptor entry: its limit, if any, and the entries nested in it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Node {
-    pub(crate) limit: Option<usize>,
+    pub(crate) limit: Option<NodeLimit>,
     pub(crate) children: Level,
+}
+
+/// The limit of a descriptor entry.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NodeLimit {
+    /// Its index in the rules' limits.
+    pub(crate) index: usize,
+    /// Its identity in stores: the same for the same descriptor, algorithm and quota, so
+    /// state survives rules that move the limit, and a changed quota starts afresh.
+    pub(crate) state_id: u64,
 }
 
 /// A limit that applies to a request, with the key of its state.
@@ -40,7 +50,7 @@ pub(crate) struct Matched {
     pub(crate) key: StateKey,
 }
 
-/// Limit index, then each value on the walk, length-prefixed so that no two walks collide.
+/// State id, then each value on the walk, length-prefixed so that no two walks collide.
 pub(crate) type StateKey = SmallVec<[u8; 64]>;
 
 /// Every limit that applies, in walk order.
@@ -70,7 +80,7 @@ impl Level {
     pub(crate) fn walk(
         &self,
         values: &mut dyn Values,
-        path: &mut Vec<u8>,
+        path: &mut StateKey,
         out: &mut Matches,
     ) -> Result<(), MissingPeerAddr> {
         for group in &self.groups {
@@ -86,9 +96,12 @@ impl Level {
             path.extend_from_slice(value.as_bytes());
             if let Some(limit) = node.limit {
                 let mut key = StateKey::new();
-                key.extend_from_slice(&u32::try_from(limit).unwrap_or(u32::MAX).to_le_bytes());
+                key.extend_from_slice(&limit.state_id.to_le_bytes());
                 key.extend_from_slice(path);
-                out.push(Matched { limit, key });
+                out.push(Matched {
+                    limit: limit.index,
+                    key,
+                });
             }
             node.children.walk(values, path, out)?;
             path.truncate(mark);

@@ -52,8 +52,8 @@ pub enum Source {
     Method,
     /// The request path, without the query.
     Path,
-    /// The route template that matched, e.g. `/users/{id}` (axum's `MatchedPath`; needs the
-    /// layer to be added with `Router::route_layer`, which runs after routing).
+    /// The route template that matched, e.g. `/users/{id}` (axum's `MatchedPath`). Requests
+    /// that no route matched (the fallback) have none.
     Route,
     /// The `Host` header, or the URI's authority (HTTP/2).
     Host,
@@ -152,11 +152,26 @@ impl<'a> RequestView<'a> {
         })
     }
 
+    /// The host without its port, whether it came in `Host` (HTTP/1) or the URI (HTTP/2).
     fn host(&self) -> Option<&'a str> {
         self.headers
             .get(http::header::HOST)
             .and_then(|v| v.to_str().ok())
+            .map(without_port)
             .or_else(|| self.uri.host())
+    }
+}
+
+/// `example.com:8080` → `example.com`, `[::1]:443` → `[::1]`; anything else unchanged.
+fn without_port(host: &str) -> &str {
+    match host.rsplit_once(':') {
+        Some((name, port))
+            if port.bytes().all(|b| b.is_ascii_digit())
+                && (!name.contains(':') || name.ends_with(']')) =>
+        {
+            name
+        }
+        _ => host,
     }
 }
 
@@ -190,3 +205,18 @@ impl fmt::Display for MissingPeerAddr {
 }
 
 impl std::error::Error for MissingPeerAddr {}
+
+#[cfg(test)]
+mod tests {
+    use super::without_port;
+
+    #[test]
+    fn host_ports_are_dropped() {
+        assert_eq!(without_port("example.com:8080"), "example.com");
+        assert_eq!(without_port("example.com"), "example.com");
+        assert_eq!(without_port("[::1]:443"), "[::1]");
+        assert_eq!(without_port("[::1]"), "[::1]");
+        assert_eq!(without_port("::1"), "::1");
+        assert_eq!(without_port("host:port"), "host:port");
+    }
+}
