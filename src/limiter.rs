@@ -1,7 +1,7 @@
 //! The limiter: rules, a store, and the decision for one request, without HTTP.
 
 use crate::algorithm::Decision;
-use crate::rules::tree::Values;
+use crate::rules::tree::{StateKey, Values};
 use crate::rules::{OnStoreError, RuleErrors, Rules};
 use crate::source::MissingPeerAddr;
 use crate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, StoreError};
@@ -103,24 +103,24 @@ impl<St: Store> Limiter<St> {
     }
 
     /// Decides a request described by `(key, value)` pairs, e.g.
-    /// `[("remote_address", "203.0.113.9"), ("endpoint", "login")]`, of weight `cost`.
+    /// `[("remote_address", "203.0.113.9"), ("endpoint", "login")]`, of weight `cost` (for
+    /// limits that set no `cost` of their own).
     ///
     /// Keys the rules do not use are ignored; keys the rules use but `values` lacks do not
-    /// match. A store failure is decided by the limits' `on_store_error` policy.
+    /// match. A store failure is decided by the limits' `on_store_error` policy. When the
+    /// verdict has a [`delay`](Verdict::delay) (a shaping leaky bucket), wait that long
+    /// before going ahead: the place in the queue is booked.
     pub async fn check(&self, values: &[(&str, &str)], cost: u64) -> Verdict {
         let rules = self.rules.load_full();
         let mut given = GivenValues {
             rules: &rules,
             values,
         };
-        let started = match self.start(&rules, &mut given, cost) {
-            Ok(started) => started,
+        match self.start(&rules, &mut given, cost) {
+            Ok(Started::Ready { verdict, .. }) => verdict,
+            Ok(Started::Pending(pending)) => pending.finish(&rules).await.0,
             // Given values never need a peer address.
-            Err(MissingPeerAddr) => return Verdict::unlimited(),
-        };
-        match started {
-            Started::Ready(verdict) => verdict,
-            Started::Pending(pending) => pending.finish(&rules).await,
+            Err(MissingPeerAddr) => Verdict::unlimited(),
         }
     }
 
@@ -129,57 +129,125 @@ impl<St: Store> Limiter<St> {
         &self,
         rules: &Rules,
         values: &mut dyn Values,
-        cost: u64,
+        default_cost: u64,
     ) -> Result<Started<St::Pending>, MissingPeerAddr> {
         let matches = rules.applicable(values)?;
-        // Built together so that decision i belongs to limit i; a shadow `unlimited` entry
-        // (the only unlimited one left in the matches) has nothing to check.
-        let mut checks: SmallVec<[LimitCheck<'_>; 4]> = SmallVec::new();
-        let mut limits = LimitIds::new();
-        for m in &matches {
-            let limit = &rules.limits[m.limit];
-            if let Some((algorithm, quota)) = limit.limited() {
-                checks.push(LimitCheck {
-                    key: &m.key,
-                    algorithm,
-                    quota,
-                    shadow: limit.is_shadow(),
-                });
-                limits.push(m.limit);
-            }
+        // A shadow `unlimited` entry (the only unlimited one left in the matches) has
+        // nothing to check.
+        let bookings: Bookings = matches
+            .into_iter()
+            .filter_map(|m| {
+                let limit = &rules.limits[m.limit];
+                limit.limited()?;
+                Some(Booking {
+                    cost: limit.cost(values, default_cost),
+                    limit: m.limit,
+                    key: m.key,
+                })
+            })
+            .collect();
+        if bookings.is_empty() {
+            return Ok(Started::Ready {
+                verdict: Verdict::unlimited(),
+                queued: Bookings::new(),
+            });
         }
-        if checks.is_empty() {
-            return Ok(Started::Ready(Verdict::unlimited()));
-        }
-        let acquisition = self.store.acquire(&checks, cost);
+        let acquisition = self.store.acquire(&checks(rules, &bookings));
         Ok(match acquisition {
-            Acquisition::Ready(result) => Started::Ready(Verdict::decide(rules, &limits, result)),
-            Acquisition::Pending(future) => Started::Pending(PendingVerdict { future, limits }),
+            Acquisition::Ready(result) => {
+                let (verdict, queued) = Verdict::settle(rules, bookings, result);
+                Started::Ready { verdict, queued }
+            }
+            Acquisition::Pending(future) => Started::Pending(PendingVerdict { future, bookings }),
         })
     }
 }
 
-type LimitIds = SmallVec<[usize; 4]>;
+/// A limit that applies to a request: its state key and the request's weight under it.
+#[derive(Debug, Clone)]
+pub(crate) struct Booking {
+    limit: usize,
+    key: StateKey,
+    cost: u64,
+}
+
+pub(crate) type Bookings = SmallVec<[Booking; 4]>;
+
+/// What the store is asked about `bookings`, one check each, in order.
+fn checks<'a>(rules: &'a Rules, bookings: &'a [Booking]) -> SmallVec<[LimitCheck<'a>; 4]> {
+    bookings
+        .iter()
+        .filter_map(|booking| {
+            let limit = &rules.limits[booking.limit];
+            let (algorithm, quota) = limit.limited()?;
+            Some(LimitCheck {
+                key: &booking.key,
+                algorithm,
+                quota,
+                cost: booking.cost,
+                shadow: limit.is_shadow(),
+            })
+        })
+        .collect()
+}
 
 /// A decision under way.
 pub(crate) enum Started<F> {
-    Ready(Verdict),
+    /// Decided: the verdict, and the queue places it booked (see [`QueuePlaces`]).
+    Ready {
+        verdict: Verdict,
+        queued: Bookings,
+    },
     Pending(PendingVerdict<F>),
 }
 
 /// A store's answer still to come, and what is needed to make a verdict of it.
 pub(crate) struct PendingVerdict<F> {
     future: F,
-    limits: LimitIds,
+    bookings: Bookings,
 }
 
 impl<F> PendingVerdict<F>
 where
     F: std::future::Future<Output = Result<Decisions, StoreError>>,
 {
-    pub(crate) async fn finish(self, rules: &Rules) -> Verdict {
+    pub(crate) async fn finish(self, rules: &Rules) -> (Verdict, Bookings) {
         let result = self.future.await;
-        Verdict::decide(rules, &self.limits, result)
+        Verdict::settle(rules, self.bookings, result)
+    }
+}
+
+/// The queue places an admitted, delayed request holds in shaping leaky buckets. Dropped
+/// before [`QueuePlaces::release`] (the client went away while it waited), it gives them
+/// back, so that the next request can have them.
+pub(crate) struct QueuePlaces<St: Store> {
+    limiter: Limiter<St>,
+    rules: Arc<Rules>,
+    bookings: Bookings,
+}
+
+impl<St: Store> QueuePlaces<St> {
+    pub(crate) fn new(limiter: Limiter<St>, rules: Arc<Rules>, bookings: Bookings) -> Self {
+        QueuePlaces {
+            limiter,
+            rules,
+            bookings,
+        }
+    }
+
+    /// The request's turn has come: the places are used, not given back.
+    pub(crate) fn release(mut self) {
+        self.bookings.clear();
+    }
+}
+
+impl<St: Store> Drop for QueuePlaces<St> {
+    fn drop(&mut self) {
+        if !self.bookings.is_empty() {
+            self.limiter
+                .store
+                .cancel(&checks(&self.rules, &self.bookings));
+        }
     }
 }
 
@@ -188,6 +256,7 @@ where
 pub struct Verdict {
     allowed: bool,
     decision: Option<(usize, Decision)>,
+    delay: Duration,
     shadow_denied: bool,
 }
 
@@ -196,8 +265,15 @@ impl Verdict {
         Verdict {
             allowed: true,
             decision: None,
+            delay: Duration::ZERO,
             shadow_denied: false,
         }
+    }
+
+    /// How long an admitted request waits for its turn in a shaping leaky bucket before it
+    /// goes ahead; zero for most requests.
+    pub fn delay(&self) -> Duration {
+        self.delay
     }
 
     /// Whether the request is admitted.
@@ -221,7 +297,14 @@ impl Verdict {
         self.shadow_denied
     }
 
-    fn decide(rules: &Rules, limits: &[usize], result: Result<Decisions, StoreError>) -> Verdict {
+    /// The verdict on `bookings` from the store's `result`, and the bookings that hold queue
+    /// places (admitted by an enforced shaping leaky bucket).
+    fn settle(
+        rules: &Rules,
+        mut bookings: Bookings,
+        result: Result<Decisions, StoreError>,
+    ) -> (Verdict, Bookings) {
+        let limits: SmallVec<[usize; 4]> = bookings.iter().map(|b| b.limit).collect();
         let decisions = match result {
             Ok(decisions) if decisions.len() == limits.len() => decisions,
             Ok(decisions) => {
@@ -231,16 +314,43 @@ impl Verdict {
                     limits.len()
                 );
                 let error = StoreError::new(message, "a store must answer one decision per limit");
-                return Verdict::on_store_error(rules, limits, &error);
+                return (
+                    Verdict::on_store_error(rules, &limits, &error),
+                    Bookings::new(),
+                );
             }
-            Err(error) => return Verdict::on_store_error(rules, limits, &error),
+            Err(error) => {
+                return (
+                    Verdict::on_store_error(rules, &limits, &error),
+                    Bookings::new(),
+                )
+            }
         };
+        let verdict = Verdict::decide(rules, &limits, &decisions);
+        let mut decisions = decisions.iter();
+        bookings.retain(|booking| {
+            let admitted_with_delay = decisions
+                .next()
+                .is_some_and(|d| d.allowed && !d.delay.is_zero());
+            verdict.allowed && admitted_with_delay && !rules.limits[booking.limit].is_shadow()
+        });
+        (verdict, bookings)
+    }
+
+    fn decide(rules: &Rules, limits: &[usize], decisions: &Decisions) -> Verdict {
         let mut verdict = Verdict::unlimited();
         let enforced = limits
             .iter()
-            .zip(&decisions)
+            .zip(decisions)
             .filter(|(&l, _)| !rules.limits[l].is_shadow());
         verdict.allowed = enforced.clone().all(|(_, d)| d.allowed);
+        if verdict.allowed {
+            verdict.delay = enforced
+                .clone()
+                .map(|(_, d)| d.delay)
+                .max()
+                .unwrap_or_default();
+        }
         verdict.decision = if verdict.allowed {
             enforced.min_by_key(|(_, d)| (d.remaining, d.limit))
         } else {
@@ -249,7 +359,7 @@ impl Verdict {
                 .max_by_key(|(_, d)| d.retry_after)
         }
         .map(|(&limit, decision)| (limit, *decision));
-        for (&limit, decision) in limits.iter().zip(&decisions) {
+        for (&limit, decision) in limits.iter().zip(decisions) {
             let limit = &rules.limits[limit];
             if limit.is_shadow() && !decision.allowed {
                 verdict.shadow_denied = true;
@@ -290,8 +400,10 @@ impl Verdict {
                     remaining: 0,
                     reset_after: STORE_ERROR_RETRY,
                     retry_after: STORE_ERROR_RETRY,
+                    delay: Duration::ZERO,
                 },
             )),
+            delay: Duration::ZERO,
             shadow_denied: false,
         }
     }
@@ -338,7 +450,7 @@ mod tests {
             values,
         };
         match limiter.start(&rules, &mut given, 1) {
-            Ok(Started::Ready(verdict)) => verdict,
+            Ok(Started::Ready { verdict, .. }) => verdict,
             _ => panic!("the memory store answers at once"),
         }
     }

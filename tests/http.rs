@@ -576,14 +576,18 @@ impl Store for LaterStore {
     type Pending =
         std::pin::Pin<Box<dyn std::future::Future<Output = Result<Decisions, StoreError>> + Send>>;
 
-    fn acquire(&self, checks: &[LimitCheck<'_>], cost: u64) -> Acquisition<Self::Pending> {
-        let Acquisition::Ready(result) = self.0.acquire(checks, cost) else {
+    fn acquire(&self, checks: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
+        let Acquisition::Ready(result) = self.0.acquire(checks) else {
             unreachable!("the memory store answers at once")
         };
         Acquisition::Pending(Box::pin(async move {
             tokio::task::yield_now().await;
             result
         }))
+    }
+
+    fn cancel(&self, checks: &[LimitCheck<'_>]) {
+        self.0.cancel(checks);
     }
 }
 
@@ -593,13 +597,15 @@ struct DownStore;
 impl Store for DownStore {
     type Pending = std::future::Ready<Result<Decisions, StoreError>>;
 
-    fn acquire(&self, _: &[LimitCheck<'_>], _: u64) -> Acquisition<Self::Pending> {
+    fn acquire(&self, _: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
         let error = StoreError::new(
             "store unreachable",
             std::io::Error::other("connection refused"),
         );
         Acquisition::Ready(Err(error))
     }
+
+    fn cancel(&self, _: &[LimitCheck<'_>]) {}
 }
 
 #[tokio::test]

@@ -19,4 +19,7 @@ pub struct Decision {
     /// nanosecond). Zero when allowed. A request that can never be admitted (a cost above
     /// the limit, or a limit of 0) reports one period.
     pub retry_after: Duration,
+    /// When admitted by a shaping leaky bucket: how long the request waits for its turn
+    /// before it is forwarded. Zero otherwise.
+    pub delay: Duration,
 }

@@ -1,4 +1,4 @@
-use super::{Decision, Quota};
+use super::{CopyTransition, Decision, Quota};
 use crate::clock::Nanos;
 use std::time::Duration;
 
@@ -12,9 +12,9 @@ pub struct FixedWindow {
     count: u64,
 }
 
-impl FixedWindow {
+impl CopyTransition for FixedWindow {
     /// Counts `cost` requests in the window of `now` if they fit.
-    pub fn acquire(
+    fn transition(
         state: Option<&FixedWindow>,
         now: Nanos,
         quota: &Quota,
@@ -50,6 +50,7 @@ impl FixedWindow {
                 until_next_window
             },
             retry_after,
+            delay: Duration::ZERO,
         };
         (FixedWindow { window, count }, decision)
     }
@@ -64,32 +65,32 @@ mod tests {
     #[test]
     fn windows_align_to_the_period() {
         let quota = Quota::new(1, Duration::from_secs(60));
-        let (state, first) = FixedWindow::acquire(None, Nanos::new(59 * SECOND), &quota, 1);
+        let (state, first) = FixedWindow::transition(None, Nanos::new(59 * SECOND), &quota, 1);
         assert!(first.allowed);
         assert_eq!(first.reset_after, Duration::from_secs(1));
         let (_, second) =
-            FixedWindow::acquire(Some(&state), Nanos::new(59 * SECOND + 1), &quota, 1);
+            FixedWindow::transition(Some(&state), Nanos::new(59 * SECOND + 1), &quota, 1);
         assert!(!second.allowed);
         assert_eq!(second.retry_after, Duration::from_nanos(SECOND - 1));
         let (_, next_window) =
-            FixedWindow::acquire(Some(&state), Nanos::new(60 * SECOND), &quota, 1);
+            FixedWindow::transition(Some(&state), Nanos::new(60 * SECOND), &quota, 1);
         assert!(next_window.allowed);
     }
 
     #[test]
     fn a_clock_stepping_back_over_a_window_edge_grants_nothing() {
         let quota = Quota::new(1, Duration::from_secs(1));
-        let (state, first) = FixedWindow::acquire(None, Nanos::new(SECOND), &quota, 1);
+        let (state, first) = FixedWindow::transition(None, Nanos::new(SECOND), &quota, 1);
         assert!(first.allowed);
         let (_, stepped_back) =
-            FixedWindow::acquire(Some(&state), Nanos::new(SECOND - 20), &quota, 1);
+            FixedWindow::transition(Some(&state), Nanos::new(SECOND - 20), &quota, 1);
         assert!(!stepped_back.allowed);
     }
 
     #[test]
     fn cost_above_limit_is_never_admitted() {
         let quota = Quota::new(5, Duration::from_secs(1));
-        let (_, decision) = FixedWindow::acquire(None, Nanos::new(0), &quota, 6);
+        let (_, decision) = FixedWindow::transition(None, Nanos::new(0), &quota, 6);
         assert!(!decision.allowed);
         assert_eq!(decision.remaining, 5);
         assert_eq!(decision.retry_after, Duration::from_secs(1));

@@ -1,8 +1,10 @@
 //! The rate-limiting algorithms, as pure state transitions.
 //!
-//! Each algorithm is a function `(state, now, quota, cost) -> (new state, Decision)`: no I/O,
-//! no clock reads, no locks. A [`Store`](crate::store::Store) keeps the state per key and runs
-//! the transition atomically; the same arithmetic is what every store must reproduce.
+//! Each algorithm is a state transition `(state, now, quota, cost) -> Decision` that charges
+//! the state only when the request is admitted: no I/O, no clock reads, no locks. `peek` gives
+//! the same decision without charging, so a store can check several limits before charging
+//! any. A [`Store`](crate::store::Store) keeps the state per key and runs the transition
+//! atomically; the same arithmetic is what every store must reproduce.
 //!
 //! ```
 //! use std::time::Duration;
@@ -11,23 +13,31 @@
 //!
 //! let quota = Quota::new(2, Duration::from_secs(1));
 //! let now = Nanos::new(0);
-//! let (state, first) = Algorithm::FixedWindow.acquire(None, now, &quota, 1);
-//! let (state, second) = Algorithm::FixedWindow.acquire(Some(&state), now, &quota, 1);
-//! let (_, third) = Algorithm::FixedWindow.acquire(Some(&state), now, &quota, 1);
-//! assert!(first.allowed && second.allowed && !third.allowed);
+//! let algorithm = Algorithm::FixedWindow;
+//! let mut state = algorithm.fresh(now, &quota);
+//! assert!(algorithm.acquire(&mut state, now, &quota, 1).allowed);
+//! assert!(algorithm.acquire(&mut state, now, &quota, 1).allowed);
+//! let third = algorithm.acquire(&mut state, now, &quota, 1);
+//! assert!(!third.allowed);
 //! assert_eq!(third.retry_after, Duration::from_secs(1));
 //! ```
 
 mod decision;
 mod fixed_window;
+mod gcra;
+mod leaky_bucket;
 mod quota;
 mod sliding_window_counter;
+mod sliding_window_log;
 mod token_bucket;
 
 pub use decision::Decision;
 pub use fixed_window::FixedWindow;
+pub use gcra::Gcra;
+pub use leaky_bucket::LeakyBucket;
 pub use quota::Quota;
 pub use sliding_window_counter::SlidingWindowCounter;
+pub use sliding_window_log::SlidingWindowLog;
 pub use token_bucket::TokenBucket;
 
 use crate::clock::Nanos;
@@ -41,58 +51,96 @@ use std::fmt;
 pub enum Algorithm {
     /// A bucket of `burst` tokens refilled at the limit's rate; smooth, allows bursts.
     TokenBucket,
+    /// A FIFO queue drained at the limit's rate: excess requests wait their turn (shaping)
+    /// or are measured against it (policing).
+    LeakyBucket,
     /// A counter per calendar-aligned window; cheapest, but allows 2× at a window edge.
     FixedWindow,
+    /// Every admitted request's time: exact in any rolling window, memory grows with the limit.
+    SlidingWindowLog,
     /// The current window's count plus the previous one's, weighted by overlap.
     SlidingWindowCounter,
+    /// The generic cell rate algorithm: one timestamp per key, exact, with a burst.
+    Gcra,
 }
 
 impl Algorithm {
+    /// Every algorithm.
+    pub const ALL: [Algorithm; 6] = [
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindowLog,
+        Algorithm::SlidingWindowCounter,
+        Algorithm::Gcra,
+    ];
+
     /// The name used in rules files.
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::TokenBucket => "token_bucket",
+            Algorithm::LeakyBucket => "leaky_bucket",
             Algorithm::FixedWindow => "fixed_window",
+            Algorithm::SlidingWindowLog => "sliding_window_log",
             Algorithm::SlidingWindowCounter => "sliding_window_counter",
+            Algorithm::Gcra => "gcra",
         }
     }
 
-    /// Runs this algorithm on `state` (`None`: a key never seen) for a request of `cost`.
-    ///
-    /// A state left by another algorithm (after the rules changed) counts as never seen.
-    /// The returned state is what the store keeps if the request is admitted.
-    pub fn acquire(
-        self,
-        state: Option<&State>,
-        now: Nanos,
-        quota: &Quota,
-        cost: u64,
-    ) -> (State, Decision) {
+    /// The state of a key never seen.
+    pub fn fresh(self, now: Nanos, quota: &Quota) -> State {
         match self {
-            Algorithm::TokenBucket => {
-                let state = match state {
-                    Some(State::TokenBucket(s)) => Some(s),
-                    _ => None,
-                };
-                let (next, decision) = TokenBucket::acquire(state, now, quota, cost);
-                (State::TokenBucket(next), decision)
-            }
-            Algorithm::FixedWindow => {
-                let state = match state {
-                    Some(State::FixedWindow(s)) => Some(s),
-                    _ => None,
-                };
-                let (next, decision) = FixedWindow::acquire(state, now, quota, cost);
-                (State::FixedWindow(next), decision)
+            Algorithm::TokenBucket => State::TokenBucket(TokenBucket::fresh(now, quota)),
+            Algorithm::LeakyBucket => State::LeakyBucket(LeakyBucket::fresh(now, quota)),
+            Algorithm::FixedWindow => State::FixedWindow(FixedWindow::fresh(now, quota)),
+            Algorithm::SlidingWindowLog => {
+                State::SlidingWindowLog(SlidingWindowLog::fresh(now, quota))
             }
             Algorithm::SlidingWindowCounter => {
-                let state = match state {
-                    Some(State::SlidingWindowCounter(s)) => Some(s),
-                    _ => None,
-                };
-                let (next, decision) = SlidingWindowCounter::acquire(state, now, quota, cost);
-                (State::SlidingWindowCounter(next), decision)
+                State::SlidingWindowCounter(SlidingWindowCounter::fresh(now, quota))
             }
+            Algorithm::Gcra => State::Gcra(Gcra::fresh(now, quota)),
+        }
+    }
+
+    /// Decides a request of `cost` at `now`, charging `state` when it is admitted.
+    ///
+    /// A state left by another algorithm counts as never seen.
+    pub fn acquire(self, state: &mut State, now: Nanos, quota: &Quota, cost: u64) -> Decision {
+        if state.algorithm() != self {
+            *state = self.fresh(now, quota);
+        }
+        match state {
+            State::TokenBucket(s) => s.acquire(now, quota, cost),
+            State::LeakyBucket(s) => s.acquire(now, quota, cost),
+            State::FixedWindow(s) => s.acquire(now, quota, cost),
+            State::SlidingWindowLog(s) => s.acquire(now, quota, cost),
+            State::SlidingWindowCounter(s) => s.acquire(now, quota, cost),
+            State::Gcra(s) => s.acquire(now, quota, cost),
+        }
+    }
+
+    /// The decision [`Algorithm::acquire`] would make, without charging anything.
+    pub fn peek(self, state: &State, now: Nanos, quota: &Quota, cost: u64) -> Decision {
+        if state.algorithm() != self {
+            return self.peek(&self.fresh(now, quota), now, quota, cost);
+        }
+        match state {
+            State::TokenBucket(s) => s.peek(now, quota, cost),
+            State::LeakyBucket(s) => s.peek(now, quota, cost),
+            State::FixedWindow(s) => s.peek(now, quota, cost),
+            State::SlidingWindowLog(s) => s.peek(now, quota, cost),
+            State::SlidingWindowCounter(s) => s.peek(now, quota, cost),
+            State::Gcra(s) => s.peek(now, quota, cost),
+        }
+    }
+
+    /// Gives back what an admitted request of `cost` booked but will not use: the place in
+    /// the queue of a leaky bucket whose client went away before its turn. Other algorithms
+    /// keep the charge (the request was admitted and counted).
+    pub fn cancel(self, state: &mut State, now: Nanos, quota: &Quota, cost: u64) {
+        if let State::LeakyBucket(s) = state {
+            s.cancel(now, quota, cost);
         }
     }
 }
@@ -104,15 +152,75 @@ impl fmt::Display for Algorithm {
 }
 
 /// The state one key keeps, whichever algorithm limits it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum State {
     /// See [`TokenBucket`].
     TokenBucket(TokenBucket),
+    /// See [`LeakyBucket`].
+    LeakyBucket(LeakyBucket),
     /// See [`FixedWindow`].
     FixedWindow(FixedWindow),
+    /// See [`SlidingWindowLog`].
+    SlidingWindowLog(SlidingWindowLog),
     /// See [`SlidingWindowCounter`].
     SlidingWindowCounter(SlidingWindowCounter),
+    /// See [`Gcra`].
+    Gcra(Gcra),
+}
+
+impl State {
+    /// The algorithm this state belongs to.
+    pub fn algorithm(&self) -> Algorithm {
+        match self {
+            State::TokenBucket(_) => Algorithm::TokenBucket,
+            State::LeakyBucket(_) => Algorithm::LeakyBucket,
+            State::FixedWindow(_) => Algorithm::FixedWindow,
+            State::SlidingWindowLog(_) => Algorithm::SlidingWindowLog,
+            State::SlidingWindowCounter(_) => Algorithm::SlidingWindowCounter,
+            State::Gcra(_) => Algorithm::Gcra,
+        }
+    }
+}
+
+/// One algorithm's state transitions.
+trait Transition: Sized {
+    /// The state of a key never seen.
+    fn fresh(now: Nanos, quota: &Quota) -> Self;
+    /// Decides `cost` at `now`, charging the state when admitted.
+    fn acquire(&mut self, now: Nanos, quota: &Quota, cost: u64) -> Decision;
+    /// Decides without charging.
+    fn peek(&self, now: Nanos, quota: &Quota, cost: u64) -> Decision;
+}
+
+/// An algorithm whose small `Copy` state is replaced whole: one pure function gives the
+/// next state and the decision, and the [`Transition`] methods follow from it.
+trait CopyTransition: Copy {
+    /// The state after a request of `cost` at `now` (`None`: never seen), and the decision.
+    /// The state returned is the one to keep if the request is admitted.
+    fn transition(state: Option<&Self>, now: Nanos, quota: &Quota, cost: u64) -> (Self, Decision);
+
+    /// Gives back what an admitted request booked (see [`Algorithm::cancel`]).
+    fn cancel(&mut self, _now: Nanos, _quota: &Quota, _cost: u64) {}
+}
+
+impl<T: CopyTransition> Transition for T {
+    fn fresh(now: Nanos, quota: &Quota) -> Self {
+        // A request of cost 0 always fits and charges nothing: what remains is the fresh state.
+        T::transition(None, now, quota, 0).0
+    }
+
+    fn acquire(&mut self, now: Nanos, quota: &Quota, cost: u64) -> Decision {
+        let (next, decision) = T::transition(Some(self), now, quota, cost);
+        if decision.allowed {
+            *self = next;
+        }
+        decision
+    }
+
+    fn peek(&self, now: Nanos, quota: &Quota, cost: u64) -> Decision {
+        T::transition(Some(self), now, quota, cost).1
+    }
 }
 
 /// Nanoseconds as a `u64`, saturating (periods are bounded, so this never saturates in practice).

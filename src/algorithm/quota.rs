@@ -15,6 +15,9 @@ pub struct Quota {
     limit: u64,
     period_nanos: u64,
     burst: u64,
+    queue: u64,
+    max_delay: Option<Duration>,
+    shaping: bool,
 }
 
 impl Quota {
@@ -33,6 +36,9 @@ impl Quota {
             limit,
             period_nanos,
             burst: limit,
+            queue: 0,
+            max_delay: None,
+            shaping: true,
         }
     }
 
@@ -40,6 +46,28 @@ impl Quota {
     #[must_use]
     pub fn with_burst(mut self, burst: u64) -> Self {
         self.burst = burst;
+        self
+    }
+
+    /// The same quota with `queue` waiting places (leaky bucket).
+    #[must_use]
+    pub fn with_queue(mut self, queue: u64) -> Self {
+        self.queue = queue;
+        self
+    }
+
+    /// The same quota, denying requests that would wait longer than `max_delay` (leaky bucket).
+    #[must_use]
+    pub fn with_max_delay(mut self, max_delay: Duration) -> Self {
+        self.max_delay = Some(max_delay);
+        self
+    }
+
+    /// The same quota, admitting queued requests at once instead of delaying them (leaky
+    /// bucket policing).
+    #[must_use]
+    pub fn policing(mut self) -> Self {
+        self.shaping = false;
         self
     }
 
@@ -58,8 +86,24 @@ impl Quota {
         self.period_nanos
     }
 
-    /// The most requests that may arrive at once (token bucket capacity).
+    /// The most requests that may arrive at once (token bucket capacity, GCRA burst).
     pub fn burst(&self) -> u64 {
         self.burst
+    }
+
+    /// Waiting places in a leaky bucket's queue.
+    pub fn queue(&self) -> u64 {
+        self.queue
+    }
+
+    /// The longest a request may wait in a leaky bucket's queue, if bounded.
+    pub fn max_delay(&self) -> Option<Duration> {
+        self.max_delay
+    }
+
+    /// Whether a leaky bucket delays queued requests (shaping) rather than admitting them at
+    /// once (policing).
+    pub fn is_shaping(&self) -> bool {
+        self.shaping
     }
 }

@@ -1,4 +1,4 @@
-use super::{to_u64, Decision, Quota};
+use super::{to_u64, CopyTransition, Decision, Quota};
 use crate::clock::Nanos;
 use std::time::Duration;
 
@@ -16,9 +16,9 @@ pub struct SlidingWindowCounter {
     previous: u64,
 }
 
-impl SlidingWindowCounter {
+impl CopyTransition for SlidingWindowCounter {
     /// Counts `cost` requests if the weighted estimate leaves room for them.
-    pub fn acquire(
+    fn transition(
         state: Option<&SlidingWindowCounter>,
         now: Nanos,
         quota: &Quota,
@@ -73,6 +73,7 @@ impl SlidingWindowCounter {
             remaining: to_u64(capacity.saturating_sub(used) / period),
             reset_after: Nanos::new(to_u64(reset_at)).since(now),
             retry_after,
+            delay: Duration::ZERO,
         };
         let next = SlidingWindowCounter {
             window,
@@ -81,7 +82,9 @@ impl SlidingWindowCounter {
         };
         (next, decision)
     }
+}
 
+impl SlidingWindowCounter {
     /// The first instant at which `cost` more requests fit, for `cost <= limit`.
     fn earliest_admission(
         window_start: u128,
@@ -116,7 +119,7 @@ mod tests {
 
     fn acquire(state: &mut Option<SlidingWindowCounter>, at: u64, quota: &Quota) -> Decision {
         let (next, decision) =
-            SlidingWindowCounter::acquire(state.as_ref(), Nanos::new(at), quota, 1);
+            SlidingWindowCounter::transition(state.as_ref(), Nanos::new(at), quota, 1);
         if decision.allowed {
             *state = Some(next);
         }

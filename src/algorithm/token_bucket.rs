@@ -1,4 +1,4 @@
-use super::{to_u64, Decision, Quota};
+use super::{to_u64, CopyTransition, Decision, Quota};
 use crate::clock::Nanos;
 use std::time::Duration;
 
@@ -14,9 +14,9 @@ pub struct TokenBucket {
     level: i64,
 }
 
-impl TokenBucket {
+impl CopyTransition for TokenBucket {
     /// Takes `cost` tokens if the bucket holds them at `now`.
-    pub fn acquire(
+    fn transition(
         state: Option<&TokenBucket>,
         now: Nanos,
         quota: &Quota,
@@ -60,10 +60,13 @@ impl TokenBucket {
             remaining: u64::try_from(tokens.max(0)).unwrap_or(0),
             reset_after,
             retry_after,
+            delay: Duration::ZERO,
         };
         (bucket, decision)
     }
+}
 
+impl TokenBucket {
     /// Whole tokens in the bucket at `now`, before the cap at `burst`.
     fn tokens_at(&self, now: Nanos, quota: &Quota) -> i128 {
         let elapsed = u128::from(now.as_u64().saturating_sub(self.anchor.as_u64()));
@@ -97,7 +100,7 @@ mod tests {
             .iter()
             .map(|&(at, cost)| {
                 let (next, decision) =
-                    TokenBucket::acquire(state.as_ref(), Nanos::new(at), quota, cost);
+                    TokenBucket::transition(state.as_ref(), Nanos::new(at), quota, cost);
                 if decision.allowed {
                     state = Some(next);
                 }

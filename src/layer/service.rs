@@ -1,6 +1,6 @@
 use super::future::{Waited, WaitingFuture};
 use super::{ResponseBody, ResponseFuture};
-use crate::limiter::{Started, Verdict};
+use crate::limiter::{QueuePlaces, Started, Verdict};
 use crate::response::{self, RateLimitHeaders};
 use crate::rules::tree::Values;
 use crate::rules::Rules;
@@ -13,6 +13,7 @@ use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tower_service::Service;
 
 /// Rate-limits requests to the inner service; made by [`RateLimitLayer`](super::RateLimitLayer).
@@ -86,29 +87,36 @@ where
                 report_missing_peer_addr();
                 ResponseFuture::answered(response::missing_peer_addr(grpc, MissingPeerAddr::FIX))
             }
-            Ok(Started::Ready(verdict)) => match plan(&rules, &verdict, grpc) {
+            Ok(Started::Ready { verdict, queued }) => match plan(&rules, &verdict, grpc) {
                 Plan::Reject(rejection) => ResponseFuture::answered(rejection),
                 Plan::Admit(headers) => {
                     if verdict.is_shadow_denied() {
                         request.extensions_mut().insert(ShadowDenied);
                     }
-                    ResponseFuture::admitted(self.inner.call(request), headers)
+                    if verdict.delay().is_zero() {
+                        return ResponseFuture::admitted(self.inner.call(request), headers);
+                    }
+                    let rules = arc_swap::Guard::into_inner(rules);
+                    let places = QueuePlaces::new(self.limiter.clone(), rules, queued);
+                    let inner = self.take_ready_inner();
+                    let waiting = wait_then_call(verdict.delay(), places, inner, request, headers);
+                    ResponseFuture::waiting(Box::pin(waiting))
                 }
             },
             Ok(Started::Pending(pending)) => {
                 let rules = arc_swap::Guard::into_inner(rules);
-                // The ready service goes with the request; a fresh clone takes its place.
-                let clone = self.inner.clone();
-                let mut inner = std::mem::replace(&mut self.inner, clone);
+                let limiter = self.limiter.clone();
+                let inner = self.take_ready_inner();
                 let waiting: WaitingFuture<_> = Box::pin(async move {
-                    let verdict = pending.finish(&rules).await;
+                    let (verdict, queued) = pending.finish(&rules).await;
                     match plan(&rules, &verdict, grpc) {
                         Plan::Reject(rejection) => Waited::Answered(rejection),
                         Plan::Admit(headers) => {
                             if verdict.is_shadow_denied() {
                                 request.extensions_mut().insert(ShadowDenied);
                             }
-                            Waited::Served(inner.call(request).await, headers)
+                            let places = QueuePlaces::new(limiter, rules, queued);
+                            wait_then_call(verdict.delay(), places, inner, request, headers).await
                         }
                     }
                 });
@@ -116,6 +124,34 @@ where
             }
         }
     }
+}
+
+impl<S: Clone, St> RateLimit<S, St> {
+    /// The ready inner service, to call later from a future; a fresh clone takes its place.
+    fn take_ready_inner(&mut self) -> S {
+        let clone = self.inner.clone();
+        std::mem::replace(&mut self.inner, clone)
+    }
+}
+
+/// Waits for the request's turn in the queue (if any), then calls the inner service. Dropped
+/// while waiting (the client went away), `places` gives the queue places back.
+async fn wait_then_call<S, St, ReqBody>(
+    delay: Duration,
+    places: QueuePlaces<St>,
+    mut inner: S,
+    request: Request<ReqBody>,
+    headers: RateLimitHeaders,
+) -> Waited<Result<S::Response, S::Error>>
+where
+    S: Service<Request<ReqBody>>,
+    St: Store,
+{
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    places.release();
+    Waited::Served(inner.call(request).await, headers)
 }
 
 enum Plan {

@@ -1,8 +1,8 @@
 //! Rules in Rust, compiled through the same validation as a file.
 
 use super::file::{
-    unlocated, RawClassifierEntry, RawClientIp, RawDescriptor, RawRateLimit, RawReplaces, RawRules,
-    RawSingleSource, RawSource,
+    unlocated, LeakyMode, RawClassifierEntry, RawClientIp, RawCost, RawDescriptor, RawRateLimit,
+    RawReplaces, RawRules, RawSingleSource, RawSource,
 };
 use super::{OnStoreError, RuleErrors, Rules, Unit};
 use crate::algorithm::Algorithm;
@@ -247,6 +247,37 @@ impl LimitSpec {
     /// The token bucket's capacity (default: the limit).
     pub fn burst(mut self, burst: u64) -> Self {
         self.0.burst = Some(unlocated(burst));
+        self
+    }
+
+    /// Waiting places in a leaky bucket's queue (default 0).
+    pub fn queue(mut self, queue: u64) -> Self {
+        self.0.queue = Some(unlocated(queue));
+        self
+    }
+
+    /// Leaky bucket policing: queued requests are admitted at once instead of waiting.
+    pub fn policing(mut self) -> Self {
+        self.0.mode = Some(unlocated(LeakyMode::Police));
+        self
+    }
+
+    /// The longest a request may wait in a leaky bucket's queue, in whole milliseconds.
+    pub fn max_delay(mut self, max_delay: Duration) -> Self {
+        self.0.max_delay = Some(unlocated(format!("{}ms", max_delay.as_millis())));
+        self
+    }
+
+    /// Every request weighs `cost` under this limit.
+    pub fn cost(mut self, cost: u64) -> Self {
+        self.0.cost = Some(unlocated(RawCost::Fixed(cost)));
+        self
+    }
+
+    /// A request's weight is the value of the source named `source` (a whole number; 1
+    /// when the request has none).
+    pub fn cost_from(mut self, source: impl Into<String>) -> Self {
+        self.0.cost = Some(unlocated(RawCost::Source(source.into())));
         self
     }
 

@@ -5,11 +5,11 @@
 
 use super::error::{RuleError, RuleErrors};
 use super::file::{
-    Located, OnStoreError, RawClassifierEntry, RawClientIp, RawDescriptor, RawRateLimit, RawRules,
-    RawSingleSource, RawSource,
+    LeakyMode, Located, OnStoreError, RawClassifierEntry, RawClientIp, RawCost, RawDescriptor,
+    RawRateLimit, RawRules, RawSingleSource, RawSource,
 };
 use super::tree::{Group, Level, Node, NodeLimit};
-use super::{Limit, Rate, ResponseOptions, Rules};
+use super::{Cost, Limit, Rate, ResponseOptions, Rules};
 use crate::algorithm::{Algorithm, Quota};
 use crate::source::{Classifier, ClientIpResolver, PathPattern, Source};
 use http::{HeaderName, Method};
@@ -221,6 +221,7 @@ impl Compiler {
         ClientIpResolver::new(trusted, prefix).with_header(raw.header)
     }
 
+    /// The id of the source named by `key`; `path` is where an unknown name is reported.
     fn source_id(&mut self, key: &Located<String>, path: &str) -> Option<usize> {
         let name = key.value.as_str();
         if let Some(&id) = self.source_ids.get(name) {
@@ -235,7 +236,7 @@ impl Compiler {
                         "unknown key `{name}`: declare it under `sources`, or use a built-in key ({})",
                         Source::BUILTIN_NAMES.join(", ")
                     );
-                    self.error(key.referenced, format!("{path}.key"), message);
+                    self.error(key.referenced, path, message);
                     return None;
                 }
             },
@@ -275,7 +276,7 @@ impl Compiler {
                 );
                 continue;
             }
-            let source = self.source_id(&raw.key, &path);
+            let source = self.source_id(&raw.key, &format!("{path}.key"));
             let entry = match value {
                 Some(value) => format!("{}={value}", raw.key.value),
                 None => raw.key.value.clone(),
@@ -355,8 +356,11 @@ impl Compiler {
             );
             self.replaced.push((name, format!("{path}.replaces[{i}]")));
         }
-        let rate = self.rate(&raw.value, raw.referenced, &path)?;
+        let rate = self.rate(&raw.value, raw.referenced, &path);
+        let cost = self.cost(&raw.value, &path);
+        let (rate, cost) = (rate?, cost?);
         self.limits.push(Limit {
+            cost,
             name: raw.value.name.as_ref().map(|n| n.value.clone()),
             descriptor: chain.to_owned(),
             rate,
@@ -384,47 +388,23 @@ impl Compiler {
                 raw.requests_per_unit.is_some(),
                 raw.algorithm.is_some(),
                 raw.burst.is_some(),
+                raw.queue.is_some(),
+                raw.mode.is_some(),
+                raw.max_delay.is_some(),
+                raw.cost.is_some(),
             ];
             if extra.contains(&true) {
-                self.error(location, path, "`unlimited: true` takes no unit, period, requests_per_unit, algorithm or burst");
+                let message = "`unlimited: true` takes no other setting but `name` and `replaces`";
+                self.error(location, path, message);
                 return None;
             }
             return Some(Rate::Unlimited);
         }
         let period = self.period(raw, location, path);
         let Some(limit) = &raw.requests_per_unit else {
-            self.error(
-                location,
-                format!("{path}.requests_per_unit"),
-                "missing (or set `unlimited: true`)",
-            );
+            let message = "missing (or set `unlimited: true`)";
+            self.error(location, format!("{path}.requests_per_unit"), message);
             return None;
-        };
-        let algorithm = raw
-            .algorithm
-            .as_ref()
-            .map_or(self.default_algorithm, |a| a.value);
-        let burst = match &raw.burst {
-            Some(burst) if algorithm != Algorithm::TokenBucket => {
-                self.error(
-                    burst.referenced,
-                    format!("{path}.burst"),
-                    format!("`burst` applies to token_bucket, not {algorithm}"),
-                );
-                return None;
-            }
-            Some(burst) if limit.value == 0 => {
-                let message = "`requests_per_unit: 0` denies everything and takes no burst";
-                self.error(burst.referenced, format!("{path}.burst"), message);
-                return None;
-            }
-            Some(burst) if burst.value == 0 || burst.value > MAX_COUNT => {
-                let message = format!("must be between 1 and {MAX_COUNT}");
-                self.error(burst.referenced, format!("{path}.burst"), message);
-                return None;
-            }
-            Some(burst) => burst.value,
-            None => limit.value,
         };
         if limit.value > MAX_COUNT {
             let message = format!("must be at most {MAX_COUNT}");
@@ -435,8 +415,123 @@ impl Compiler {
             );
             return None;
         }
-        let quota = Quota::new(limit.value, period?).with_burst(burst);
-        Some(Rate::Limited { quota, algorithm })
+        let algorithm = raw
+            .algorithm
+            .as_ref()
+            .map_or(self.default_algorithm, |a| a.value);
+        let options_fit = self.check_options_fit(raw, algorithm, path);
+        let burst = self.burst(raw, limit.value, path)?;
+        let mut quota = Quota::new(limit.value, period?).with_burst(burst);
+        if let Some(queue) = &raw.queue {
+            quota = quota.with_queue(queue.value);
+        }
+        if let Some(max_delay) = &raw.max_delay {
+            match parse_period(&max_delay.value) {
+                Some(max_delay) => quota = quota.with_max_delay(max_delay),
+                None => {
+                    let message = format!(
+                        "`{}` is not a duration: write e.g. 500ms or 2s",
+                        max_delay.value
+                    );
+                    self.error(max_delay.referenced, format!("{path}.max_delay"), message);
+                    return None;
+                }
+            }
+        }
+        if raw
+            .mode
+            .as_ref()
+            .is_some_and(|mode| mode.value == LeakyMode::Police)
+        {
+            quota = quota.policing();
+        }
+        options_fit.then_some(Rate::Limited { quota, algorithm })
+    }
+
+    /// Settings that only some algorithms take: `burst` (token_bucket, gcra), `queue`,
+    /// `mode` and `max_delay` (leaky_bucket).
+    fn check_options_fit(&mut self, raw: &RawRateLimit, algorithm: Algorithm, path: &str) -> bool {
+        let bursty = matches!(algorithm, Algorithm::TokenBucket | Algorithm::Gcra);
+        let leaky = algorithm == Algorithm::LeakyBucket;
+        let options = [
+            (
+                "burst",
+                raw.burst.as_ref().map(|b| b.referenced),
+                bursty,
+                "token_bucket and gcra",
+            ),
+            (
+                "queue",
+                raw.queue.as_ref().map(|q| q.referenced),
+                leaky,
+                "leaky_bucket",
+            ),
+            (
+                "mode",
+                raw.mode.as_ref().map(|m| m.referenced),
+                leaky,
+                "leaky_bucket",
+            ),
+            (
+                "max_delay",
+                raw.max_delay.as_ref().map(|m| m.referenced),
+                leaky,
+                "leaky_bucket",
+            ),
+        ];
+        let mut fit = true;
+        for (name, location, applies, owners) in options {
+            if let (Some(location), false) = (location, applies) {
+                let message = format!("`{name}` applies to {owners}, not {algorithm}");
+                self.error(location, format!("{path}.{name}"), message);
+                fit = false;
+            }
+        }
+        let policing = raw
+            .mode
+            .as_ref()
+            .is_some_and(|mode| mode.value == LeakyMode::Police);
+        if let (true, Some(max_delay)) = (policing, &raw.max_delay) {
+            let message = "`mode: police` admits without waiting: `max_delay` has no effect";
+            self.error(max_delay.referenced, format!("{path}.max_delay"), message);
+            fit = false;
+        }
+        fit
+    }
+
+    fn burst(&mut self, raw: &RawRateLimit, limit: u64, path: &str) -> Option<u64> {
+        let Some(burst) = &raw.burst else {
+            return Some(limit);
+        };
+        let message = if limit == 0 {
+            "`requests_per_unit: 0` denies everything and takes no burst".to_owned()
+        } else if burst.value == 0 || burst.value > MAX_COUNT {
+            format!("must be between 1 and {MAX_COUNT}")
+        } else {
+            return Some(burst.value);
+        };
+        self.error(burst.referenced, format!("{path}.burst"), message);
+        None
+    }
+
+    /// The weight of each request under a limit: a number, or a source whose value is one.
+    fn cost(&mut self, raw: &RawRateLimit, path: &str) -> Option<Option<Cost>> {
+        let Some(cost) = &raw.cost else {
+            return Some(None);
+        };
+        let path = format!("{path}.cost");
+        match &cost.value {
+            RawCost::Fixed(0) => {
+                self.error(cost.referenced, path, "must be at least 1");
+                None
+            }
+            RawCost::Fixed(weight) => Some(Some(Cost::Fixed(*weight))),
+            RawCost::Source(name) => {
+                let key = Located::new(name.clone(), cost.referenced, cost.defined);
+                let source = self.source_id(&key, &path)?;
+                Some(Some(Cost::Source(source)))
+            }
+        }
     }
 
     fn period(&mut self, raw: &RawRateLimit, location: Location, path: &str) -> Option<Duration> {

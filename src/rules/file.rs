@@ -153,7 +153,64 @@ pub(crate) struct RawRateLimit {
     #[serde(default)]
     pub(crate) burst: Option<Located<u64>>,
     #[serde(default)]
+    pub(crate) queue: Option<Located<u64>>,
+    #[serde(default)]
+    pub(crate) mode: Option<Located<LeakyMode>>,
+    #[serde(default)]
+    pub(crate) max_delay: Option<Located<String>>,
+    #[serde(default)]
+    pub(crate) cost: Option<Located<RawCost>>,
+    #[serde(default)]
     pub(crate) replaces: Vec<Located<RawReplaces>>,
+}
+
+/// How a leaky bucket treats the requests it queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum LeakyMode {
+    /// Delay them until their turn (the default).
+    Shape,
+    /// Admit them at once; the queue only measures.
+    Police,
+}
+
+/// A request's weight: a number, or the name of a source whose value is the number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RawCost {
+    Fixed(u64),
+    Source(String),
+}
+
+impl<'de> Deserialize<'de> for RawCost {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CostVisitor;
+
+        impl Visitor<'_> for CostVisitor {
+            type Value = RawCost;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    "a positive whole number, or the name of a source (e.g. a header) giving one",
+                )
+            }
+
+            fn visit_u64<E: de::Error>(self, cost: u64) -> Result<RawCost, E> {
+                Ok(RawCost::Fixed(cost))
+            }
+
+            fn visit_i64<E: de::Error>(self, cost: i64) -> Result<RawCost, E> {
+                u64::try_from(cost)
+                    .map(RawCost::Fixed)
+                    .map_err(|_| E::invalid_value(de::Unexpected::Signed(cost), &self))
+            }
+
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<RawCost, E> {
+                Ok(RawCost::Source(name.to_owned()))
+            }
+        }
+
+        deserializer.deserialize_any(CostVisitor)
+    }
 }
 
 /// Envoy writes `replaces: [{name: other}]`.

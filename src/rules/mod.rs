@@ -60,12 +60,22 @@ pub struct Rules {
 /// One rate limit of the rules.
 #[derive(Debug, Clone)]
 pub struct Limit {
+    cost: Option<Cost>,
     name: Option<String>,
     descriptor: String,
     rate: Rate,
     shadow: bool,
     on_store_error: OnStoreError,
     replaces: Vec<String>,
+}
+
+/// Where a limit's request weight comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cost {
+    /// The same for every request.
+    Fixed(u64),
+    /// The value of a source (by id), as a whole number.
+    Source(usize),
 }
 
 /// What a limit allows.
@@ -264,6 +274,20 @@ impl Limit {
     /// What happens when the store cannot decide.
     pub fn on_store_error(&self) -> OnStoreError {
         self.on_store_error
+    }
+
+    /// The weight of a request under this limit, given the request's values; `default`
+    /// when the limit sets none, or its source has no number for this request. At least 1.
+    pub(crate) fn cost(&self, values: &mut dyn Values, default: u64) -> u64 {
+        let cost = match self.cost {
+            None => default,
+            Some(Cost::Fixed(cost)) => cost,
+            Some(Cost::Source(source)) => match values.get(source) {
+                Ok(Some(value)) => value.trim().parse().unwrap_or(default),
+                _ => default,
+            },
+        };
+        cost.max(1)
     }
 
     /// The names of the limits this one replaces when both apply.

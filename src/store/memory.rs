@@ -1,6 +1,6 @@
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
-use crate::algorithm::State;
-use crate::clock::{Clock, SystemClock};
+use crate::algorithm::{Decision, State};
+use crate::clock::{Clock, Nanos, SystemClock};
 use hashbrown::{DefaultHashBuilder, HashTable};
 use smallvec::SmallVec;
 use std::fmt;
@@ -13,9 +13,22 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// are decided with all their shards locked at once (in shard order, so two requests never
 /// wait on each other in a cycle), which makes several limits on one request all or nothing
 /// without any global lock. Locks are held for a few hash lookups and never across `.await`.
+/// DashMap would give the sharding but not a way to hold two keys' locks at once.
 ///
-/// DashMap would give the sharding but not a way to hold two keys' locks at once, which is
-/// what all-or-nothing needs.
+/// # Bounded memory
+///
+/// Each key remembers when its state becomes the same as a key never seen (a full bucket, an
+/// expired window). Such idle keys are dropped as a shard fills, and by [`MemoryStore::sweep`].
+///
+/// The number of keys has a ceiling ([`MemoryStore::with_max_keys`], default 1,000,000). Each
+/// shard keeps two generations: new keys enter the young one; a key found in the old one moves
+/// back to the young one. When the young generation is full (after dropping its idle keys),
+/// the old generation is dropped whole and the young one becomes old. So at the ceiling the
+/// keys forgotten are those not seen for the longest (roughly least recently used), in O(1)
+/// per request. A forgotten key starts afresh: under a flood of distinct keys (a million
+/// random client IPs), a quiet client may get a fresh allowance. That is the trade: memory
+/// stays bounded and nobody is locked out, and a limit errs towards admitting; refusing new
+/// keys instead would let a flood lock out every new client.
 ///
 /// ```
 /// use std::time::Duration;
@@ -25,26 +38,39 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 ///
 /// let store = MemoryStore::with_clock(ManualClock::new());
 /// let quota = Quota::new(1, Duration::from_secs(1));
-/// let check = LimitCheck { key: b"user:42", algorithm: Algorithm::FixedWindow, quota: &quota, shadow: false };
-/// let Acquisition::Ready(Ok(first)) = store.acquire(&[check], 1) else { unreachable!() };
-/// let Acquisition::Ready(Ok(second)) = store.acquire(&[check], 1) else { unreachable!() };
+/// let check = LimitCheck { key: b"user:42", algorithm: Algorithm::FixedWindow, quota: &quota, cost: 1, shadow: false };
+/// let Acquisition::Ready(Ok(first)) = store.acquire(&[check]) else { unreachable!() };
+/// let Acquisition::Ready(Ok(second)) = store.acquire(&[check]) else { unreachable!() };
 /// assert!(first[0].allowed);
 /// assert!(!second[0].allowed);
 /// ```
 pub struct MemoryStore<C = SystemClock> {
     shards: Box<[Shard]>,
     hasher: DefaultHashBuilder,
+    /// Keys one generation of one shard holds.
+    generation_capacity: usize,
     clock: C,
 }
 
 // Padded to a cache line so that neighbouring shard locks do not share one.
 #[repr(align(64))]
-struct Shard(Mutex<HashTable<Entry>>);
+struct Shard(Mutex<Generations>);
+
+#[derive(Default)]
+struct Generations {
+    young: HashTable<Entry>,
+    old: HashTable<Entry>,
+}
 
 struct Entry {
     key: Box<[u8]>,
+    /// From this time on the state is the same as a key never seen.
+    idle_at: Nanos,
     state: State,
 }
+
+/// The number of keys tracked at most, unless configured.
+const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 impl MemoryStore {
     /// A store on the system clock.
@@ -64,18 +90,40 @@ impl<C: Clock> MemoryStore<C> {
     pub fn with_clock(clock: C) -> Self {
         let parallelism = std::thread::available_parallelism().map_or(1, |n| n.get());
         let shard_count = (parallelism * 4).next_power_of_two();
-        MemoryStore {
+        let mut store = MemoryStore {
             shards: (0..shard_count)
-                .map(|_| Shard(Mutex::new(HashTable::new())))
+                .map(|_| Shard(Mutex::new(Generations::default())))
                 .collect(),
             hasher: DefaultHashBuilder::default(),
+            generation_capacity: 0,
             clock,
-        }
+        };
+        store.set_max_keys(DEFAULT_MAX_KEYS);
+        store
+    }
+
+    /// The same store, tracking at most `max_keys` keys (see the type's docs for what happens
+    /// at the ceiling). The ceiling is spread over the shards, so a shard may start forgetting
+    /// keys a little before the store as a whole holds `max_keys`.
+    #[must_use]
+    pub fn with_max_keys(mut self, max_keys: usize) -> Self {
+        self.set_max_keys(max_keys);
+        self
+    }
+
+    fn set_max_keys(&mut self, max_keys: usize) {
+        self.generation_capacity = (max_keys / (2 * self.shards.len())).max(1);
     }
 
     /// The number of keys tracked.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|shard| lock(shard).len()).sum()
+        self.shards
+            .iter()
+            .map(|shard| {
+                let generations = lock(shard);
+                generations.young.len() + generations.old.len()
+            })
+            .sum()
     }
 
     /// Whether no key is tracked.
@@ -83,12 +131,25 @@ impl<C: Clock> MemoryStore<C> {
         self.len() == 0
     }
 
+    /// Drops every idle key (one whose state is the same as never seen), one shard at a time.
+    /// Idle keys are also dropped as shards fill; call this (e.g. every few seconds from a
+    /// background task) to give memory back after a burst of keys on a server that then
+    /// goes quiet.
+    pub fn sweep(&self) {
+        let now = self.clock.now();
+        for shard in self.shards.iter() {
+            let mut generations = lock(shard);
+            generations.young.retain(|entry| entry.idle_at > now);
+            generations.old.retain(|entry| entry.idle_at > now);
+        }
+    }
+
     fn shard_of(&self, hash: u64) -> usize {
-        // The table uses the low bits; take the shard from the high ones.
+        // The tables use the low bits; take the shard from the high ones.
         (hash >> 32) as usize & (self.shards.len() - 1)
     }
 
-    fn decide(&self, checks: &[LimitCheck<'_>], cost: u64) -> Decisions {
+    fn decide(&self, checks: &[LimitCheck<'_>]) -> Decisions {
         let now = self.clock.now();
         let hashes: SmallVec<[u64; 4]> =
             checks.iter().map(|c| self.hasher.hash_one(c.key)).collect();
@@ -96,7 +157,7 @@ impl<C: Clock> MemoryStore<C> {
             hashes.iter().map(|&h| self.shard_of(h)).collect();
         shard_ids.sort_unstable();
         shard_ids.dedup();
-        let mut guards: SmallVec<[MutexGuard<'_, HashTable<Entry>>; 4]> =
+        let mut guards: SmallVec<[MutexGuard<'_, Generations>; 4]> =
             shard_ids.iter().map(|&id| lock(&self.shards[id])).collect();
         let guard_of = |hash: u64| {
             shard_ids
@@ -104,43 +165,119 @@ impl<C: Clock> MemoryStore<C> {
                 .unwrap_or_default()
         };
 
-        let mut next_states: SmallVec<[State; 4]> = SmallVec::new();
+        // One limit: decide and charge in one step.
+        if let ([check], [hash]) = (checks, hashes.as_slice()) {
+            let decision = self.charge(&mut guards[0], *hash, check, now);
+            return Decisions::from_elem(decision, 1);
+        }
+        // Several: charge only if every enforced limit has room.
         let mut decisions = Decisions::new();
         for (check, &hash) in checks.iter().zip(&hashes) {
-            let table = &guards[guard_of(hash)];
-            let state = table.find(hash, |e| *e.key == *check.key).map(|e| &e.state);
-            let (next, decision) = check.algorithm.acquire(state, now, check.quota, cost);
-            next_states.push(next);
+            let generations = &mut guards[guard_of(hash)];
+            let decision = match generations.find(hash, check.key, &self.hasher) {
+                Some(entry) => check
+                    .algorithm
+                    .peek(&entry.state, now, check.quota, check.cost),
+                None => {
+                    let fresh = check.algorithm.fresh(now, check.quota);
+                    check.algorithm.peek(&fresh, now, check.quota, check.cost)
+                }
+            };
             decisions.push(decision);
         }
-
-        let admitted = checks
+        if checks
             .iter()
             .zip(&decisions)
-            .all(|(c, d)| c.shadow || d.allowed);
-        if admitted {
-            for ((check, &hash), (next, decision)) in checks
-                .iter()
-                .zip(&hashes)
-                .zip(next_states.into_iter().zip(&decisions))
-            {
-                if !decision.allowed {
-                    continue;
-                }
-                let table = &mut guards[guard_of(hash)];
-                match table.find_mut(hash, |e| *e.key == *check.key) {
-                    Some(entry) => entry.state = next,
-                    None => {
-                        let entry = Entry {
-                            key: check.key.into(),
-                            state: next,
-                        };
-                        table.insert_unique(hash, entry, |e| self.hasher.hash_one(&e.key));
-                    }
+            .all(|(c, d)| c.shadow || d.allowed)
+        {
+            for ((check, &hash), decision) in checks.iter().zip(&hashes).zip(&mut decisions) {
+                if decision.allowed {
+                    *decision = self.charge(&mut guards[guard_of(hash)], hash, check, now);
                 }
             }
         }
         decisions
+    }
+
+    /// Decides one limit and charges it if the request fits.
+    fn charge(
+        &self,
+        generations: &mut Generations,
+        hash: u64,
+        check: &LimitCheck<'_>,
+        now: Nanos,
+    ) -> Decision {
+        if let Some(entry) = generations.find(hash, check.key, &self.hasher) {
+            let decision = check
+                .algorithm
+                .acquire(&mut entry.state, now, check.quota, check.cost);
+            if decision.allowed {
+                entry.idle_at = now.plus(duration_nanos(&decision));
+            }
+            return decision;
+        }
+        let mut state = check.algorithm.fresh(now, check.quota);
+        let decision = check
+            .algorithm
+            .acquire(&mut state, now, check.quota, check.cost);
+        // A key whose request was denied (or left nothing to remember) stays untracked.
+        if decision.allowed && !decision.reset_after.is_zero() {
+            let entry = Entry {
+                key: check.key.into(),
+                idle_at: now.plus(duration_nanos(&decision)),
+                state,
+            };
+            generations.insert(hash, entry, now, self.generation_capacity, &self.hasher);
+        }
+        decision
+    }
+
+    fn cancel_one(&self, check: &LimitCheck<'_>, now: Nanos) {
+        let hash = self.hasher.hash_one(check.key);
+        let mut generations = lock(&self.shards[self.shard_of(hash)]);
+        if let Some(entry) = generations.find(hash, check.key, &self.hasher) {
+            check
+                .algorithm
+                .cancel(&mut entry.state, now, check.quota, check.cost);
+        }
+    }
+}
+
+/// The time after which a key's state is idle, from its latest decision.
+fn duration_nanos(decision: &Decision) -> u64 {
+    u64::try_from(decision.reset_after.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Generations {
+    /// The entry for `key`, moved to the young generation if it was in the old one.
+    fn find(&mut self, hash: u64, key: &[u8], hasher: &DefaultHashBuilder) -> Option<&mut Entry> {
+        if let Ok(old) = self.old.find_entry(hash, |e| *e.key == *key) {
+            let (entry, _) = old.remove();
+            // Promotion never rolls the generations: the young one may overshoot by the
+            // keys promoted since the last roll, bounded by the old generation's size.
+            self.young
+                .insert_unique(hash, entry, |e| hasher.hash_one(&e.key));
+        }
+        self.young.find_mut(hash, |e| *e.key == *key)
+    }
+
+    fn insert(
+        &mut self,
+        hash: u64,
+        entry: Entry,
+        now: Nanos,
+        capacity: usize,
+        hasher: &DefaultHashBuilder,
+    ) {
+        if self.young.len() >= capacity {
+            self.young.retain(|e| e.idle_at > now);
+            // Keep the young generation if dropping idle keys made real room in it.
+            if self.young.len() >= capacity - capacity / 4 {
+                self.old = std::mem::take(&mut self.young);
+            }
+        }
+        self.young
+            .insert_unique(hash, entry, |e| hasher.hash_one(&e.key));
     }
 }
 
@@ -148,8 +285,15 @@ impl<C: Clock> Store for MemoryStore<C> {
     type Pending = std::future::Ready<Result<Decisions, StoreError>>;
 
     #[inline]
-    fn acquire(&self, checks: &[LimitCheck<'_>], cost: u64) -> Acquisition<Self::Pending> {
-        Acquisition::Ready(Ok(self.decide(checks, cost)))
+    fn acquire(&self, checks: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
+        Acquisition::Ready(Ok(self.decide(checks)))
+    }
+
+    fn cancel(&self, checks: &[LimitCheck<'_>]) {
+        let now = self.clock.now();
+        for check in checks {
+            self.cancel_one(check, now);
+        }
     }
 }
 
@@ -157,98 +301,16 @@ impl<C> fmt::Debug for MemoryStore<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryStore")
             .field("shards", &self.shards.len())
+            .field(
+                "max_keys",
+                &(self.generation_capacity * 2 * self.shards.len()),
+            )
             .finish_non_exhaustive()
     }
 }
 
 // The state is plain data that is never left half-written, so a panic elsewhere while a
 // lock was held does not make it unusable.
-fn lock(shard: &Shard) -> MutexGuard<'_, HashTable<Entry>> {
+fn lock(shard: &Shard) -> MutexGuard<'_, Generations> {
     shard.0.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::algorithm::{Algorithm, Quota};
-    use crate::clock::ManualClock;
-    use std::time::Duration;
-
-    fn decide(store: &MemoryStore<ManualClock>, checks: &[LimitCheck<'_>]) -> Decisions {
-        match store.acquire(checks, 1) {
-            Acquisition::Ready(result) => result.expect("memory store never fails"),
-            Acquisition::Pending(_) => panic!("memory store answers at once"),
-        }
-    }
-
-    #[test]
-    fn a_request_denied_by_one_limit_consumes_none_of_the_others() {
-        let store = MemoryStore::with_clock(ManualClock::new());
-        let wide = Quota::new(10, Duration::from_secs(60));
-        let narrow = Quota::new(1, Duration::from_secs(60));
-        let both = [
-            LimitCheck {
-                key: b"wide",
-                algorithm: Algorithm::FixedWindow,
-                quota: &wide,
-                shadow: false,
-            },
-            LimitCheck {
-                key: b"narrow",
-                algorithm: Algorithm::TokenBucket,
-                quota: &narrow,
-                shadow: false,
-            },
-        ];
-        assert!(decide(&store, &both).iter().all(|d| d.allowed));
-        for _ in 0..5 {
-            let decisions = decide(&store, &both);
-            assert!(decisions[0].allowed && !decisions[1].allowed);
-        }
-        let wide_only = decide(&store, &both[..1]);
-        assert_eq!(
-            wide_only[0].remaining, 8,
-            "denied requests must not charge the wide limit"
-        );
-    }
-
-    #[test]
-    fn shadow_limits_report_but_never_deny() {
-        let store = MemoryStore::with_clock(ManualClock::new());
-        let quota = Quota::new(1, Duration::from_secs(60));
-        let shadow = [LimitCheck {
-            key: b"k",
-            algorithm: Algorithm::FixedWindow,
-            quota: &quota,
-            shadow: true,
-        }];
-        assert!(decide(&store, &shadow)[0].allowed);
-        assert!(!decide(&store, &shadow)[0].allowed);
-    }
-
-    #[test]
-    fn many_threads_on_one_key_admit_exactly_the_limit() {
-        let store = MemoryStore::with_clock(ManualClock::new());
-        let quota = Quota::new(1000, Duration::from_secs(60));
-        let admitted = std::sync::atomic::AtomicU64::new(0);
-        std::thread::scope(|scope| {
-            for _ in 0..4 {
-                scope.spawn(|| {
-                    let check = [LimitCheck {
-                        key: b"hot",
-                        algorithm: Algorithm::SlidingWindowCounter,
-                        quota: &quota,
-                        shadow: false,
-                    }];
-                    for _ in 0..500 {
-                        if decide(&store, &check)[0].allowed {
-                            admitted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        }
-                    }
-                });
-            }
-        });
-        assert_eq!(admitted.into_inner(), 1000);
-        assert_eq!(store.len(), 1);
-    }
 }

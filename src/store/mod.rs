@@ -31,6 +31,8 @@ pub struct LimitCheck<'a> {
     pub algorithm: Algorithm,
     /// The quota.
     pub quota: &'a Quota,
+    /// The weight of the request under this limit (at least 1).
+    pub cost: u64,
     /// Whether the limit only reports (never denies).
     pub shadow: bool,
 }
@@ -57,8 +59,13 @@ pub trait Store: Send + Sync + 'static {
     /// The future of an answer that is not ready at once.
     type Pending: Future<Output = Result<Decisions, StoreError>> + Send + 'static;
 
-    /// Decides `checks` for a request of weight `cost`, all or nothing (see the module docs).
-    fn acquire(&self, checks: &[LimitCheck<'_>], cost: u64) -> Acquisition<Self::Pending>;
+    /// Decides `checks` for one request, all or nothing (see the module docs).
+    fn acquire(&self, checks: &[LimitCheck<'_>]) -> Acquisition<Self::Pending>;
+
+    /// Gives back what admitted `checks` booked but will not use: the queue places of a
+    /// request whose client went away while it waited (see
+    /// [`Algorithm::cancel`](crate::algorithm::Algorithm::cancel)). Best effort.
+    fn cancel(&self, checks: &[LimitCheck<'_>]);
 }
 
 /// A store could not decide (it was unreachable, timed out, or answered nonsense).

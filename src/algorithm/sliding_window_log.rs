@@ -1,0 +1,157 @@
+use super::{Decision, Quota, Transition};
+use crate::clock::Nanos;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Sliding window log state: the time and cost of every admitted request still in the window.
+///
+/// Exact: in any window of one period, at most `limit` is admitted. A request admitted at
+/// `t` counts until `t + period`. Requests at the same instant share one entry, and every
+/// entry holds a cost of at least 1, so a key keeps at most `limit` entries of 16 bytes
+/// (plus the 48-byte state): the most memory of all the algorithms, in exchange for exactness.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SlidingWindowLog {
+    entries: VecDeque<(Nanos, u64)>,
+    total: u64,
+}
+
+impl SlidingWindowLog {
+    /// The cost of the entries that have left the window by `now`.
+    fn expired(&self, now: Nanos, quota: &Quota) -> (usize, u64) {
+        let mut count = 0;
+        let mut cost = 0;
+        for (at, entry_cost) in &self.entries {
+            if at.plus(quota.period_nanos()) > now {
+                break;
+            }
+            count += 1;
+            cost += entry_cost;
+        }
+        (count, cost)
+    }
+
+    /// The decision for `cost` at `now`, ignoring the first `expired` entries (cost `freed`).
+    fn decide(&self, now: Nanos, quota: &Quota, cost: u64, expired: usize, freed: u64) -> Decision {
+        let used = self.total - freed;
+        let allowed = used.saturating_add(cost) <= quota.limit();
+        let used_after = if allowed { used + cost } else { used };
+        let retry_after = if allowed {
+            Duration::ZERO
+        } else if cost > quota.limit() {
+            quota.period()
+        } else {
+            // Wait until enough of the oldest entries have left the window.
+            let mut still_used = used;
+            let leaving = self.entries.iter().skip(expired).find(|(_, entry_cost)| {
+                still_used -= entry_cost;
+                still_used + cost <= quota.limit()
+            });
+            leaving.map_or(Duration::ZERO, |(at, _)| {
+                at.plus(quota.period_nanos()).since(now)
+            })
+        };
+        let newest = if allowed {
+            Some(now)
+        } else {
+            self.entries.back().map(|(at, _)| *at)
+        };
+        Decision {
+            allowed,
+            limit: quota.limit(),
+            remaining: quota.limit().saturating_sub(used_after),
+            reset_after: newest.map_or(Duration::ZERO, |at| {
+                at.plus(quota.period_nanos()).since(now)
+            }),
+            retry_after,
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+impl Transition for SlidingWindowLog {
+    fn fresh(_now: Nanos, _quota: &Quota) -> Self {
+        SlidingWindowLog::default()
+    }
+
+    fn acquire(&mut self, now: Nanos, quota: &Quota, cost: u64) -> Decision {
+        let (expired, freed) = self.expired(now, quota);
+        self.entries.drain(..expired);
+        self.total -= freed;
+        // A wall clock stepped back files the request with the newest entry, keeping the log
+        // in order (it then leaves the window a little later: never too early).
+        let now = self
+            .entries
+            .back()
+            .map_or(now, |(newest, _)| now.max(*newest));
+        let decision = self.decide(now, quota, cost, 0, 0);
+        if decision.allowed {
+            match self.entries.back_mut() {
+                Some((at, entry_cost)) if *at == now => *entry_cost += cost,
+                _ => self.entries.push_back((now, cost)),
+            }
+            self.total += cost;
+        }
+        decision
+    }
+
+    fn peek(&self, now: Nanos, quota: &Quota, cost: u64) -> Decision {
+        let (expired, freed) = self.expired(now, quota);
+        let now = self
+            .entries
+            .back()
+            .map_or(now, |(newest, _)| now.max(*newest));
+        self.decide(now, quota, cost, expired, freed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: u64 = 1_000_000_000;
+
+    #[test]
+    fn no_rolling_window_admits_more_than_the_limit() {
+        let quota = Quota::new(3, Duration::from_secs(1));
+        let mut log = SlidingWindowLog::fresh(Nanos::new(0), &quota);
+        for at in [0, SECOND / 2, SECOND - 1] {
+            assert!(log.acquire(Nanos::new(at), &quota, 1).allowed);
+        }
+        let denied = log.acquire(Nanos::new(SECOND - 1), &quota, 1);
+        assert!(!denied.allowed);
+        assert_eq!(
+            denied.retry_after,
+            Duration::from_nanos(1),
+            "the first entry leaves at 1 s"
+        );
+        assert!(log.acquire(Nanos::new(SECOND), &quota, 1).allowed);
+        assert!(
+            !log.acquire(Nanos::new(SECOND + SECOND / 2 - 1), &quota, 1)
+                .allowed
+        );
+    }
+
+    #[test]
+    fn peek_agrees_with_acquire_and_changes_nothing() {
+        let quota = Quota::new(5, Duration::from_secs(1));
+        let mut log = SlidingWindowLog::fresh(Nanos::new(0), &quota);
+        log.acquire(Nanos::new(0), &quota, 3);
+        log.acquire(Nanos::new(SECOND / 2), &quota, 2);
+        let before = log.clone();
+        for (at, cost) in [(SECOND / 4, 1), (SECOND, 3), (SECOND, 4), (2 * SECOND, 5)] {
+            let peeked = log.peek(Nanos::new(at), &quota, cost);
+            assert_eq!(log, before);
+            assert_eq!(peeked, log.clone().acquire(Nanos::new(at), &quota, cost));
+        }
+    }
+
+    #[test]
+    fn entries_are_bounded_by_the_limit() {
+        let quota = Quota::new(100, Duration::from_secs(60));
+        let mut log = SlidingWindowLog::fresh(Nanos::new(0), &quota);
+        for at in 0..10_000 {
+            log.acquire(Nanos::new(at * 1_000), &quota, 1);
+        }
+        assert!(log.entries.len() <= 100);
+    }
+}
