@@ -144,6 +144,13 @@ impl<C: Clock> MemoryStore<C> {
         }
     }
 
+    fn bounds(&self) -> Bounds<'_> {
+        Bounds {
+            capacity: self.generation_capacity,
+            hasher: &self.hasher,
+        }
+    }
+
     fn shard_of(&self, hash: u64) -> usize {
         // The tables use the low bits; take the shard from the high ones.
         (hash >> 32) as usize & (self.shards.len() - 1)
@@ -174,7 +181,7 @@ impl<C: Clock> MemoryStore<C> {
         let mut decisions = Decisions::new();
         for (check, &hash) in checks.iter().zip(&hashes) {
             let generations = &mut guards[guard_of(hash)];
-            let decision = match generations.find(hash, check.key, &self.hasher) {
+            let decision = match generations.find(hash, check.key, now, &self.bounds()) {
                 Some(entry) => check
                     .algorithm
                     .peek(&entry.state, now, check.quota, check.cost),
@@ -207,7 +214,7 @@ impl<C: Clock> MemoryStore<C> {
         check: &LimitCheck<'_>,
         now: Nanos,
     ) -> Decision {
-        if let Some(entry) = generations.find(hash, check.key, &self.hasher) {
+        if let Some(entry) = generations.find(hash, check.key, now, &self.bounds()) {
             let decision = check
                 .algorithm
                 .acquire(&mut entry.state, now, check.quota, check.cost);
@@ -227,7 +234,7 @@ impl<C: Clock> MemoryStore<C> {
                 idle_at: now.plus(duration_nanos(&decision)),
                 state,
             };
-            generations.insert(hash, entry, now, self.generation_capacity, &self.hasher);
+            generations.insert(hash, entry, now, &self.bounds());
         }
         decision
     }
@@ -235,7 +242,7 @@ impl<C: Clock> MemoryStore<C> {
     fn cancel_one(&self, check: &LimitCheck<'_>, now: Nanos) {
         let hash = self.hasher.hash_one(check.key);
         let mut generations = lock(&self.shards[self.shard_of(hash)]);
-        if let Some(entry) = generations.find(hash, check.key, &self.hasher) {
+        if let Some(entry) = generations.find(hash, check.key, now, &self.bounds()) {
             check
                 .algorithm
                 .cancel(&mut entry.state, now, check.quota, check.cost);
@@ -250,35 +257,40 @@ fn duration_nanos(decision: &Decision) -> u64 {
 
 impl Generations {
     /// The entry for `key`, moved to the young generation if it was in the old one.
-    fn find(&mut self, hash: u64, key: &[u8], hasher: &DefaultHashBuilder) -> Option<&mut Entry> {
+    fn find(
+        &mut self,
+        hash: u64,
+        key: &[u8],
+        now: Nanos,
+        bounds: &Bounds<'_>,
+    ) -> Option<&mut Entry> {
         if let Ok(old) = self.old.find_entry(hash, |e| *e.key == *key) {
             let (entry, _) = old.remove();
-            // Promotion never rolls the generations: the young one may overshoot by the
-            // keys promoted since the last roll, bounded by the old generation's size.
-            self.young
-                .insert_unique(hash, entry, |e| hasher.hash_one(&e.key));
+            self.insert(hash, entry, now, bounds);
         }
         self.young.find_mut(hash, |e| *e.key == *key)
     }
 
-    fn insert(
-        &mut self,
-        hash: u64,
-        entry: Entry,
-        now: Nanos,
-        capacity: usize,
-        hasher: &DefaultHashBuilder,
-    ) {
+    /// Adds `entry` to the young generation, making room first when it is full: idle keys
+    /// go, and if that frees too little, the old generation goes and the young one takes
+    /// its place. Each generation so holds at most `bounds.capacity` keys.
+    fn insert(&mut self, hash: u64, entry: Entry, now: Nanos, bounds: &Bounds<'_>) {
+        let capacity = bounds.capacity;
         if self.young.len() >= capacity {
             self.young.retain(|e| e.idle_at > now);
-            // Keep the young generation if dropping idle keys made real room in it.
             if self.young.len() >= capacity - capacity / 4 {
                 self.old = std::mem::take(&mut self.young);
             }
         }
         self.young
-            .insert_unique(hash, entry, |e| hasher.hash_one(&e.key));
+            .insert_unique(hash, entry, |e| bounds.hasher.hash_one(&e.key));
     }
+}
+
+/// What a shard needs to know to add keys: how many a generation holds, and how to hash.
+struct Bounds<'a> {
+    capacity: usize,
+    hasher: &'a DefaultHashBuilder,
 }
 
 impl<C: Clock> Store for MemoryStore<C> {
@@ -313,4 +325,146 @@ impl<C> fmt::Debug for MemoryStore<C> {
 // lock was held does not make it unusable.
 fn lock(shard: &Shard) -> MutexGuard<'_, Generations> {
     shard.0.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::{Algorithm, Quota};
+    use crate::clock::ManualClock;
+    use std::time::Duration;
+
+    fn decide(store: &MemoryStore<ManualClock>, checks: &[LimitCheck<'_>]) -> Decisions {
+        match store.acquire(checks) {
+            Acquisition::Ready(result) => result.expect("the memory store never fails"),
+            Acquisition::Pending(_) => panic!("the memory store answers at once"),
+        }
+    }
+
+    fn check<'a>(key: &'a [u8], algorithm: Algorithm, quota: &'a Quota) -> LimitCheck<'a> {
+        LimitCheck {
+            key,
+            algorithm,
+            quota,
+            cost: 1,
+            shadow: false,
+        }
+    }
+
+    #[test]
+    fn a_request_denied_by_one_limit_consumes_none_of_the_others() {
+        let store = MemoryStore::with_clock(ManualClock::new());
+        let wide = Quota::new(10, Duration::from_secs(60));
+        let narrow = Quota::new(1, Duration::from_secs(60));
+        let both = [
+            check(b"wide", Algorithm::FixedWindow, &wide),
+            check(b"narrow", Algorithm::TokenBucket, &narrow),
+        ];
+        assert!(decide(&store, &both).iter().all(|d| d.allowed));
+        for _ in 0..5 {
+            let decisions = decide(&store, &both);
+            assert!(decisions[0].allowed && !decisions[1].allowed);
+        }
+        let wide_only = decide(&store, &both[..1]);
+        assert_eq!(
+            wide_only[0].remaining, 8,
+            "denied requests must not charge the wide limit"
+        );
+    }
+
+    #[test]
+    fn shadow_limits_report_but_never_deny() {
+        let store = MemoryStore::with_clock(ManualClock::new());
+        let quota = Quota::new(1, Duration::from_secs(60));
+        let shadow = LimitCheck {
+            shadow: true,
+            ..check(b"k", Algorithm::FixedWindow, &quota)
+        };
+        let enforced = Quota::new(100, Duration::from_secs(60));
+        let both = [shadow, check(b"e", Algorithm::FixedWindow, &enforced)];
+        assert!(decide(&store, &both)[0].allowed);
+        let second = decide(&store, &both);
+        assert!(!second[0].allowed, "the shadow limit reports its denial");
+        assert!(second[1].allowed, "and does not stop the enforced one");
+    }
+
+    #[test]
+    fn the_key_ceiling_holds_under_a_flood_and_active_clients_stay_limited() {
+        let clock = ManualClock::new();
+        let store = MemoryStore::with_clock(clock.clone()).with_max_keys(10_000);
+        let quota = Quota::new(5, Duration::from_secs(3_600));
+        let active = check(b"active client", Algorithm::FixedWindow, &quota);
+        let mut active_admitted = 0;
+        let mut key = Vec::new();
+        for i in 0..1_000_000u32 {
+            key.clear();
+            key.extend_from_slice(&i.wrapping_mul(2_654_435_761).to_le_bytes());
+            decide(&store, &[check(&key, Algorithm::FixedWindow, &quota)]);
+            if i % 100 == 0 && decide(&store, &[active])[0].allowed {
+                active_admitted += 1;
+            }
+        }
+        assert!(store.len() <= 10_000, "{} keys tracked", store.len());
+        assert_eq!(active_admitted, 5, "a client seen often is never forgotten");
+    }
+
+    #[test]
+    fn idle_keys_go_on_sweep_and_as_shards_fill() {
+        let clock = ManualClock::new();
+        let store = MemoryStore::with_clock(clock.clone()).with_max_keys(1_600);
+        let quota = Quota::new(1, Duration::from_secs(1));
+        for i in 0..500u32 {
+            decide(
+                &store,
+                &[check(&i.to_le_bytes(), Algorithm::TokenBucket, &quota)],
+            );
+        }
+        assert_eq!(store.len(), 500);
+        clock.advance(Duration::from_secs(1));
+        store.sweep();
+        assert!(store.is_empty(), "full buckets are the same as never seen");
+
+        for i in 0..500u32 {
+            decide(
+                &store,
+                &[check(&i.to_le_bytes(), Algorithm::TokenBucket, &quota)],
+            );
+        }
+        clock.advance(Duration::from_secs(1));
+        let busy = Quota::new(1, Duration::from_secs(3_600));
+        for i in 500..5_000u32 {
+            decide(
+                &store,
+                &[check(&i.to_le_bytes(), Algorithm::TokenBucket, &busy)],
+            );
+        }
+        assert!(store.len() <= 1_600);
+    }
+
+    #[test]
+    fn denied_and_stateless_requests_track_no_key() {
+        let store = MemoryStore::with_clock(ManualClock::new());
+        let zero = Quota::new(0, Duration::from_secs(1));
+        assert!(!decide(&store, &[check(b"k", Algorithm::Gcra, &zero)])[0].allowed);
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn a_cancelled_queue_place_is_given_back() {
+        let clock = ManualClock::new();
+        let store = MemoryStore::with_clock(clock.clone());
+        let quota = Quota::new(10, Duration::from_secs(1)).with_queue(1);
+        let queued = check(b"k", Algorithm::LeakyBucket, &quota);
+        assert!(decide(&store, &[queued])[0].allowed);
+        assert_eq!(
+            decide(&store, &[queued])[0].delay,
+            Duration::from_millis(100)
+        );
+        assert!(!decide(&store, &[queued])[0].allowed, "the queue is full");
+        store.cancel(&[queued]);
+        assert!(
+            decide(&store, &[queued])[0].allowed,
+            "the place was given back"
+        );
+    }
 }
