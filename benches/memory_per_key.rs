@@ -1,1 +1,494 @@
-fn main() {}
+//! Memory one tracked key costs in [`MemoryStore`], per algorithm, measured at 1,000,000 keys.
+//!
+//! A counting global allocator (a thin wrapper over [`std::alloc::System`]) keeps the live
+//! heap bytes and allocations in atomics. For each case the bench builds
+//! `MemoryStore::with_clock(ManualClock::new()).with_max_keys(4_000_000)` (so nothing is
+//! evicted), then acquires through the public [`Store::acquire`] API for 1,000,000 distinct
+//! keys shaped as the limiter shapes them for one descriptor value: an 8-byte state id, the
+//! value's length as 4 little-endian bytes, then the value (an IPv4 address text such as
+//! `10.3.25.7`, or a user ID such as `user-123456`). Keys are built into one reused buffer,
+//! so the bench's own bytes do not count. The figure is the live heap bytes after minus
+//! before, divided by the number of keys; `store.len()` shows that every key is tracked.
+//!
+//! The sliding window log is also measured with full logs: 100,000 keys × 10 requests (limit
+//! 10 per minute), the clock moved 1 ms between rounds so that every request is its own
+//! entry.
+//!
+//! Each case runs in a child process of this binary, so that one case's freed memory does
+//! not blur the next one's resident set size (read from `/proc/self/status`, a cross-check
+//! that includes what the allocator itself spends per allocation).
+//!
+//! Run it with:
+//!
+//! ```text
+//! cargo bench --bench memory_per_key
+//! ```
+//!
+//! It prints the machine, the date, the sizes of the public state types, and a markdown table.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::VecDeque;
+use std::io::Write as _;
+use std::mem::size_of;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tollgate::algorithm::{
+    Algorithm, Decision, FixedWindow, Gcra, LeakyBucket, Quota, SlidingWindowCounter,
+    SlidingWindowLog, State, TokenBucket,
+};
+use tollgate::clock::{ManualClock, Nanos};
+use tollgate::store::{Acquisition, LimitCheck, MemoryStore, Store};
+
+// ---------------------------------------------------------------------------------------
+// Counting allocator
+// ---------------------------------------------------------------------------------------
+
+/// Allocations at least this large are counted as "large" (in a store: the hash tables);
+/// smaller ones are the per-key allocations (boxed keys, sliding window logs).
+const LARGE: usize = 1024;
+
+/// Live bytes in allocations smaller than [`LARGE`].
+static LIVE_SMALL: AtomicUsize = AtomicUsize::new(0);
+/// Live bytes in allocations of [`LARGE`] bytes or more.
+static LIVE_LARGE: AtomicUsize = AtomicUsize::new(0);
+/// Live allocations.
+static LIVE_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// The most live bytes seen at once.
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+/// [`System`], counting live bytes (as requested by each [`Layout`]).
+struct Counting;
+
+fn class(size: usize) -> &'static AtomicUsize {
+    if size >= LARGE {
+        &LIVE_LARGE
+    } else {
+        &LIVE_SMALL
+    }
+}
+
+fn live_bytes() -> usize {
+    LIVE_SMALL.load(Ordering::Relaxed) + LIVE_LARGE.load(Ordering::Relaxed)
+}
+
+fn added(size: usize) {
+    class(size).fetch_add(size, Ordering::Relaxed);
+    PEAK.fetch_max(live_bytes(), Ordering::Relaxed);
+}
+
+fn removed(size: usize) {
+    class(size).fetch_sub(size, Ordering::Relaxed);
+}
+
+// SAFETY: every method forwards to `System` unchanged and only updates counters.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract for `alloc` is passed on as is.
+        let ptr = unsafe { System.alloc(layout) };
+        if !ptr.is_null() {
+            LIVE_COUNT.fetch_add(1, Ordering::Relaxed);
+            added(layout.size());
+        }
+        ptr
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract for `alloc_zeroed` is passed on as is.
+        let ptr = unsafe { System.alloc_zeroed(layout) };
+        if !ptr.is_null() {
+            LIVE_COUNT.fetch_add(1, Ordering::Relaxed);
+            added(layout.size());
+        }
+        ptr
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract for `dealloc` is passed on as is.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE_COUNT.fetch_sub(1, Ordering::Relaxed);
+        removed(layout.size());
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract for `realloc` is passed on as is.
+        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        if !new.is_null() {
+            removed(layout.size());
+            added(new_size);
+        }
+        new
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+// ---------------------------------------------------------------------------------------
+// Cases
+// ---------------------------------------------------------------------------------------
+
+/// The environment variable that makes this binary run one case (by index) as a child.
+const CASE_VAR: &str = "TOLLGATE_MEMORY_PER_KEY_CASE";
+
+const KEYS: usize = 1_000_000;
+const FULL_LOG_KEYS: usize = 100_000;
+const FULL_LOG_REQUESTS: usize = 10;
+
+/// A state id, as the rules compiler would make one (any 8 bytes do).
+const STATE_ID: u64 = 0x9e37_79b9_7f4a_7c15;
+
+#[derive(Clone, Copy)]
+enum KeyKind {
+    /// `10.x.y.z`, the client address for a `remote_address` descriptor.
+    Ipv4,
+    /// `user-000000` to `user-999999`.
+    UserId,
+}
+
+impl KeyKind {
+    fn name(self) -> &'static str {
+        match self {
+            KeyKind::Ipv4 => "IPv4 address",
+            KeyKind::UserId => "user ID",
+        }
+    }
+
+    /// Writes the state key of the `i`th distinct value into `buf`, as the descriptor walk
+    /// builds it: state id, value length (u32 little-endian), value.
+    fn write_key(self, buf: &mut Vec<u8>, i: usize) {
+        buf.clear();
+        buf.extend_from_slice(&STATE_ID.to_le_bytes());
+        buf.extend_from_slice(&[0; 4]);
+        let result = match self {
+            KeyKind::Ipv4 => write!(
+                buf,
+                "10.{}.{}.{}",
+                (i >> 16) & 0xff,
+                (i >> 8) & 0xff,
+                i & 0xff
+            ),
+            KeyKind::UserId => write!(buf, "user-{i:06}"),
+        };
+        result.expect("writing to a Vec does not fail");
+        let len = u32::try_from(buf.len() - 12).expect("short value");
+        buf[8..12].copy_from_slice(&len.to_le_bytes());
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Case {
+    algorithm: Algorithm,
+    kind: KeyKind,
+    keys: usize,
+    requests_per_key: usize,
+}
+
+impl Case {
+    fn label(&self) -> String {
+        if self.requests_per_key == 1 {
+            self.kind.name().to_owned()
+        } else {
+            format!(
+                "{}, {} requests each (full log)",
+                self.kind.name(),
+                self.requests_per_key
+            )
+        }
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for algorithm in Algorithm::ALL {
+        for kind in [KeyKind::Ipv4, KeyKind::UserId] {
+            cases.push(Case {
+                algorithm,
+                kind,
+                keys: KEYS,
+                requests_per_key: 1,
+            });
+        }
+    }
+    for kind in [KeyKind::Ipv4, KeyKind::UserId] {
+        cases.push(Case {
+            algorithm: Algorithm::SlidingWindowLog,
+            kind,
+            keys: FULL_LOG_KEYS,
+            requests_per_key: FULL_LOG_REQUESTS,
+        });
+    }
+    cases
+}
+
+/// A quota under which every request of the case is admitted (a denied request leaves a
+/// new key untracked).
+fn quota_for(algorithm: Algorithm) -> Quota {
+    const SECOND: Duration = Duration::from_secs(1);
+    const MINUTE: Duration = Duration::from_secs(60);
+    match algorithm {
+        Algorithm::TokenBucket => Quota::new(10, SECOND).with_burst(20),
+        // Ten waiting places, so requests are admitted (the default queue of 0 still admits
+        // the first request, but a leaky bucket is configured with a queue in practice).
+        Algorithm::LeakyBucket => Quota::new(10, SECOND).with_queue(10),
+        Algorithm::FixedWindow | Algorithm::SlidingWindowLog | Algorithm::SlidingWindowCounter => {
+            Quota::new(10, MINUTE)
+        }
+        _ => Quota::new(10, SECOND),
+    }
+}
+
+/// What one case measured.
+struct Measured {
+    bytes: usize,
+    small_bytes: usize,
+    large_bytes: usize,
+    allocations: usize,
+    peak_bytes: usize,
+    rss_bytes: Option<usize>,
+    tracked: usize,
+    elapsed: Duration,
+}
+
+impl Measured {
+    fn to_line(&self) -> String {
+        format!(
+            "RESULT {} {} {} {} {} {} {} {}",
+            self.bytes,
+            self.small_bytes,
+            self.large_bytes,
+            self.allocations,
+            self.peak_bytes,
+            self.rss_bytes.map_or(-1, |b| b as i64),
+            self.tracked,
+            self.elapsed.as_micros(),
+        )
+    }
+
+    fn from_line(line: &str) -> Option<Measured> {
+        let mut fields = line.strip_prefix("RESULT ")?.split_whitespace();
+        let mut next = || fields.next()?.parse::<i64>().ok();
+        let mut next_usize = || usize::try_from(next()?).ok();
+        Some(Measured {
+            bytes: next_usize()?,
+            small_bytes: next_usize()?,
+            large_bytes: next_usize()?,
+            allocations: next_usize()?,
+            peak_bytes: next_usize()?,
+            rss_bytes: next_usize(),
+            tracked: next_usize()?,
+            elapsed: Duration::from_micros(u64::try_from(next_usize()?).ok()?),
+        })
+    }
+}
+
+/// Resident set size of this process, from `/proc/self/status`.
+fn rss_bytes() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Runs one case in this process.
+fn run(case: Case) -> Measured {
+    let clock = ManualClock::new();
+    let store = MemoryStore::with_clock(clock.clone()).with_max_keys(4_000_000);
+    let quota = quota_for(case.algorithm);
+    let mut buf: Vec<u8> = Vec::with_capacity(64);
+
+    let rss_before = rss_bytes();
+    let small_before = LIVE_SMALL.load(Ordering::Relaxed);
+    let large_before = LIVE_LARGE.load(Ordering::Relaxed);
+    let count_before = LIVE_COUNT.load(Ordering::Relaxed);
+    PEAK.store(live_bytes(), Ordering::Relaxed);
+    let started = Instant::now();
+
+    for round in 0..case.requests_per_key {
+        if round > 0 {
+            // A new instant, so that a sliding window log files each request separately.
+            clock.advance(Duration::from_millis(1));
+        }
+        for i in 0..case.keys {
+            case.kind.write_key(&mut buf, i);
+            let check = LimitCheck {
+                key: &buf,
+                algorithm: case.algorithm,
+                quota: &quota,
+                cost: 1,
+                shadow: false,
+            };
+            let Acquisition::Ready(Ok(decisions)) = store.acquire(&[check]) else {
+                panic!("the memory store answers at once, without error");
+            };
+            let decision: &Decision = &decisions[0];
+            assert!(
+                decision.allowed,
+                "{} denied request {round} of key {i}",
+                case.algorithm
+            );
+        }
+    }
+
+    let elapsed = started.elapsed();
+    let small_after = LIVE_SMALL.load(Ordering::Relaxed);
+    let large_after = LIVE_LARGE.load(Ordering::Relaxed);
+    let count_after = LIVE_COUNT.load(Ordering::Relaxed);
+    let peak = PEAK.load(Ordering::Relaxed);
+    let rss_after = rss_bytes();
+    let tracked = store.len();
+
+    Measured {
+        bytes: (small_after + large_after) - (small_before + large_before),
+        small_bytes: small_after - small_before,
+        large_bytes: large_after - large_before,
+        allocations: count_after - count_before,
+        peak_bytes: peak - (small_before + large_before),
+        rss_bytes: rss_before.zip(rss_after).map(|(b, a)| a.saturating_sub(b)),
+        tracked,
+        elapsed,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------------------
+
+fn cpu_model() -> Option<String> {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, model)| model.trim().to_owned())
+}
+
+fn memory_total() -> Option<String> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(format!("{:.1} GiB", kib / (1024.0 * 1024.0)))
+}
+
+/// Today's date (UTC) as `YYYY-MM-DD HH:MM:SS UTC`, without a date library.
+fn utc_now() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let time = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        time / 3600,
+        time / 60 % 60,
+        time % 60
+    )
+}
+
+fn per_key(bytes: usize, keys: usize) -> String {
+    format!("{:.1}", bytes as f64 / keys as f64)
+}
+
+fn main() {
+    let all = cases();
+    if let Ok(index) = std::env::var(CASE_VAR) {
+        let case = all[index.parse::<usize>().expect("a case index")];
+        println!("{}", run(case).to_line());
+        return;
+    }
+
+    let parallelism = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("# Memory per tracked key (MemoryStore)\n");
+    println!("- date: {}", utc_now());
+    println!(
+        "- machine: {parallelism} CPUs (available_parallelism), {}, {} RAM",
+        cpu_model().unwrap_or_else(|| "CPU model unknown".to_owned()),
+        memory_total().unwrap_or_else(|| "unknown".to_owned())
+    );
+    println!(
+        "- store: MemoryStore::with_clock(ManualClock::new()).with_max_keys(4_000_000), {} shards",
+        (parallelism * 4).next_power_of_two()
+    );
+    println!("- bytes per key: live heap bytes (as requested from the allocator) after minus before, / keys");
+    println!();
+    println!("Sizes (std::mem::size_of):\n");
+    let sizes = [
+        ("State", size_of::<State>()),
+        ("TokenBucket", size_of::<TokenBucket>()),
+        ("LeakyBucket", size_of::<LeakyBucket>()),
+        ("FixedWindow", size_of::<FixedWindow>()),
+        ("SlidingWindowLog", size_of::<SlidingWindowLog>()),
+        ("SlidingWindowCounter", size_of::<SlidingWindowCounter>()),
+        ("Gcra", size_of::<Gcra>()),
+        ("Nanos", size_of::<Nanos>()),
+        ("Box<[u8]>", size_of::<Box<[u8]>>()),
+        (
+            "VecDeque<(Nanos, u64)>",
+            size_of::<VecDeque<(Nanos, u64)>>(),
+        ),
+        ("(Nanos, u64) (one log entry)", size_of::<(Nanos, u64)>()),
+    ];
+    for (name, size) in sizes {
+        println!("- `{name}`: {size} bytes");
+    }
+    println!();
+
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let mut rows = Vec::new();
+    for (index, case) in all.iter().enumerate() {
+        let output = Command::new(&exe)
+            .env(CASE_VAR, index.to_string())
+            .output()
+            .expect("run a case in a child process");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let measured = stdout.lines().find_map(Measured::from_line);
+        let Some(measured) = measured.filter(|_| output.status.success()) else {
+            panic!(
+                "case {index} ({} / {}) failed: {}\n{}",
+                case.algorithm,
+                case.label(),
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            );
+        };
+        assert_eq!(
+            measured.tracked,
+            case.keys,
+            "{} / {}: keys were evicted or left untracked",
+            case.algorithm,
+            case.label()
+        );
+        rows.push((*case, measured));
+    }
+
+    println!(
+        "| algorithm | key kind | bytes per key | keys tracked | of which per-key allocations (< {LARGE} B) | of which hash tables | heap allocations per key | peak bytes per key while filling | RSS growth per key | time |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (case, m) in &rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {:.2} s |",
+            case.algorithm,
+            case.label(),
+            per_key(m.bytes, case.keys),
+            m.tracked,
+            per_key(m.small_bytes, case.keys),
+            per_key(m.large_bytes, case.keys),
+            m.allocations as f64 / case.keys as f64,
+            per_key(m.peak_bytes, case.keys),
+            m.rss_bytes
+                .map_or_else(|| "n/a".to_owned(), |b| per_key(b, case.keys)),
+            m.elapsed.as_secs_f64(),
+        );
+    }
+}

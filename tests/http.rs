@@ -645,3 +645,145 @@ async fn store_failures_follow_the_on_store_error_policy() {
     assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS, "fail closed");
     assert_eq!(reply.number("retry-after"), 1);
 }
+
+/// A server whose handler records the order and time in which queued requests reach it.
+async fn recording_server(
+    yaml: &str,
+) -> (
+    SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<(String, std::time::Instant)>>>,
+) {
+    let arrivals = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = arrivals.clone();
+    let router = Router::new().route(
+        "/slow",
+        get(move |headers: HeaderMap| {
+            let seen = seen.clone();
+            async move {
+                let seq = headers
+                    .get("x-seq")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("?")
+                    .to_owned();
+                seen.lock()
+                    .expect("not poisoned")
+                    .push((seq, std::time::Instant::now()));
+                "served"
+            }
+        }),
+    );
+    let rules = Rules::from_yaml(yaml).expect("valid rules");
+    (
+        serve(router.layer(RateLimitLayer::from_rules(rules)), true).await,
+        arrivals,
+    )
+}
+
+const SHAPED: &str = r#"
+domain: test
+descriptors:
+  - key: path
+    value: /slow
+    rate_limit: { unit: second, requests_per_unit: 10, algorithm: leaky_bucket, queue: 3 }
+"#;
+
+#[tokio::test]
+async fn a_leaky_bucket_releases_queued_requests_in_order_at_the_outflow_rate() {
+    let (addr, arrivals) = recording_server(SHAPED).await;
+    let mut replies = Vec::new();
+    for seq in 0..6 {
+        let seq_header = seq.to_string();
+        replies.push(tokio::spawn(async move {
+            let reply = send(addr, "GET", "/slow", &[("x-seq", seq_header.as_bytes())]).await;
+            (reply.status, std::time::Instant::now())
+        }));
+        // Arrive in a known order, well within one 100 ms interval.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut outcomes = Vec::new();
+    for reply in replies {
+        outcomes.push(
+            tokio::time::timeout(Duration::from_secs(10), reply)
+                .await
+                .expect("answered in time")
+                .expect("task"),
+        );
+    }
+    let statuses: Vec<StatusCode> = outcomes.iter().map(|(status, _)| *status).collect();
+    assert_eq!(
+        statuses[..4],
+        [StatusCode::OK; 4],
+        "one served at once and three queued"
+    );
+    assert_eq!(
+        statuses[4..],
+        [StatusCode::TOO_MANY_REQUESTS; 2],
+        "the queue was full"
+    );
+    assert!(
+        outcomes[4].1 < outcomes[1].1,
+        "overflow is refused at once, not after waiting"
+    );
+
+    let arrivals = arrivals.lock().expect("not poisoned").clone();
+    let order: Vec<&str> = arrivals.iter().map(|(seq, _)| seq.as_str()).collect();
+    assert_eq!(order, ["0", "1", "2", "3"], "released in arrival order");
+    let first = arrivals[0].1;
+    for (i, (_, at)) in arrivals.iter().enumerate() {
+        // One every 100 ms (a timer never fires early; allow a little for the first request).
+        let earliest =
+            Duration::from_millis(100 * i as u64).saturating_sub(Duration::from_millis(5));
+        assert!(
+            at.duration_since(first) >= earliest,
+            "request {i} released after {:?}",
+            at.duration_since(first)
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_frees_its_place_in_the_queue() {
+    // 2 per second: one slot every 500 ms, so the test has time to spare on a busy machine.
+    let yaml = SHAPED
+        .replace("queue: 3", "queue: 1")
+        .replace("requests_per_unit: 10", "requests_per_unit: 2");
+    let (addr, arrivals) = recording_server(&yaml).await;
+    let start = std::time::Instant::now();
+    assert_eq!(
+        send(addr, "GET", "/slow", &[("x-seq", b"served")])
+            .await
+            .status,
+        StatusCode::OK
+    );
+    // Queued for about 500 ms; the queue (one place) is now full until the first slot passes.
+    let impatient =
+        tokio::spawn(async move { send(addr, "GET", "/slow", &[("x-seq", b"impatient")]).await });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    impatient.abort();
+    // Without the freed place every request before the 500 ms mark would find the queue full.
+    let mut status = StatusCode::TOO_MANY_REQUESTS;
+    while status != StatusCode::OK && start.elapsed() < Duration::from_millis(400) {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        status = send(addr, "GET", "/slow", &[("x-seq", b"next")])
+            .await
+            .status;
+    }
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the next request takes the freed place"
+    );
+    // Past the time the abandoned request would have been released: it never was.
+    tokio::time::sleep(Duration::from_millis(1_500).saturating_sub(start.elapsed())).await;
+    let order: Vec<String> = arrivals
+        .lock()
+        .expect("not poisoned")
+        .iter()
+        .map(|(seq, _)| seq.clone())
+        .collect();
+    assert_eq!(
+        order,
+        ["served", "next"],
+        "the abandoned request never reached the handler"
+    );
+}

@@ -1510,3 +1510,99 @@ fn a_zero_rate_takes_no_burst() {
     assert_eq!(errors.errors().len(), 1);
     assert_eq!(errors.errors()[0].path(), "descriptors[0].rate_limit.burst");
 }
+
+#[test]
+fn every_algorithm_and_its_options_compile() {
+    let rules = Rules::from_yaml(
+        r#"
+domain: t
+sources: { weight: { header: x-weight } }
+descriptors:
+  - key: path
+    value: /a
+    rate_limit: { unit: second, requests_per_unit: 5, algorithm: token_bucket, burst: 10, cost: 2 }
+  - key: path
+    value: /b
+    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, queue: 10, max_delay: 2s }
+  - key: path
+    value: /c
+    rate_limit: { unit: second, requests_per_unit: 5, algorithm: fixed_window }
+  - key: path
+    value: /d
+    rate_limit: { unit: minute, requests_per_unit: 5, algorithm: sliding_window_log, cost: weight }
+  - key: path
+    value: /e
+    rate_limit: { unit: minute, requests_per_unit: 5, algorithm: sliding_window_counter }
+  - key: path
+    value: /f
+    rate_limit: { unit: minute, requests_per_unit: 5, algorithm: gcra, burst: 2 }
+  - key: path
+    value: /g
+    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, queue: 3, mode: police }
+"#,
+    )
+    .expect("valid rules");
+    let algorithms: Vec<Algorithm> = rules
+        .limits()
+        .iter()
+        .filter_map(|l| l.algorithm())
+        .collect();
+    assert_eq!(algorithms[..6], Algorithm::ALL);
+    let quota = |i: usize| rules.limits()[i].quota().expect("limited");
+    assert_eq!(quota(0).burst(), 10);
+    assert_eq!(quota(1).queue(), 10);
+    assert_eq!(quota(1).max_delay(), Some(Duration::from_secs(2)));
+    assert!(quota(1).is_shaping());
+    assert_eq!(quota(5).burst(), 2);
+    assert!(!quota(6).is_shaping());
+}
+
+#[test]
+fn options_that_do_not_fit_the_algorithm_are_rejected() {
+    let errors = Rules::from_yaml(
+        r#"
+domain: t
+descriptors:
+  - key: path
+    value: /a
+    rate_limit: { unit: second, requests_per_unit: 5, algorithm: fixed_window, queue: 3 }
+  - key: path
+    value: /b
+    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, burst: 3 }
+  - key: path
+    value: /c
+    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, mode: police, max_delay: 1s }
+  - key: path
+    value: /d
+    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, max_delay: soon }
+  - key: path
+    value: /e
+    rate_limit: { unit: second, requests_per_unit: 5, cost: 0 }
+  - key: path
+    value: /f
+    rate_limit: { unit: second, requests_per_unit: 5, cost: nowhere }
+"#,
+    )
+    .expect_err("every entry has a mistake");
+    let paths: Vec<&str> = errors.errors().iter().map(RuleError::path).collect();
+    assert_eq!(
+        paths,
+        [
+            "descriptors[0].rate_limit.queue",
+            "descriptors[1].rate_limit.burst",
+            "descriptors[2].rate_limit.max_delay",
+            "descriptors[3].rate_limit.max_delay",
+            "descriptors[4].rate_limit.cost",
+            "descriptors[5].rate_limit.cost",
+        ],
+        "{errors}"
+    );
+    let unknown_mode = Rules::from_yaml(
+        "domain: t\ndescriptors:\n  - key: path\n    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, mode: sideways }\n",
+    )
+    .expect_err("no such mode");
+    assert!(
+        unknown_mode.to_string().contains("sideways"),
+        "{unknown_mode}"
+    );
+}
