@@ -43,6 +43,7 @@ async fn main() -> ExitCode {
     println!("  curl -i http://{listen}/                      # X-Ratelimit-Limit / -Remaining");
     println!("  for i in $(seq 6); do curl -s -o /dev/null -w '%{{http_code}}\\n' -X POST http://{listen}/auth/login; done");
     println!("  curl -i -X DELETE http://{listen}/anything    # always 429 (requests_per_unit: 0)");
+    println!("  for i in $(seq 12); do curl -s -o /dev/null -w '%{{http_code}} %{{time_total}}s\\n' http://{listen}/reports & done; wait   # queued, 5 a second");
     println!("  curl -i -H 'x-api-key: internal-ci' http://{listen}/   # never limited");
 
     let service = app.into_make_service_with_connect_info::<SocketAddr>();
