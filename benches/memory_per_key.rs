@@ -14,6 +14,9 @@
 //! 10 per minute), the clock moved 1 ms between rounds so that every request is its own
 //! entry.
 //!
+//! After measuring, each case moves the clock an hour on (every key idle) and calls
+//! [`MemoryStore::sweep`], and reports what stays allocated with no key tracked.
+//!
 //! Each case runs in a child process of this binary, so that one case's freed memory does
 //! not blur the next one's resident set size (read from `/proc/self/status`, a cross-check
 //! that includes what the allocator itself spends per allocation).
@@ -248,12 +251,14 @@ struct Measured {
     rss_bytes: Option<usize>,
     tracked: usize,
     elapsed: Duration,
+    /// Live bytes still above the start once every key went idle and was swept.
+    swept_bytes: usize,
 }
 
 impl Measured {
     fn to_line(&self) -> String {
         format!(
-            "RESULT {} {} {} {} {} {} {} {}",
+            "RESULT {} {} {} {} {} {} {} {} {}",
             self.bytes,
             self.small_bytes,
             self.large_bytes,
@@ -262,6 +267,7 @@ impl Measured {
             self.rss_bytes.map_or(-1, |b| b as i64),
             self.tracked,
             self.elapsed.as_micros(),
+            self.swept_bytes,
         )
     }
 
@@ -278,6 +284,7 @@ impl Measured {
             rss_bytes: next_usize(),
             tracked: next_usize()?,
             elapsed: Duration::from_micros(u64::try_from(next_usize()?).ok()?),
+            swept_bytes: next_usize()?,
         })
     }
 }
@@ -338,6 +345,12 @@ fn run(case: Case) -> Measured {
     let rss_after = rss_bytes();
     let tracked = store.len();
 
+    // Every key idle (the longest period is a minute), then swept: what stays allocated.
+    clock.advance(Duration::from_secs(3600));
+    store.sweep();
+    assert_eq!(store.len(), 0, "sweep drops every idle key");
+    let swept_bytes = live_bytes() - (small_before + large_before);
+
     Measured {
         bytes: (small_after + large_after) - (small_before + large_before),
         small_bytes: small_after - small_before,
@@ -347,6 +360,7 @@ fn run(case: Case) -> Measured {
         rss_bytes: rss_before.zip(rss_after).map(|(b, a)| a.saturating_sub(b)),
         tracked,
         elapsed,
+        swept_bytes,
     }
 }
 
@@ -472,12 +486,12 @@ fn main() {
     }
 
     println!(
-        "| algorithm | key kind | bytes per key | keys tracked | of which per-key allocations (< {LARGE} B) | of which hash tables | heap allocations per key | peak bytes per key while filling | RSS growth per key | time |"
+        "| algorithm | key kind | bytes per key | keys tracked | of which per-key allocations (< {LARGE} B) | of which hash tables | heap allocations per key | peak bytes per key while filling | RSS growth per key | bytes per key left after all went idle and `sweep()` (len 0) | time |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (case, m) in &rows {
         println!(
-            "| {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {:.2} s |",
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {} | {:.2} s |",
             case.algorithm,
             case.label(),
             per_key(m.bytes, case.keys),
@@ -488,6 +502,7 @@ fn main() {
             per_key(m.peak_bytes, case.keys),
             m.rss_bytes
                 .map_or_else(|| "n/a".to_owned(), |b| per_key(b, case.keys)),
+            per_key(m.swept_bytes, case.keys),
             m.elapsed.as_secs_f64(),
         );
     }

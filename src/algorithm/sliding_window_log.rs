@@ -8,7 +8,7 @@ use std::time::Duration;
 /// Exact: in any window of one period, at most `limit` is admitted. A request admitted at
 /// `t` counts until `t + period`. Requests at the same instant share one entry, and every
 /// entry holds a cost of at least 1, so a key keeps at most `limit` entries of 16 bytes
-/// (plus the 48-byte state): the most memory of all the algorithms, in exchange for exactness.
+/// (plus the 40-byte state): the most memory of all the algorithms, in exchange for exactness.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SlidingWindowLog {
     entries: VecDeque<(Nanos, u64)>,

@@ -138,9 +138,13 @@ impl<C: Clock> MemoryStore<C> {
     pub fn sweep(&self) {
         let now = self.clock.now();
         for shard in self.shards.iter() {
-            let mut generations = lock(shard);
-            generations.young.retain(|entry| entry.idle_at > now);
-            generations.old.retain(|entry| entry.idle_at > now);
+            let mut guard = lock(shard);
+            let generations = &mut *guard;
+            for table in [&mut generations.young, &mut generations.old] {
+                table.retain(|entry| entry.idle_at > now);
+                // Give the buckets back too, not only the keys.
+                table.shrink_to_fit(|entry| self.hasher.hash_one(&entry.key));
+            }
         }
     }
 
