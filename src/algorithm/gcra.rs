@@ -86,10 +86,24 @@ impl Schedule {
                 .map_or(0, |max| start.saturating_sub(max.as_nanos()));
             Duration::from_nanos(to_u64(fits_at.max(waits_at).saturating_sub(now_ns)))
         };
+        let mut limit = self.slots;
+        let mut remaining = horizon.saturating_sub(ahead) / interval;
+        if let Some(max) = self.max_delay.map(|max| max.as_nanos()) {
+            // The k-th next request would wait ahead + (k - 1) intervals.
+            let within = |wait: u128| {
+                if wait <= max {
+                    (max - wait) / interval + 1
+                } else {
+                    0
+                }
+            };
+            limit = limit.min(to_u64(within(0)));
+            remaining = remaining.min(within(ahead));
+        }
         let decision = Decision {
             allowed,
-            limit: self.slots,
-            remaining: to_u64(horizon.saturating_sub(ahead) / interval),
+            limit,
+            remaining: to_u64(remaining),
             reset_after: Duration::from_nanos(to_u64(ahead)),
             retry_after,
             delay: if allowed && self.shaping {

@@ -20,7 +20,8 @@ impl LeakyBucket {
     fn schedule(quota: &Quota) -> Schedule {
         Schedule {
             slots: quota.queue().saturating_add(1),
-            max_delay: quota.max_delay(),
+            // Policing admits at once: there is no wait to bound.
+            max_delay: quota.max_delay().filter(|_| quota.is_shaping()),
             shaping: quota.is_shaping(),
         }
     }

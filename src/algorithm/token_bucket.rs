@@ -22,10 +22,12 @@ impl CopyTransition for TokenBucket {
         quota: &Quota,
         cost: u64,
     ) -> (TokenBucket, Decision) {
-        let capacity = i128::from(quota.burst());
+        // A limit of 0 never refills: the bucket holds nothing, whatever the burst.
+        let burst = if quota.limit() == 0 { 0 } else { quota.burst() };
+        let capacity = i128::from(burst);
         let mut bucket = state.copied().unwrap_or(TokenBucket {
             anchor: now,
-            level: i64::try_from(quota.burst()).unwrap_or(i64::MAX),
+            level: i64::try_from(burst).unwrap_or(i64::MAX),
         });
         let mut tokens = bucket.tokens_at(now, quota);
         if tokens >= capacity {
@@ -56,7 +58,7 @@ impl CopyTransition for TokenBucket {
         };
         let decision = Decision {
             allowed,
-            limit: quota.burst(),
+            limit: burst,
             remaining: u64::try_from(tokens.max(0)).unwrap_or(0),
             reset_after,
             retry_after,
