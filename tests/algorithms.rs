@@ -461,7 +461,7 @@ proptest! {
         )?;
     }
 
-    // Fails as of writing: `remaining` ignores max_delay (see the reference case
+    // `remaining` must count max_delay as well as free queue places (reference case
     // leaky_bucket/remaining_counts_max_delay).
     #[test]
     fn leaky_bucket_max_delay_matches_the_release_queue(

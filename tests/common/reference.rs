@@ -309,8 +309,6 @@ pub fn cases() -> Vec<Case> {
 
     // `Quota::new` documents "A `limit` of 0 denies every request", whatever the burst (GCRA
     // does deny here). The rules compiler refuses a burst on a zero rate, but the API takes it.
-    // Fails as of writing (src/algorithm/token_bucket.rs: the bucket starts full at `burst`
-    // and only the retry/reset arithmetic looks at `limit() == 0`).
     cases.push(Case {
         name: "token_bucket/limit_0_denies_everything_even_with_a_burst",
         algorithm: TokenBucket,
@@ -394,8 +392,6 @@ pub fn cases() -> Vec<Case> {
     // `remaining` is "never overstated": with max_delay 150 ms, after one request only one
     // more (waiting 100 ms) fits at once, after two none does (the next would wait 200 ms),
     // however many queue places are free.
-    // Fails as of writing (src/algorithm/gcra.rs, `Schedule::transition`: `remaining` counts
-    // queue places only, not max_delay).
     cases.push(Case {
         name: "leaky_bucket/remaining_counts_max_delay",
         algorithm: LeakyBucket,
