@@ -787,3 +787,38 @@ async fn a_client_that_goes_away_frees_its_place_in_the_queue() {
         "the abandoned request never reached the handler"
     );
 }
+
+#[tokio::test]
+async fn weighted_requests_cost_what_their_source_says() {
+    let (layer, _) = layer(
+        r#"
+domain: test
+sources: { weight: { header: x-weight } }
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 5, algorithm: sliding_window_log, cost: weight }
+"#,
+    );
+    let addr = serve(app().layer(layer), true).await;
+    let weighing = |weight: &'static [u8]| async move {
+        send(addr, "GET", "/", &[("x-weight", weight)]).await
+    };
+    assert_eq!(weighing(b"3").await.number("x-ratelimit-remaining"), 2);
+    assert_eq!(
+        weighing(b"3").await.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "3 more do not fit in 2"
+    );
+    assert_eq!(
+        weighing(b"not a number")
+            .await
+            .number("x-ratelimit-remaining"),
+        1,
+        "counts as 1"
+    );
+    assert_eq!(
+        get_path(addr, "/").await.number("x-ratelimit-remaining"),
+        0,
+        "no weight counts as 1"
+    );
+}
