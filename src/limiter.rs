@@ -1,6 +1,7 @@
 //! The limiter: rules, a store, and the decision for one request, without HTTP.
 
 use crate::algorithm::Decision;
+use crate::clock::Nanos;
 use crate::rules::tree::{StateKey, Values};
 use crate::rules::{OnStoreError, RuleErrors, Rules};
 use crate::source::MissingPeerAddr;
@@ -143,6 +144,7 @@ impl<St: Store> Limiter<St> {
                     cost: limit.cost(values, default_cost),
                     limit: m.limit,
                     key: m.key,
+                    booked_until: None,
                 })
             })
             .collect();
@@ -169,6 +171,8 @@ pub(crate) struct Booking {
     limit: usize,
     key: StateKey,
     cost: u64,
+    /// The end of its place in a queue, once a shaping leaky bucket queued it.
+    booked_until: Option<Nanos>,
 }
 
 pub(crate) type Bookings = SmallVec<[Booking; 4]>;
@@ -243,10 +247,11 @@ impl<St: Store> QueuePlaces<St> {
 
 impl<St: Store> Drop for QueuePlaces<St> {
     fn drop(&mut self) {
-        if !self.bookings.is_empty() {
-            self.limiter
-                .store
-                .cancel(&checks(&self.rules, &self.bookings));
+        let checks = checks(&self.rules, &self.bookings);
+        for (check, booking) in checks.iter().zip(&self.bookings) {
+            if let Some(booked_until) = booking.booked_until {
+                self.limiter.store.cancel(check, booked_until);
+            }
         }
     }
 }
@@ -329,10 +334,10 @@ impl Verdict {
         let verdict = Verdict::decide(rules, &limits, &decisions);
         let mut decisions = decisions.iter();
         bookings.retain(|booking| {
-            let admitted_with_delay = decisions
-                .next()
-                .is_some_and(|d| d.allowed && !d.delay.is_zero());
-            verdict.allowed && admitted_with_delay && !rules.limits[booking.limit].is_shadow()
+            booking.booked_until = decisions.next().and_then(|d| d.booked_until);
+            verdict.allowed
+                && booking.booked_until.is_some()
+                && !rules.limits[booking.limit].is_shadow()
         });
         (verdict, bookings)
     }
@@ -401,6 +406,7 @@ impl Verdict {
                     reset_after: STORE_ERROR_RETRY,
                     retry_after: STORE_ERROR_RETRY,
                     delay: Duration::ZERO,
+                    booked_until: None,
                 },
             )),
             delay: Duration::ZERO,

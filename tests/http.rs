@@ -13,7 +13,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use std::net::SocketAddr;
 use std::time::Duration;
-use tollgate::clock::ManualClock;
+use tollgate::clock::{ManualClock, Nanos};
 use tollgate::layer::ShadowDenied;
 use tollgate::rules::Rules;
 use tollgate::source::Identity;
@@ -586,8 +586,8 @@ impl Store for LaterStore {
         }))
     }
 
-    fn cancel(&self, checks: &[LimitCheck<'_>]) {
-        self.0.cancel(checks);
+    fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
+        self.0.cancel(check, booked_until);
     }
 }
 
@@ -605,7 +605,7 @@ impl Store for DownStore {
         Acquisition::Ready(Err(error))
     }
 
-    fn cancel(&self, _: &[LimitCheck<'_>]) {}
+    fn cancel(&self, _: &LimitCheck<'_>, _: Nanos) {}
 }
 
 #[tokio::test]

@@ -1606,3 +1606,29 @@ descriptors:
         "{unknown_mode}"
     );
 }
+
+#[test]
+fn bookings_beyond_a_hundred_years_are_refused() {
+    let errors = Rules::from_yaml(
+        r#"
+domain: t
+descriptors:
+  - key: path
+    value: /a
+    rate_limit: { unit: year, requests_per_unit: 1, algorithm: gcra, burst: 200 }
+  - key: path
+    value: /b
+    rate_limit: { unit: day, requests_per_unit: 1, algorithm: leaky_bucket, queue: 100000 }
+"#,
+    )
+    .expect_err("both book too far ahead");
+    let paths: Vec<&str> = errors.errors().iter().map(RuleError::path).collect();
+    assert_eq!(
+        paths,
+        [
+            "descriptors[0].rate_limit.burst",
+            "descriptors[1].rate_limit.queue"
+        ],
+        "{errors}"
+    );
+}

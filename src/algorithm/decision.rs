@@ -1,3 +1,4 @@
+use crate::clock::Nanos;
 use std::time::Duration;
 
 /// The answer for one limit: allowed or not, and what to tell the client.
@@ -22,4 +23,8 @@ pub struct Decision {
     /// When admitted by a shaping leaky bucket: how long the request waits for its turn
     /// before it is forwarded. Zero otherwise.
     pub delay: Duration,
+    /// When admitted with a delay: the end of the request's booking in the queue, in the
+    /// store's time. It identifies the booking when the request is cancelled, so that only
+    /// the newest booking is given back (see [`Algorithm::cancel`](super::Algorithm::cancel)).
+    pub booked_until: Option<Nanos>,
 }

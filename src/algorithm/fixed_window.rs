@@ -51,6 +51,7 @@ impl CopyTransition for FixedWindow {
             },
             retry_after,
             delay: Duration::ZERO,
+            booked_until: None,
         };
         (FixedWindow { window, count }, decision)
     }

@@ -60,6 +60,7 @@ impl Schedule {
                 reset_after: Duration::ZERO,
                 retry_after: quota.period(),
                 delay: Duration::ZERO,
+                booked_until: None,
             };
             return (state(tat), decision);
         };
@@ -69,7 +70,10 @@ impl Schedule {
         let horizon = u128::from(self.slots) * interval;
         let delay = start - now_ns;
         let within_delay = self.max_delay.is_none_or(|max| delay <= max.as_nanos());
-        let allowed = booked_until - now_ns <= horizon && within_delay;
+        // A booking past the representable future is refused, never clamped (a clamped one
+        // would let every later request fit).
+        let representable = booked_until <= u128::from(u64::MAX);
+        let allowed = booked_until - now_ns <= horizon && within_delay && representable;
 
         let tat_after = if allowed { booked_until } else { start };
         let ahead = tat_after - now_ns;
@@ -111,6 +115,8 @@ impl Schedule {
             } else {
                 Duration::ZERO
             },
+            booked_until: (allowed && self.shaping && delay > 0)
+                .then(|| Nanos::new(to_u64(booked_until))),
         };
         (state(Nanos::new(to_u64(tat_after))), decision)
     }

@@ -41,11 +41,15 @@ impl CopyTransition for LeakyBucket {
         })
     }
 
-    /// Gives back the places of a queued request whose client went away.
-    fn cancel(&mut self, now: Nanos, quota: &Quota, cost: u64) {
-        if let Some(interval) = super::gcra::emission_interval(quota) {
+    /// Gives back the places of a queued request whose client went away, if it is still the
+    /// newest booking. An earlier request's places are not given back: the requests queued
+    /// after it already have their times, and moving the end of the queue forward would
+    /// release two requests at once.
+    fn cancel(&mut self, now: Nanos, quota: &Quota, cost: u64, booked_until: Nanos) {
+        let newest = self.drained_at == booked_until;
+        if let (Some(interval), true) = (super::gcra::emission_interval(quota), newest) {
             let freed = super::to_u64(u128::from(cost) * interval);
-            self.drained_at = Nanos::new(self.drained_at.as_u64().saturating_sub(freed)).max(now);
+            self.drained_at = Nanos::new(booked_until.as_u64().saturating_sub(freed)).max(now);
         }
     }
 }
@@ -82,12 +86,40 @@ mod tests {
         let quota = Quota::new(10, Duration::from_secs(1)).with_queue(1);
         let mut state = LeakyBucket::fresh(Nanos::new(0), &quota);
         assert!(state.acquire(Nanos::new(0), &quota, 1).allowed);
-        assert!(state.acquire(Nanos::new(0), &quota, 1).allowed);
+        let queued = state.acquire(Nanos::new(0), &quota, 1);
         assert!(!state.acquire(Nanos::new(0), &quota, 1).allowed);
-        state.cancel(Nanos::new(10 * MS), &quota, 1);
+        state.cancel(
+            Nanos::new(10 * MS),
+            &quota,
+            1,
+            queued.booked_until.expect("queued"),
+        );
         let next = state.acquire(Nanos::new(10 * MS), &quota, 1);
         assert!(next.allowed);
         assert_eq!(next.delay, Duration::from_millis(90));
+    }
+
+    #[test]
+    fn only_the_newest_booking_gives_its_place_back() {
+        let quota = Quota::new(10, Duration::from_secs(1)).with_queue(3);
+        let mut state = LeakyBucket::fresh(Nanos::new(0), &quota);
+        let bookings: Vec<_> = (0..4)
+            .map(|_| state.acquire(Nanos::new(0), &quota, 1).booked_until)
+            .collect();
+        assert_eq!(bookings[0], None, "served at once: nothing to give back");
+        // The second request (released at 100 ms) leaves: the third and fourth keep their
+        // times (200, 300 ms), so no new request may be released with the fourth.
+        state.cancel(Nanos::new(10 * MS), &quota, 1, bookings[1].expect("queued"));
+        assert!(
+            !state.acquire(Nanos::new(10 * MS), &quota, 1).allowed,
+            "the queue is still full"
+        );
+        // The newest leaves: its place (300 ms) goes to the next request.
+        state.cancel(Nanos::new(10 * MS), &quota, 1, bookings[3].expect("queued"));
+        assert_eq!(
+            state.acquire(Nanos::new(10 * MS), &quota, 1).delay,
+            Duration::from_millis(290)
+        );
     }
 
     #[test]

@@ -136,11 +136,19 @@ impl Algorithm {
     }
 
     /// Gives back what an admitted request of `cost` booked but will not use: the place in
-    /// the queue of a leaky bucket whose client went away before its turn. Other algorithms
-    /// keep the charge (the request was admitted and counted).
-    pub fn cancel(self, state: &mut State, now: Nanos, quota: &Quota, cost: u64) {
+    /// the queue of a leaky bucket whose client went away before its turn, when it is still
+    /// the newest booking (`booked_until`, from its [`Decision`]). Other algorithms keep the
+    /// charge (the request was admitted and counted).
+    pub fn cancel(
+        self,
+        state: &mut State,
+        now: Nanos,
+        quota: &Quota,
+        cost: u64,
+        booked_until: Nanos,
+    ) {
         if let State::LeakyBucket(s) = state {
-            s.cancel(now, quota, cost);
+            s.cancel(now, quota, cost, booked_until);
         }
     }
 }
@@ -201,7 +209,7 @@ trait CopyTransition: Copy {
     fn transition(state: Option<&Self>, now: Nanos, quota: &Quota, cost: u64) -> (Self, Decision);
 
     /// Gives back what an admitted request booked (see [`Algorithm::cancel`]).
-    fn cancel(&mut self, _now: Nanos, _quota: &Quota, _cost: u64) {}
+    fn cancel(&mut self, _now: Nanos, _quota: &Quota, _cost: u64, _booked_until: Nanos) {}
 }
 
 impl<T: CopyTransition> Transition for T {

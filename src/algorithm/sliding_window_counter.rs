@@ -27,21 +27,22 @@ impl CopyTransition for SlidingWindowCounter {
         let period = u128::from(quota.period_nanos());
         let limit = u128::from(quota.limit());
         // A wall clock stepped back into an earlier window decides at the start of the stored
-        // one: going back in time must not hand out fresh windows.
-        let now = match state {
+        // one: going back in time must not hand out fresh windows. Durations are still
+        // measured from the real now.
+        let at = match state {
             Some(s) if s.window > now.as_u64() / quota.period_nanos() => {
                 Nanos::new(s.window.saturating_mul(quota.period_nanos()))
             }
             _ => now,
         };
-        let window = now.as_u64() / quota.period_nanos();
+        let window = at.as_u64() / quota.period_nanos();
         let (current, previous) = match state {
             Some(s) if s.window == window => (s.current, s.previous),
             Some(s) if s.window.checked_add(1) == Some(window) => (0, s.current),
             _ => (0, 0),
         };
         let window_start = u128::from(window) * period;
-        let elapsed = u128::from(now.as_u64()) - window_start;
+        let elapsed = u128::from(at.as_u64()) - window_start;
         // Everything below is scaled by `period` to stay in integers.
         let weighted_previous = u128::from(previous) * (period - elapsed);
         let used = weighted_previous + u128::from(current) * period;
@@ -65,7 +66,7 @@ impl CopyTransition for SlidingWindowCounter {
         } else if previous > 0 {
             window_start + period
         } else {
-            u128::from(now.as_u64())
+            u128::from(at.as_u64())
         };
         let decision = Decision {
             allowed,
@@ -74,6 +75,7 @@ impl CopyTransition for SlidingWindowCounter {
             reset_after: Nanos::new(to_u64(reset_at)).since(now),
             retry_after,
             delay: Duration::ZERO,
+            booked_until: None,
         };
         let next = SlidingWindowCounter {
             window,
@@ -175,7 +177,13 @@ mod tests {
         let quota = Quota::new(1, Duration::from_secs(1));
         let mut state = None;
         assert!(acquire(&mut state, SECOND, &quota).allowed);
-        assert!(!acquire(&mut state, SECOND - 20, &quota).allowed);
+        let stepped_back = acquire(&mut state, SECOND - 20, &quota);
+        assert!(!stepped_back.allowed);
+        // The window of 1 s counts until 3 s, measured from the real (earlier) now.
+        assert_eq!(
+            stepped_back.reset_after,
+            Duration::from_nanos(2 * SECOND + 20)
+        );
     }
 
     #[test]

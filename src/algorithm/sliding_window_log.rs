@@ -16,7 +16,16 @@ pub struct SlidingWindowLog {
 }
 
 impl SlidingWindowLog {
-    /// The cost of the entries that have left the window by `now`.
+    /// When a request at `now` is filed: now, or, if the wall clock stepped back, with the
+    /// newest entry, keeping the log in order (the request then leaves the window a little
+    /// later: never too early).
+    fn filing_time(&self, now: Nanos) -> Nanos {
+        self.entries
+            .back()
+            .map_or(now, |(newest, _)| now.max(*newest))
+    }
+
+    /// The number and cost of the entries that have left the window by `now`.
     fn expired(&self, now: Nanos, quota: &Quota) -> (usize, u64) {
         let mut count = 0;
         let mut cost = 0;
@@ -51,7 +60,7 @@ impl SlidingWindowLog {
             })
         };
         let newest = if allowed {
-            Some(now)
+            Some(self.filing_time(now))
         } else {
             self.entries.back().map(|(at, _)| *at)
         };
@@ -64,6 +73,7 @@ impl SlidingWindowLog {
             }),
             retry_after,
             delay: Duration::ZERO,
+            booked_until: None,
         }
     }
 }
@@ -77,17 +87,13 @@ impl Transition for SlidingWindowLog {
         let (expired, freed) = self.expired(now, quota);
         self.entries.drain(..expired);
         self.total -= freed;
-        // A wall clock stepped back files the request with the newest entry, keeping the log
-        // in order (it then leaves the window a little later: never too early).
-        let now = self
-            .entries
-            .back()
-            .map_or(now, |(newest, _)| now.max(*newest));
         let decision = self.decide(now, quota, cost, 0, 0);
-        if decision.allowed {
+        // A request of cost 0 takes nothing and leaves no entry, so the log stays bounded.
+        if decision.allowed && cost > 0 {
+            let filed_at = self.filing_time(now);
             match self.entries.back_mut() {
-                Some((at, entry_cost)) if *at == now => *entry_cost += cost,
-                _ => self.entries.push_back((now, cost)),
+                Some((at, entry_cost)) if *at == filed_at => *entry_cost += cost,
+                _ => self.entries.push_back((filed_at, cost)),
             }
             self.total += cost;
         }
@@ -96,10 +102,6 @@ impl Transition for SlidingWindowLog {
 
     fn peek(&self, now: Nanos, quota: &Quota, cost: u64) -> Decision {
         let (expired, freed) = self.expired(now, quota);
-        let now = self
-            .entries
-            .back()
-            .map_or(now, |(newest, _)| now.max(*newest));
         self.decide(now, quota, cost, expired, freed)
     }
 }
@@ -143,6 +145,23 @@ mod tests {
             assert_eq!(log, before);
             assert_eq!(peeked, log.clone().acquire(Nanos::new(at), &quota, cost));
         }
+    }
+
+    #[test]
+    fn a_clock_stepping_back_never_ages_the_log_early() {
+        let quota = Quota::new(2, Duration::from_secs(60));
+        let mut log = SlidingWindowLog::fresh(Nanos::new(0), &quota);
+        let at = Nanos::new(100 * SECOND);
+        log.acquire(at, &quota, 1);
+        let stepped_back = log.acquire(Nanos::new(90 * SECOND), &quota, 1);
+        assert!(stepped_back.allowed);
+        assert_eq!(
+            stepped_back.reset_after,
+            Duration::from_secs(70),
+            "filed at 100 s, measured from 90 s"
+        );
+        let denied = log.acquire(Nanos::new(90 * SECOND), &quota, 1);
+        assert_eq!(denied.retry_after, Duration::from_secs(70));
     }
 
     #[test]

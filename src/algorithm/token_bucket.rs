@@ -36,6 +36,8 @@ impl CopyTransition for TokenBucket {
                 level: i64::try_from(capacity).unwrap_or(i64::MAX),
             };
             tokens = capacity;
+        } else {
+            bucket.advance_whole_periods(now, quota);
         }
         let cost_tokens = i128::from(cost);
         let allowed = cost_tokens <= tokens;
@@ -63,12 +65,26 @@ impl CopyTransition for TokenBucket {
             reset_after,
             retry_after,
             delay: Duration::ZERO,
+            booked_until: None,
         };
         (bucket, decision)
     }
 }
 
 impl TokenBucket {
+    /// Moves the anchor forward by the whole periods elapsed, crediting `limit` tokens for
+    /// each: the count at any time is unchanged (exactly), and `level` stays between
+    /// `-limit` and `burst` however long the bucket is kept busy.
+    fn advance_whole_periods(&mut self, now: Nanos, quota: &Quota) {
+        let periods = now.as_u64().saturating_sub(self.anchor.as_u64()) / quota.period_nanos();
+        if periods > 0 {
+            self.anchor = self.anchor.plus(periods * quota.period_nanos());
+            let credited = i128::from(self.level) + i128::from(periods) * i128::from(quota.limit());
+            // Below the capacity (the caller checked), so within i64.
+            self.level = i64::try_from(credited).unwrap_or(i64::MAX);
+        }
+    }
+
     /// Whole tokens in the bucket at `now`, before the cap at `burst`.
     fn tokens_at(&self, now: Nanos, quota: &Quota) -> i128 {
         let elapsed = u128::from(now.as_u64().saturating_sub(self.anchor.as_u64()));
@@ -165,6 +181,21 @@ mod tests {
         assert!(decisions[..=3000].iter().all(|d| d.allowed));
         assert!(!decisions[3001].allowed);
         assert!(decisions[3002].allowed);
+    }
+
+    #[test]
+    fn a_bucket_kept_busy_forever_never_over_admits() {
+        // Half an i64 of tokens a second with a burst of two seconds, asked for every half
+        // second: the bucket never fills again, so without moving the anchor its level would
+        // run below what i64 holds within seconds.
+        let limit = u64::try_from(i64::MAX / 2).unwrap();
+        let quota = Quota::new(limit, Duration::from_secs(1)).with_burst(2 * limit);
+        let trace: Vec<(u64, u64)> = (0..=8).map(|i| (i * SECOND / 2, limit)).collect();
+        let allowed: Vec<bool> = run(&quota, &trace).iter().map(|d| d.allowed).collect();
+        assert_eq!(
+            allowed,
+            [true, true, true, false, true, false, true, false, true]
+        );
     }
 
     #[test]

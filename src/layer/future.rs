@@ -15,8 +15,9 @@ pub(crate) enum Waited<T> {
     Answered(Response<Bytes>),
 }
 
-/// The boxed work of a request whose store answers later. Only networked stores take this
-/// path; the in-memory store decides inside `call`.
+/// The boxed work of a request that waits: for a networked store's answer, or for its turn
+/// in a shaping leaky bucket's queue. Every other request is decided inside `call` and
+/// boxes nothing.
 pub(crate) type WaitingFuture<T> = Pin<Box<dyn Future<Output = Waited<T>> + Send>>;
 
 pin_project! {

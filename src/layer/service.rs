@@ -99,7 +99,13 @@ where
                     let rules = arc_swap::Guard::into_inner(rules);
                     let places = QueuePlaces::new(self.limiter.clone(), rules, queued);
                     let inner = self.take_ready_inner();
-                    let waiting = wait_then_call(verdict.delay(), places, inner, request, headers);
+                    let waiting = wait_then_call(
+                        release_at(verdict.delay()),
+                        places,
+                        inner,
+                        request,
+                        headers,
+                    );
                     ResponseFuture::waiting(Box::pin(waiting))
                 }
             },
@@ -116,7 +122,14 @@ where
                                 request.extensions_mut().insert(ShadowDenied);
                             }
                             let places = QueuePlaces::new(limiter, rules, queued);
-                            wait_then_call(verdict.delay(), places, inner, request, headers).await
+                            wait_then_call(
+                                release_at(verdict.delay()),
+                                places,
+                                inner,
+                                request,
+                                headers,
+                            )
+                            .await
                         }
                     }
                 });
@@ -134,10 +147,19 @@ impl<S: Clone, St> RateLimit<S, St> {
     }
 }
 
-/// Waits for the request's turn in the queue (if any), then calls the inner service. Dropped
-/// while waiting (the client went away), `places` gives the queue places back.
+/// When a request delayed by `delay` from now is released. Fixed at decision time, so that a
+/// future first polled late still keeps its turn.
+fn release_at(delay: Duration) -> tokio::time::Instant {
+    tokio::time::Instant::now() + delay
+}
+
+/// Waits for the request's turn in the queue, then calls the inner service. Dropped while
+/// waiting (the client went away), `places` gives the queue places back.
+///
+/// The wait is a Tokio timer: servers that queue requests run on a Tokio runtime with time
+/// enabled (as axum and tonic servers do).
 async fn wait_then_call<S, St, ReqBody>(
-    delay: Duration,
+    release_at: tokio::time::Instant,
     places: QueuePlaces<St>,
     mut inner: S,
     request: Request<ReqBody>,
@@ -147,9 +169,7 @@ where
     S: Service<Request<ReqBody>>,
     St: Store,
 {
-    if !delay.is_zero() {
-        tokio::time::sleep(delay).await;
-    }
+    tokio::time::sleep_until(release_at).await;
     places.release();
     Waited::Served(inner.call(request).await, headers)
 }

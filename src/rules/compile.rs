@@ -445,7 +445,41 @@ impl Compiler {
         {
             quota = quota.policing();
         }
-        options_fit.then_some(Rate::Limited { quota, algorithm })
+        let horizon_fits = self.check_horizon(raw, algorithm, &quota, path);
+        (options_fit && horizon_fits).then_some(Rate::Limited { quota, algorithm })
+    }
+
+    /// GCRA and the leaky bucket book time ahead: `burst` (or `queue + 1`) intervals of
+    /// `period / requests_per_unit`. That must stay within the longest period.
+    fn check_horizon(
+        &mut self,
+        raw: &RawRateLimit,
+        algorithm: Algorithm,
+        quota: &Quota,
+        path: &str,
+    ) -> bool {
+        let (slots, field) = match algorithm {
+            Algorithm::Gcra => (
+                quota.burst(),
+                raw.burst.as_ref().map(|b| (b.referenced, "burst")),
+            ),
+            Algorithm::LeakyBucket => (
+                quota.queue().saturating_add(1),
+                raw.queue.as_ref().map(|q| (q.referenced, "queue")),
+            ),
+            _ => return true,
+        };
+        if quota.limit() == 0 {
+            return true;
+        }
+        let interval = u128::from(quota.period_nanos()).div_ceil(u128::from(quota.limit()));
+        if u128::from(slots) * interval <= MAX_PERIOD.as_nanos() {
+            return true;
+        }
+        let (location, name) = field.unwrap_or((Location::UNKNOWN, "requests_per_unit"));
+        let message = "books more than 100 years ahead: lower it, or raise requests_per_unit";
+        self.error(location, format!("{path}.{name}"), message);
+        false
     }
 
     /// Settings that only some algorithms take: `burst` (token_bucket, gcra), `queue`,

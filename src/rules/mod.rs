@@ -38,6 +38,7 @@ use crate::source::{ClientIpResolver, MissingPeerAddr, Source};
 use serde_saphyr::{Budget, Location, Options};
 use smallvec::SmallVec;
 use std::io::Read;
+use std::num::IntErrorKind;
 use std::path::Path;
 use tree::{Level, Matches, StateKey, Values};
 
@@ -283,7 +284,12 @@ impl Limit {
             None => default,
             Some(Cost::Fixed(cost)) => cost,
             Some(Cost::Source(source)) => match values.get(source) {
-                Ok(Some(value)) => value.trim().parse().unwrap_or(default),
+                Ok(Some(value)) => match value.trim().parse::<u64>() {
+                    Ok(cost) => cost,
+                    // Too large to count is too large to admit.
+                    Err(error) if *error.kind() == IntErrorKind::PosOverflow => u64::MAX,
+                    Err(_) => default,
+                },
                 _ => default,
             },
         };

@@ -181,7 +181,13 @@ impl<C: Clock> MemoryStore<C> {
             let decision = self.charge(&mut guards[0], *hash, check, now);
             return Decisions::from_elem(decision, 1);
         }
-        // Several: charge only if every enforced limit has room.
+        // Several: charge only if every enforced limit has room. Room for all of them is made
+        // first, so that no generation rolls mid-batch and forgets a key already read (unless
+        // one shard's generation is smaller than the batch).
+        for (index, generations) in guards.iter_mut().enumerate() {
+            let keys = hashes.iter().filter(|&&h| guard_of(h) == index).count();
+            generations.reserve(keys, now, &self.bounds());
+        }
         let mut decisions = Decisions::new();
         for (check, &hash) in checks.iter().zip(&hashes) {
             let generations = &mut guards[guard_of(hash)];
@@ -242,16 +248,6 @@ impl<C: Clock> MemoryStore<C> {
         }
         decision
     }
-
-    fn cancel_one(&self, check: &LimitCheck<'_>, now: Nanos) {
-        let hash = self.hasher.hash_one(check.key);
-        let mut generations = lock(&self.shards[self.shard_of(hash)]);
-        if let Some(entry) = generations.find(hash, check.key, now, &self.bounds()) {
-            check
-                .algorithm
-                .cancel(&mut entry.state, now, check.quota, check.cost);
-        }
-    }
 }
 
 /// The time after which a key's state is idle, from its latest decision.
@@ -275,19 +271,24 @@ impl Generations {
         self.young.find_mut(hash, |e| *e.key == *key)
     }
 
-    /// Adds `entry` to the young generation, making room first when it is full: idle keys
-    /// go, and if that frees too little, the old generation goes and the young one takes
-    /// its place. Each generation so holds at most `bounds.capacity` keys.
+    /// Adds `entry` to the young generation, making room first when it is full. Each
+    /// generation so holds at most `bounds.capacity` keys.
     fn insert(&mut self, hash: u64, entry: Entry, now: Nanos, bounds: &Bounds<'_>) {
+        self.reserve(1, now, bounds);
+        self.young
+            .insert_unique(hash, entry, |e| bounds.hasher.hash_one(&e.key));
+    }
+
+    /// Makes room for `keys` more keys in the young generation: idle keys go, and if that
+    /// frees too little, the old generation goes and the young one takes its place.
+    fn reserve(&mut self, keys: usize, now: Nanos, bounds: &Bounds<'_>) {
         let capacity = bounds.capacity;
-        if self.young.len() >= capacity {
+        if self.young.len() + keys > capacity {
             self.young.retain(|e| e.idle_at > now);
-            if self.young.len() >= capacity - capacity / 4 {
+            if self.young.len() + keys > capacity - capacity / 4 {
                 self.old = std::mem::take(&mut self.young);
             }
         }
-        self.young
-            .insert_unique(hash, entry, |e| bounds.hasher.hash_one(&e.key));
     }
 }
 
@@ -305,10 +306,14 @@ impl<C: Clock> Store for MemoryStore<C> {
         Acquisition::Ready(Ok(self.decide(checks)))
     }
 
-    fn cancel(&self, checks: &[LimitCheck<'_>]) {
+    fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
         let now = self.clock.now();
-        for check in checks {
-            self.cancel_one(check, now);
+        let hash = self.hasher.hash_one(check.key);
+        let mut generations = lock(&self.shards[self.shard_of(hash)]);
+        if let Some(entry) = generations.find(hash, check.key, now, &self.bounds()) {
+            check
+                .algorithm
+                .cancel(&mut entry.state, now, check.quota, check.cost, booked_until);
         }
     }
 }
@@ -460,12 +465,10 @@ mod tests {
         let quota = Quota::new(10, Duration::from_secs(1)).with_queue(1);
         let queued = check(b"k", Algorithm::LeakyBucket, &quota);
         assert!(decide(&store, &[queued])[0].allowed);
-        assert_eq!(
-            decide(&store, &[queued])[0].delay,
-            Duration::from_millis(100)
-        );
+        let second = decide(&store, &[queued])[0];
+        assert_eq!(second.delay, Duration::from_millis(100));
         assert!(!decide(&store, &[queued])[0].allowed, "the queue is full");
-        store.cancel(&[queued]);
+        store.cancel(&queued, second.booked_until.expect("queued"));
         assert!(
             decide(&store, &[queued])[0].allowed,
             "the place was given back"

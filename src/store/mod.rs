@@ -17,6 +17,7 @@ mod memory;
 pub use memory::MemoryStore;
 
 use crate::algorithm::{Algorithm, Decision, Quota};
+use crate::clock::Nanos;
 use smallvec::SmallVec;
 use std::error::Error as StdError;
 use std::fmt;
@@ -62,10 +63,10 @@ pub trait Store: Send + Sync + 'static {
     /// Decides `checks` for one request, all or nothing (see the module docs).
     fn acquire(&self, checks: &[LimitCheck<'_>]) -> Acquisition<Self::Pending>;
 
-    /// Gives back what admitted `checks` booked but will not use: the queue places of a
-    /// request whose client went away while it waited (see
+    /// Gives back what an admitted `check` booked but will not use: the queue place of a
+    /// request whose client went away while it waited, booked until `booked_until` (see
     /// [`Algorithm::cancel`](crate::algorithm::Algorithm::cancel)). Best effort.
-    fn cancel(&self, checks: &[LimitCheck<'_>]);
+    fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos);
 }
 
 /// A store could not decide (it was unreachable, timed out, or answered nonsense).
