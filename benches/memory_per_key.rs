@@ -319,6 +319,7 @@ fn run(case: Case) -> Measured {
         for i in 0..case.keys {
             case.kind.write_key(&mut buf, i);
             let check = LimitCheck {
+                domain: "test",
                 key: &buf,
                 algorithm: case.algorithm,
                 quota: &quota,

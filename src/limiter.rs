@@ -185,6 +185,7 @@ fn checks<'a>(rules: &'a Rules, bookings: &'a [Booking]) -> SmallVec<[LimitCheck
             let limit = &rules.limits[booking.limit];
             let (algorithm, quota) = limit.limited()?;
             Some(LimitCheck {
+                domain: rules.domain(),
                 key: &booking.key,
                 algorithm,
                 quota,

@@ -499,6 +499,7 @@ fn admitted_concurrently(algorithm: Algorithm, quota: Quota) -> Vec<Decision> {
     let store = MemoryStore::with_clock(ManualClock::new());
     let start = Barrier::new(THREADS);
     let check = LimitCheck {
+        domain: "test",
         key: b"one key",
         algorithm,
         quota: &quota,
@@ -605,6 +606,7 @@ fn two_limits_on_one_request_are_all_or_nothing_under_concurrency() {
         let narrow_quota = quota_admitting(algorithm, NARROW);
         let wide_quota = quota_admitting(algorithm, WIDE);
         let limit = |key: &'static [u8], quota| LimitCheck {
+            domain: "test",
             key,
             algorithm,
             quota,

@@ -38,7 +38,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 ///
 /// let store = MemoryStore::with_clock(ManualClock::new());
 /// let quota = Quota::new(1, Duration::from_secs(1));
-/// let check = LimitCheck { key: b"user:42", algorithm: Algorithm::FixedWindow, quota: &quota, cost: 1, shadow: false };
+/// let check = LimitCheck { domain: "demo", key: b"user:42", algorithm: Algorithm::FixedWindow, quota: &quota, cost: 1, shadow: false };
 /// let Acquisition::Ready(Ok(first)) = store.acquire(&[check]) else { unreachable!() };
 /// let Acquisition::Ready(Ok(second)) = store.acquire(&[check]) else { unreachable!() };
 /// assert!(first[0].allowed);
@@ -352,6 +352,7 @@ mod tests {
 
     fn check<'a>(key: &'a [u8], algorithm: Algorithm, quota: &'a Quota) -> LimitCheck<'a> {
         LimitCheck {
+            domain: "test",
             key,
             algorithm,
             quota,

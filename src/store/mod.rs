@@ -13,7 +13,11 @@
 //!   they have room.
 
 mod memory;
+#[cfg(feature = "redis")]
+mod redis;
 
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisPending, RedisStore, RedisStoreBuilder};
 pub use memory::MemoryStore;
 
 use crate::algorithm::{Algorithm, Decision, Quota};
@@ -26,6 +30,8 @@ use std::future::Future;
 /// One limit to check for one request.
 #[derive(Debug, Clone, Copy)]
 pub struct LimitCheck<'a> {
+    /// The rules' domain; a shared store keeps each domain's state apart.
+    pub domain: &'a str,
     /// The key whose state this limit keeps (limit identity and descriptor values).
     pub key: &'a [u8],
     /// The algorithm that decides.
@@ -93,7 +99,10 @@ impl StoreError {
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        match &self.source {
+            Some(source) => write!(f, "{}: {source}", self.message),
+            None => f.write_str(&self.message),
+        }
     }
 }
 

@@ -1,5 +1,5 @@
-//! Helpers shared by the integration tests.
-// Each test binary uses only part of what is here.
 #![allow(dead_code)]
 
+#[cfg(feature = "redis")]
+pub mod redis_server;
 pub mod reference;

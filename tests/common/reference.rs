@@ -168,6 +168,7 @@ pub fn run_reference_suite<S: Store>(make: impl Fn(ManualClock) -> S) {
         let quota = case.quota;
         move |cost| {
             let check = LimitCheck {
+                domain: "test",
                 key: &key,
                 algorithm,
                 quota: &quota,

@@ -1,0 +1,278 @@
+-- tollgate: decide every limit of one request, all or nothing, atomically.
+--
+-- The same arithmetic as src/algorithm/*.rs, in integer ticks. Lua numbers are doubles:
+-- the Rust side picks each limit's tick so that every value stays below 2^53, and the
+-- helpers below divide exactly.
+--
+-- KEYS[i]  the state key of check i
+-- ARGV[1]  now in base units, or "" to read Redis's clock (TIME, in microseconds)
+-- ARGV[1 + 11*(i-1) + k], k = 1..11: algorithm, ticks per base unit, limit, period, burst,
+--          queue, max_delay (-1: none), shaping (1/0), cost, shadow (1/0), ticks per ms
+--          (0 when a tick is longer than a millisecond: then ARGV is ms per tick, negated)
+-- Returns  { now (base units), then per check: allowed, limit, remaining, reset_after,
+--          retry_after, delay, booked_until (-1: none) } with durations in the check's ticks.
+
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+
+local function cdiv(a, b)
+  local q = idiv(a, b)
+  if q * b < a then q = q + 1 end
+  return q
+end
+
+local function num(s) return string.format('%.0f', s) end
+
+local function split(value)
+  local parts = {}
+  if value then
+    for part in string.gmatch(value, '%S+') do parts[#parts + 1] = tonumber(part) end
+  end
+  return parts
+end
+
+local function decision(allowed, limit, remaining, reset, retry, delay, booked)
+  return { allowed and 1 or 0, limit, remaining, reset, retry, delay or 0, booked or -1 }
+end
+
+-- Each algorithm: (fields, now, q, cost) -> decision, new fields (kept when admitted).
+
+local function token_bucket(s, now, q, cost)
+  local limit, period = q.limit, q.period
+  if limit == 0 then return decision(false, 0, 0, 0, period), s end
+  local burst = q.burst
+  local anchor, level = s[1] or now, s[2] or burst
+  local elapsed = math.max(0, now - anchor)
+  local periods = idiv(elapsed, period)
+  local tokens
+  if level + periods * limit >= burst then
+    tokens = burst
+  else
+    tokens = level + periods * limit + idiv((elapsed - periods * period) * limit, period)
+  end
+  if tokens >= burst then
+    anchor, level, tokens = now, burst, burst
+  elseif periods > 0 then
+    anchor, level = anchor + periods * period, level + periods * limit
+  end
+  local function time_until(wanted)
+    local missing = wanted - level
+    if missing <= 0 then return 0 end
+    return math.max(0, anchor + cdiv(missing * period, limit) - now)
+  end
+  local allowed = cost <= tokens
+  local retry = 0
+  if not allowed then
+    if cost > burst then retry = period else retry = time_until(cost) end
+  else
+    level, tokens = level - cost, tokens - cost
+  end
+  return decision(allowed, burst, math.max(tokens, 0), time_until(burst), retry), { anchor, level }
+end
+
+local function schedule(s, now, q, cost, slots, max_delay, shaping)
+  local limit, period = q.limit, q.period
+  if limit == 0 then return decision(false, 0, 0, 0, period), s end
+  local interval = cdiv(period, limit)
+  local tat = s[1] or now
+  local start = math.max(now, tat)
+  local booked = start + cost * interval
+  local horizon = slots * interval
+  local delay = start - now
+  local within = max_delay < 0 or delay <= max_delay
+  local allowed = booked - now <= horizon and within
+  local after = allowed and booked or start
+  local ahead = after - now
+  local retry = 0
+  if not allowed then
+    if cost > slots then
+      retry = period
+    else
+      local fits_at = math.max(0, booked - horizon)
+      local waits_at = 0
+      if max_delay >= 0 then waits_at = math.max(0, start - max_delay) end
+      retry = math.max(0, math.max(fits_at, waits_at) - now)
+    end
+  end
+  local max_limit, remaining = slots, idiv(math.max(0, horizon - ahead), interval)
+  if max_delay >= 0 then
+    local function within_wait(wait)
+      if wait <= max_delay then return idiv(max_delay - wait, interval) + 1 end
+      return 0
+    end
+    max_limit = math.min(max_limit, within_wait(0))
+    remaining = math.min(remaining, within_wait(ahead))
+  end
+  local wait, booked_at = 0, -1
+  if allowed and shaping then
+    wait = delay
+    if delay > 0 then booked_at = booked end
+  end
+  return decision(allowed, max_limit, remaining, ahead, retry, wait, booked_at), { after }
+end
+
+local function gcra(s, now, q, cost)
+  return schedule(s, now, q, cost, q.burst, -1, false)
+end
+
+local function leaky_bucket(s, now, q, cost)
+  local max_delay = q.shaping and q.max_delay or -1
+  return schedule(s, now, q, cost, q.queue + 1, max_delay, q.shaping)
+end
+
+local function fixed_window(s, now, q, cost)
+  local limit, period = q.limit, q.period
+  local window = math.max(idiv(now, period), s[1] or 0)
+  local count = 0
+  if s[1] == window then count = s[2] end
+  local until_next = math.max(0, (window + 1) * period - now)
+  local allowed = count + cost <= limit
+  if allowed then count = count + cost end
+  local retry = 0
+  if not allowed then
+    if cost > limit then retry = period else retry = until_next end
+  end
+  local reset = 0
+  if count > 0 then reset = until_next end
+  return decision(allowed, limit, math.max(0, limit - count), reset, retry), { window, count }
+end
+
+local function sliding_window_counter(s, now, q, cost)
+  local limit, period = q.limit, q.period
+  local at = now
+  if s[1] and s[1] > idiv(now, period) then at = s[1] * period end
+  local window = idiv(at, period)
+  local current, previous = 0, 0
+  if s[1] == window then
+    current, previous = s[2], s[3]
+  elseif s[1] and s[1] + 1 == window then
+    previous = s[2]
+  end
+  local start = window * period
+  local elapsed = at - start
+  local used = previous * (period - elapsed) + current * period
+  local capacity = limit * period
+  local allowed = used + cost * period <= capacity
+  if allowed then
+    current = current + cost
+    used = used + cost * period
+  end
+  local retry = 0
+  if not allowed then
+    if cost > limit then
+      retry = period
+    else
+      local retry_at
+      if current + cost <= limit then
+        local room = limit - current - cost
+        retry_at = start + period - math.min(idiv(room * period, previous), period)
+      else
+        local room = limit - cost
+        retry_at = start + 2 * period - math.min(idiv(room * period, current), period)
+      end
+      retry = math.max(0, retry_at - now)
+    end
+  end
+  local reset_at = at
+  if current > 0 then reset_at = start + 2 * period elseif previous > 0 then reset_at = start + period end
+  local remaining = idiv(math.max(0, capacity - used), period)
+  return decision(allowed, limit, remaining, math.max(0, reset_at - now), retry), { window, current, previous }
+end
+
+local function sliding_window_log(s, now, q, cost)
+  local limit, period = q.limit, q.period
+  -- s = { total, t1, c1, t2, c2, ... }, oldest first; drop what has left the window.
+  local total = s[1] or 0
+  local entries = {}
+  for i = 2, #s, 2 do
+    if s[i] + period > now then
+      entries[#entries + 1] = { s[i], s[i + 1] }
+    else
+      total = total - s[i + 1]
+    end
+  end
+  local newest = entries[#entries]
+  local filed_at = now
+  if newest and newest[1] > now then filed_at = newest[1] end
+  local allowed = total + cost <= limit
+  local retry = 0
+  if not allowed then
+    if cost > limit then
+      retry = period
+    else
+      local still = total
+      for _, entry in ipairs(entries) do
+        still = still - entry[2]
+        if still + cost <= limit then
+          retry = math.max(0, entry[1] + period - now)
+          break
+        end
+      end
+    end
+  end
+  local used = total
+  if allowed and cost > 0 then
+    used = total + cost
+    if newest and newest[1] == filed_at then
+      newest[2] = newest[2] + cost
+    else
+      entries[#entries + 1] = { filed_at, cost }
+    end
+  end
+  local reset = 0
+  local last = entries[#entries]
+  if last then reset = math.max(0, last[1] + period - now) end
+  local fields = { used }
+  for _, entry in ipairs(entries) do
+    fields[#fields + 1] = entry[1]
+    fields[#fields + 1] = entry[2]
+  end
+  return decision(allowed, limit, math.max(0, limit - used), reset, retry), fields
+end
+
+local algorithms = { token_bucket, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter, gcra }
+
+local now_base
+if ARGV[1] == '' then
+  local time = redis.call('TIME')
+  now_base = tonumber(time[1]) * 1000000 + tonumber(time[2])
+else
+  now_base = tonumber(ARGV[1])
+end
+
+local checks = {}
+for i = 1, #KEYS do
+  local a = 1 + 11 * (i - 1)
+  local q = {
+    algorithm = tonumber(ARGV[a + 1]), div = tonumber(ARGV[a + 2]), limit = tonumber(ARGV[a + 3]),
+    period = tonumber(ARGV[a + 4]), burst = tonumber(ARGV[a + 5]), queue = tonumber(ARGV[a + 6]),
+    max_delay = tonumber(ARGV[a + 7]), shaping = ARGV[a + 8] == '1', cost = tonumber(ARGV[a + 9]),
+    shadow = ARGV[a + 10] == '1', per_ms = tonumber(ARGV[a + 11]),
+  }
+  q.now = idiv(now_base, q.div)
+  q.fields = split(redis.call('GET', KEYS[i]))
+  q.decision, q.next = algorithms[q.algorithm](q.fields, q.now, q, q.cost)
+  checks[i] = q
+end
+
+local admitted = true
+for _, q in ipairs(checks) do
+  if q.decision[1] == 0 and not q.shadow then admitted = false end
+end
+
+local reply = { now_base }
+for i, q in ipairs(checks) do
+  if admitted and q.decision[1] == 1 then
+    local reset = q.decision[4]
+    local px
+    if q.per_ms > 0 then px = cdiv(reset, q.per_ms) else px = reset * -q.per_ms end
+    local parts = {}
+    for k, v in ipairs(q.next) do parts[k] = num(v) end
+    redis.call('SET', KEYS[i], table.concat(parts, ' '), 'PX', num(px + 1))
+  end
+  for _, v in ipairs(q.decision) do reply[#reply + 1] = v end
+end
+return reply

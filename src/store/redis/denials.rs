@@ -1,0 +1,112 @@
+//! The local over-limit cache: keys Redis reported full, denied here until they free up.
+
+use crate::algorithm::Decision;
+use crate::clock::Nanos;
+use crate::store::{Decisions, LimitCheck};
+use hashbrown::{DefaultHashBuilder, HashMap};
+use std::hash::BuildHasher;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+/// Remembers, per key, that a request of at least some cost is denied until a time Redis
+/// gave. While that holds, a request with such a key is denied without a round trip: the
+/// state can only free up by then, never sooner (other servers only add to it).
+#[derive(Debug)]
+pub(super) struct Denials {
+    hasher: DefaultHashBuilder,
+    entries: Mutex<HashMap<u64, Denial>>,
+    capacity: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Denial {
+    /// The smallest cost known to be denied.
+    cost: u64,
+    limit: u64,
+    retry_at: Nanos,
+    reset_at: Nanos,
+}
+
+impl Denials {
+    pub(super) fn new(capacity: usize) -> Self {
+        Denials {
+            hasher: DefaultHashBuilder::default(),
+            entries: Mutex::new(HashMap::new()),
+            capacity,
+        }
+    }
+
+    fn id(&self, check: &LimitCheck<'_>) -> u64 {
+        self.hasher.hash_one((check.domain, check.key))
+    }
+
+    /// Decisions for `checks` if one enforced check is known to be denied at `now`: that one
+    /// denied, the others not asked (reported as admitted; the request is denied anyway).
+    pub(super) fn answer(&self, checks: &[LimitCheck<'_>], now: Nanos) -> Option<Decisions> {
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if entries.is_empty() {
+            return None;
+        }
+        let denied: Vec<Option<Denial>> = checks
+            .iter()
+            .map(|check| {
+                let denial = entries.get(&self.id(check))?;
+                (!check.shadow && check.cost >= denial.cost && denial.retry_at > now)
+                    .then_some(*denial)
+            })
+            .collect();
+        if denied.iter().all(Option::is_none) {
+            return None;
+        }
+        let decisions = checks
+            .iter()
+            .zip(denied)
+            .map(|(check, denial)| match denial {
+                Some(denial) => Decision {
+                    allowed: false,
+                    limit: denial.limit,
+                    remaining: 0,
+                    reset_after: denial.reset_at.since(now),
+                    retry_after: denial.retry_at.since(now),
+                    delay: Duration::ZERO,
+                    booked_until: None,
+                },
+                None => Decision {
+                    allowed: true,
+                    limit: check.quota.limit(),
+                    remaining: 0,
+                    reset_after: Duration::ZERO,
+                    retry_after: Duration::ZERO,
+                    delay: Duration::ZERO,
+                    booked_until: None,
+                },
+            })
+            .collect();
+        Some(decisions)
+    }
+
+    /// Remembers the enforced checks that Redis denied at `now`.
+    pub(super) fn record(&self, checks: &[LimitCheck<'_>], decisions: &Decisions, now: Nanos) {
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        for (check, decision) in checks.iter().zip(decisions) {
+            if check.shadow || decision.allowed || decision.retry_after.is_zero() {
+                continue;
+            }
+            if entries.len() >= self.capacity {
+                entries.retain(|_, denial| denial.retry_at > now);
+                if entries.len() >= self.capacity {
+                    entries.clear();
+                }
+            }
+            let denial = Denial {
+                cost: check.cost,
+                limit: decision.limit,
+                retry_at: now
+                    .plus(u64::try_from(decision.retry_after.as_nanos()).unwrap_or(u64::MAX)),
+                reset_at: now
+                    .plus(u64::try_from(decision.reset_after.as_nanos()).unwrap_or(u64::MAX)),
+            };
+            entries.insert(self.id(check), denial);
+        }
+    }
+}

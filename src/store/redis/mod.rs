@@ -1,0 +1,476 @@
+//! Limit state in Redis, shared by every server of a fleet (feature `redis`).
+//!
+//! All the limits of one request are decided by one Lua script call (`EVALSHA`, loaded again
+//! by itself after a `SCRIPT FLUSH`), atomically and all or nothing, with the same
+//! arithmetic as the in-memory store. Time comes from Redis (`TIME`), so servers whose clocks
+//! disagree still agree on every limit. Keys carry the domain as a Redis Cluster hash tag
+//! (`{domain}`), so the keys of one request share a slot, and expire by themselves once
+//! their state is back to "never seen".
+//!
+//! Every call has a timeout (50 ms by default). After a run of failures a circuit breaker
+//! stops calling Redis for a while, so a Redis outage costs each request at most the timeout,
+//! then nothing; what happens to the request is each limit's `on_store_error` policy. Keys
+//! Redis reported full are denied locally until they free up, without a round trip.
+//!
+//! ```no_run
+//! use tollgate::store::RedisStore;
+//! use tollgate::{rules::Rules, Limiter, RateLimitLayer};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = RedisStore::builder("redis://127.0.0.1:6379").key_prefix("api:").connect().await?;
+//! let layer = RateLimitLayer::new(Limiter::with_store(Rules::from_file("rules.yaml")?, store));
+//! # Ok(())
+//! # }
+//! ```
+
+mod breaker;
+mod denials;
+mod ticks;
+
+use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
+use crate::algorithm::{Algorithm, Decision};
+use crate::clock::{Clock, Nanos, SystemClock};
+use breaker::Breaker;
+use denials::Denials;
+use redis::aio::ConnectionManager;
+use redis::cluster_async::ClusterConnection;
+use redis::{RedisError, Script};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use ticks::{clamped_cost, Tick};
+
+/// Limit state in Redis (or Redis Cluster); see the [module docs](self).
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    connection: Connection,
+    acquire: Script,
+    cancel: Script,
+    prefix: String,
+    timeout: Duration,
+    breaker: Breaker,
+    denials: Option<Denials>,
+    clock: Arc<dyn Clock>,
+    /// Whether `clock` is a test clock whose time the scripts use instead of Redis's.
+    clock_overrides_redis: bool,
+}
+
+#[derive(Clone)]
+enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+/// Configures and connects a [`RedisStore`].
+#[must_use]
+pub struct RedisStoreBuilder {
+    nodes: Vec<String>,
+    cluster: bool,
+    prefix: String,
+    timeout: Duration,
+    breaker_threshold: u32,
+    breaker_cooldown: Duration,
+    over_limit_cache: bool,
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl RedisStore {
+    /// Starts configuring a store on one Redis server, e.g. `redis://127.0.0.1:6379`.
+    pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
+        RedisStoreBuilder::new(vec![url.into()], false)
+    }
+
+    /// Starts configuring a store on a Redis Cluster, given some of its nodes.
+    pub fn cluster_builder<I, S>(nodes: I) -> RedisStoreBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        RedisStoreBuilder::new(nodes.into_iter().map(Into::into).collect(), true)
+    }
+
+    /// The Redis key of a check: prefix, the domain as a hash tag, then the state key.
+    fn redis_key(&self, check: &LimitCheck<'_>) -> Vec<u8> {
+        let prefix = self.inner.prefix.as_bytes();
+        let mut key = Vec::with_capacity(prefix.len() + check.domain.len() + 3 + check.key.len());
+        key.extend_from_slice(prefix);
+        key.push(b'{');
+        key.extend_from_slice(check.domain.as_bytes());
+        key.extend_from_slice(b"}:");
+        key.extend_from_slice(check.key);
+        key
+    }
+
+    /// What the scripts take as now: "" for Redis's own clock, or the test clock's time.
+    fn script_now(&self) -> Result<String, StoreError> {
+        if !self.inner.clock_overrides_redis {
+            return Ok(String::new());
+        }
+        let now = self.inner.clock.now().as_u64();
+        if now >= ticks::TEST_CLOCK_LIMIT_NS {
+            return Err(StoreError::new(
+                "a test clock for the Redis store must stay below 2^52 ns",
+                "test clock too late",
+            ));
+        }
+        Ok(now.to_string())
+    }
+
+    fn base_ns(&self) -> u64 {
+        if self.inner.clock_overrides_redis {
+            1
+        } else {
+            1_000
+        }
+    }
+}
+
+impl RedisStoreBuilder {
+    fn new(nodes: Vec<String>, cluster: bool) -> Self {
+        RedisStoreBuilder {
+            nodes,
+            cluster,
+            prefix: "tollgate:".to_owned(),
+            timeout: Duration::from_millis(50),
+            breaker_threshold: 5,
+            breaker_cooldown: Duration::from_secs(1),
+            over_limit_cache: true,
+            clock: None,
+        }
+    }
+
+    /// A prefix for every key (default `tollgate:`), so that several services can share one
+    /// Redis.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The longest a call to Redis may take (default 50 ms); a slower call is a failure.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// After `failures` failed calls in a row, calls fail at once for `cooldown` (defaults:
+    /// 5 and 1 s); then one call tries Redis again.
+    pub fn circuit_breaker(mut self, failures: u32, cooldown: Duration) -> Self {
+        self.breaker_threshold = failures;
+        self.breaker_cooldown = cooldown;
+        self
+    }
+
+    /// Whether keys Redis reported full are denied locally until they free up (default on).
+    pub fn over_limit_cache(mut self, enabled: bool) -> Self {
+        self.over_limit_cache = enabled;
+        self
+    }
+
+    /// For tests: the scripts take the time from `clock` (nanoseconds, below 2^52, as a
+    /// [`ManualClock`](crate::clock::ManualClock)'s) instead of Redis's `TIME`.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Connects.
+    ///
+    /// # Errors
+    ///
+    /// When no node can be reached. Once connected, the store reconnects by itself.
+    pub async fn connect(self) -> Result<RedisStore, StoreError> {
+        let connection = if self.cluster {
+            let client = redis::cluster::ClusterClient::builder(self.nodes.clone())
+                .connection_timeout(self.timeout.max(Duration::from_secs(1)))
+                .response_timeout(self.timeout)
+                .build()
+                .map_err(|e| StoreError::new("invalid Redis Cluster configuration", e))?;
+            let connection = client
+                .get_async_connection()
+                .await
+                .map_err(|e| StoreError::new("cannot connect to the Redis Cluster", e))?;
+            Connection::Cluster(connection)
+        } else {
+            let url = self.nodes.first().cloned().unwrap_or_default();
+            let client = redis::Client::open(url.as_str())
+                .map_err(|e| StoreError::new(format!("invalid Redis URL `{url}`"), e))?;
+            let config = redis::aio::ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(self.timeout.max(Duration::from_secs(1))))
+                .set_response_timeout(Some(self.timeout))
+                .set_number_of_retries(1)
+                .set_max_delay(Duration::from_millis(500));
+            let manager = ConnectionManager::new_with_config(client, config)
+                .await
+                .map_err(|e| StoreError::new(format!("cannot connect to Redis at `{url}`"), e))?;
+            Connection::Single(manager)
+        };
+        let clock_overrides_redis = self.clock.is_some();
+        Ok(RedisStore {
+            inner: Arc::new(Inner {
+                connection,
+                acquire: Script::new(include_str!("acquire.lua")),
+                cancel: Script::new(include_str!("cancel.lua")),
+                prefix: self.prefix,
+                timeout: self.timeout,
+                breaker: Breaker::new(self.breaker_threshold, self.breaker_cooldown),
+                denials: self.over_limit_cache.then(|| Denials::new(100_000)),
+                clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+                clock_overrides_redis,
+            }),
+        })
+    }
+}
+
+/// One check as the script takes it.
+struct Planned {
+    key: Vec<u8>,
+    tick: Tick,
+    args: [i64; 11],
+}
+
+impl Inner {
+    /// Runs `script` with `keys`, then `now` and `args` as arguments, within the timeout.
+    async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: &[Vec<u8>],
+        now: &str,
+        args: &[i64],
+    ) -> Result<T, StoreError> {
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(key.as_slice());
+        }
+        invocation.arg(now);
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        let call = async {
+            match self.connection.clone() {
+                Connection::Single(mut connection) => {
+                    invocation.invoke_async(&mut connection).await
+                }
+                Connection::Cluster(mut connection) => {
+                    invocation.invoke_async(&mut connection).await
+                }
+            }
+        };
+        let result = match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(redis_error(error)),
+            Err(_) => Err(StoreError::new(
+                format!("redis did not answer within {:?}", self.timeout),
+                "timeout",
+            )),
+        };
+        match &result {
+            Ok(_) => self.breaker.succeeded(),
+            Err(error) => self.breaker.failed(error),
+        }
+        result
+    }
+}
+
+fn redis_error(error: RedisError) -> StoreError {
+    StoreError::new("the Redis call failed", error)
+}
+
+fn algorithm_code(algorithm: Algorithm) -> i64 {
+    match algorithm {
+        Algorithm::TokenBucket => 1,
+        Algorithm::LeakyBucket => 2,
+        Algorithm::FixedWindow => 3,
+        Algorithm::SlidingWindowLog => 4,
+        Algorithm::SlidingWindowCounter => 5,
+        Algorithm::Gcra => 6,
+    }
+}
+
+fn int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+impl RedisStore {
+    fn plan(&self, check: &LimitCheck<'_>) -> Result<Planned, StoreError> {
+        let quota = check.quota;
+        let tick = Tick::choose(check.algorithm, quota, self.base_ns()).ok_or_else(|| {
+            StoreError::new(
+                format!(
+                    "the limit `{}` per {:?} is too large for the Redis store's exact arithmetic",
+                    quota.limit(),
+                    quota.period()
+                ),
+                "no tick fits",
+            )
+        })?;
+        let max_delay = quota.max_delay().map_or(-1, |d| {
+            int(tick.count(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
+        });
+        let args = [
+            algorithm_code(check.algorithm),
+            int(tick.per_base),
+            int(quota.limit()),
+            int(tick.count(quota.period_nanos())),
+            int(quota.burst()),
+            int(quota.queue()),
+            max_delay,
+            i64::from(quota.is_shaping()),
+            int(clamped_cost(check.cost, check.algorithm, quota)),
+            i64::from(check.shadow),
+            tick.per_ms(),
+        ];
+        Ok(Planned {
+            key: self.redis_key(check),
+            tick,
+            args,
+        })
+    }
+}
+
+/// The decision for one check from the script's seven numbers.
+fn decision(values: &[i64], tick: Tick) -> Decision {
+    let duration =
+        |value: i64| Duration::from_nanos(tick.nanos_of(u64::try_from(value).unwrap_or(0)));
+    Decision {
+        allowed: values[0] == 1,
+        limit: u64::try_from(values[1]).unwrap_or(0),
+        remaining: u64::try_from(values[2]).unwrap_or(0),
+        reset_after: duration(values[3]),
+        retry_after: duration(values[4]),
+        delay: duration(values[5]),
+        booked_until: u64::try_from(values[6])
+            .ok()
+            .map(|ticks| Nanos::new(tick.nanos_of(ticks))),
+    }
+}
+
+/// The future of a decision from Redis.
+pub type RedisPending = Pin<Box<dyn Future<Output = Result<Decisions, StoreError>> + Send>>;
+
+impl Store for RedisStore {
+    type Pending = RedisPending;
+
+    fn acquire(&self, checks: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
+        let local_now = self.inner.clock.now();
+        if let Some(decisions) = self
+            .inner
+            .denials
+            .as_ref()
+            .and_then(|d| d.answer(checks, local_now))
+        {
+            return Acquisition::Ready(Ok(decisions));
+        }
+        if !self.inner.breaker.allows() {
+            return Acquisition::Ready(Err(StoreError::new(
+                "redis is failing: calls are paused (circuit breaker)",
+                "circuit open",
+            )));
+        }
+        let planned: Result<Vec<Planned>, StoreError> =
+            checks.iter().map(|check| self.plan(check)).collect();
+        let now = self.script_now();
+        let (planned, now) = match (planned, now) {
+            (Ok(planned), Ok(now)) => (planned, now),
+            (Err(error), _) | (_, Err(error)) => return Acquisition::Ready(Err(error)),
+        };
+        // What the over-limit cache needs to remember denials, owned for the future.
+        let owned: Vec<(
+            String,
+            Vec<u8>,
+            Algorithm,
+            crate::algorithm::Quota,
+            u64,
+            bool,
+        )> = checks
+            .iter()
+            .map(|c| {
+                (
+                    c.domain.to_owned(),
+                    c.key.to_vec(),
+                    c.algorithm,
+                    *c.quota,
+                    c.cost,
+                    c.shadow,
+                )
+            })
+            .collect();
+        let store = self.clone();
+        Acquisition::Pending(Box::pin(async move {
+            let keys: Vec<Vec<u8>> = planned.iter().map(|p| p.key.clone()).collect();
+            let args: Vec<i64> = planned.iter().flat_map(|p| p.args).collect();
+            let reply: Vec<i64> = store
+                .inner
+                .invoke(&store.inner.acquire, &keys, &now, &args)
+                .await?;
+            if reply.len() != 1 + 7 * planned.len() {
+                return Err(StoreError::new(
+                    format!("unexpected script reply of {} numbers", reply.len()),
+                    "bad reply",
+                ));
+            }
+            let decisions: Decisions = planned
+                .iter()
+                .zip(reply[1..].chunks(7))
+                .map(|(p, values)| decision(values, p.tick))
+                .collect();
+            if let Some(denials) = &store.inner.denials {
+                let checks: Vec<LimitCheck<'_>> = owned
+                    .iter()
+                    .map(|(domain, key, algorithm, quota, cost, shadow)| LimitCheck {
+                        domain,
+                        key,
+                        algorithm: *algorithm,
+                        quota,
+                        cost: *cost,
+                        shadow: *shadow,
+                    })
+                    .collect();
+                denials.record(&checks, &decisions, store.inner.clock.now());
+            }
+            Ok(decisions)
+        }))
+    }
+
+    fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
+        let (Ok(planned), Ok(now), Ok(runtime)) = (
+            self.plan(check),
+            self.script_now(),
+            tokio::runtime::Handle::try_current(),
+        ) else {
+            return;
+        };
+        let args = [
+            int(planned.tick.per_base),
+            planned.args[2],
+            planned.args[3],
+            planned.args[8],
+            int(planned.tick.count(booked_until.as_u64())),
+            planned.tick.per_ms(),
+        ];
+        let store = self.clone();
+        runtime.spawn(async move {
+            let keys = [planned.key];
+            if let Err(error) = store
+                .inner
+                .invoke::<i64>(&store.inner.cancel, &keys, &now, &args)
+                .await
+            {
+                tracing::debug!(%error, "could not give a queue place back");
+            }
+        });
+    }
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.inner.prefix)
+            .field("timeout", &self.inner.timeout)
+            .finish_non_exhaustive()
+    }
+}
