@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
 # Runs every check CI runs: formatting, lints, all tests with all features, and the docs.
-# The tests need nothing beyond cargo today; when a test needs a tool (redis-server for the
-# Redis store), this script installs it when it is missing.
+# Installs what the tests need when it is missing: redis-server (the Redis store's tests start
+# their own servers), rustfmt and clippy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# The Redis store's tests start their own redis-server processes.
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+  echo "==> installing redis-server"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server
+fi
 
 for component in rustfmt clippy; do
   if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
