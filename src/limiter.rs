@@ -45,6 +45,8 @@ use std::time::Duration;
 pub struct Limiter<St = MemoryStore> {
     rules: Arc<ArcSwap<Rules>>,
     store: Arc<St>,
+    /// Decides the limits whose `on_store_error` is `local` while the store fails.
+    fallback: Arc<MemoryStore>,
 }
 
 impl<St> Clone for Limiter<St> {
@@ -52,6 +54,7 @@ impl<St> Clone for Limiter<St> {
         Limiter {
             rules: Arc::clone(&self.rules),
             store: Arc::clone(&self.store),
+            fallback: Arc::clone(&self.fallback),
         }
     }
 }
@@ -78,6 +81,7 @@ impl<St: Store> Limiter<St> {
         Limiter {
             rules: Arc::new(ArcSwap::from_pointee(rules)),
             store: Arc::new(store),
+            fallback: Arc::new(MemoryStore::new()),
         }
     }
 
@@ -96,6 +100,11 @@ impl<St: Store> Limiter<St> {
     /// The rules in force now, without touching the shared reference count.
     pub(crate) fn rules_guard(&self) -> arc_swap::Guard<Arc<Rules>> {
         self.rules.load()
+    }
+
+    /// The in-memory store that decides `on_store_error: local` limits while the store fails.
+    pub(crate) fn fallback(&self) -> &MemoryStore {
+        &self.fallback
     }
 
     /// The store.
@@ -119,7 +128,7 @@ impl<St: Store> Limiter<St> {
         };
         match self.start(&rules, &mut given, cost) {
             Ok(Started::Ready { verdict, .. }) => verdict,
-            Ok(Started::Pending(pending)) => pending.finish(&rules).await.0,
+            Ok(Started::Pending(pending)) => pending.finish(&rules, &self.fallback).await.0,
             // Given values never need a peer address.
             Err(MissingPeerAddr) => Verdict::unlimited(),
         }
@@ -157,7 +166,7 @@ impl<St: Store> Limiter<St> {
         let acquisition = self.store.acquire(&checks(rules, &bookings));
         Ok(match acquisition {
             Acquisition::Ready(result) => {
-                let (verdict, queued) = Verdict::settle(rules, bookings, result);
+                let (verdict, queued) = Verdict::settle(rules, bookings, result, &self.fallback);
                 Started::Ready { verdict, queued }
             }
             Acquisition::Pending(future) => Started::Pending(PendingVerdict { future, bookings }),
@@ -216,9 +225,9 @@ impl<F> PendingVerdict<F>
 where
     F: std::future::Future<Output = Result<Decisions, StoreError>>,
 {
-    pub(crate) async fn finish(self, rules: &Rules) -> (Verdict, Bookings) {
+    pub(crate) async fn finish(self, rules: &Rules, fallback: &MemoryStore) -> (Verdict, Bookings) {
         let result = self.future.await;
-        Verdict::settle(rules, self.bookings, result)
+        Verdict::settle(rules, self.bookings, result, fallback)
     }
 }
 
@@ -309,6 +318,7 @@ impl Verdict {
         rules: &Rules,
         mut bookings: Bookings,
         result: Result<Decisions, StoreError>,
+        fallback: &MemoryStore,
     ) -> (Verdict, Bookings) {
         let limits: SmallVec<[usize; 4]> = bookings.iter().map(|b| b.limit).collect();
         let decisions = match result {
@@ -321,13 +331,13 @@ impl Verdict {
                 );
                 let error = StoreError::new(message, "a store must answer one decision per limit");
                 return (
-                    Verdict::on_store_error(rules, &limits, &error),
+                    Verdict::on_store_error(rules, &bookings, &error, fallback),
                     Bookings::new(),
                 );
             }
             Err(error) => {
                 return (
-                    Verdict::on_store_error(rules, &limits, &error),
+                    Verdict::on_store_error(rules, &bookings, &error, fallback),
                     Bookings::new(),
                 )
             }
@@ -387,31 +397,53 @@ impl Verdict {
         verdict
     }
 
-    fn on_store_error(rules: &Rules, limits: &[usize], error: &StoreError) -> Verdict {
-        let closed = limits.iter().copied().find(|&l| {
-            !rules.limits[l].is_shadow() && rules.limits[l].on_store_error() == OnStoreError::Deny
-        });
-        tracing::error!(domain = rules.domain(), %error, fail_closed = closed.is_some(), "the rate-limit store failed");
-        let Some(limit) = closed else {
+    /// The verdict when the store could not decide: a limit whose policy is `deny` denies;
+    /// limits whose policy is `local` are decided by `fallback`, an in-memory store with the
+    /// same rules; the others (`allow`) admit.
+    fn on_store_error(
+        rules: &Rules,
+        bookings: &[Booking],
+        error: &StoreError,
+        fallback: &MemoryStore,
+    ) -> Verdict {
+        let policy = |booking: &Booking| rules.limits[booking.limit].on_store_error();
+        let closed = bookings
+            .iter()
+            .find(|b| !rules.limits[b.limit].is_shadow() && policy(b) == OnStoreError::Deny)
+            .map(|b| b.limit);
+        // Logged at debug: the store reports its own failures, once per outage.
+        tracing::debug!(domain = rules.domain(), %error, fail_closed = closed.is_some(), "the rate-limit store failed");
+        if let Some(limit) = closed {
+            let quota_limit = rules.limits[limit].quota().map_or(0, |q| q.limit());
+            let decision = Decision {
+                allowed: false,
+                limit: quota_limit,
+                remaining: 0,
+                reset_after: STORE_ERROR_RETRY,
+                retry_after: STORE_ERROR_RETRY,
+                delay: Duration::ZERO,
+                booked_until: None,
+            };
+            return Verdict {
+                allowed: false,
+                decision: Some((limit, decision)),
+                delay: Duration::ZERO,
+                shadow_denied: false,
+            };
+        }
+        let local: Bookings = bookings
+            .iter()
+            .filter(|b| policy(b) == OnStoreError::Local)
+            .cloned()
+            .collect();
+        if local.is_empty() {
             return Verdict::unlimited();
-        };
-        let quota_limit = rules.limits[limit].quota().map_or(0, |q| q.limit());
-        Verdict {
-            allowed: false,
-            decision: Some((
-                limit,
-                Decision {
-                    allowed: false,
-                    limit: quota_limit,
-                    remaining: 0,
-                    reset_after: STORE_ERROR_RETRY,
-                    retry_after: STORE_ERROR_RETRY,
-                    delay: Duration::ZERO,
-                    booked_until: None,
-                },
-            )),
-            delay: Duration::ZERO,
-            shadow_denied: false,
+        }
+        let limits: SmallVec<[usize; 4]> = local.iter().map(|b| b.limit).collect();
+        let acquisition = fallback.acquire(&checks(rules, &local));
+        match acquisition {
+            Acquisition::Ready(Ok(decisions)) => Verdict::decide(rules, &limits, &decisions),
+            _ => Verdict::unlimited(),
         }
     }
 }

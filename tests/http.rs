@@ -632,7 +632,7 @@ async fn a_store_that_answers_later_is_awaited_before_serving() {
 #[tokio::test]
 async fn store_failures_follow_the_on_store_error_policy() {
     let policy = |policy: &str| {
-        let yaml = format!("domain: t\ndefaults: {{ on_store_error: {policy} }}\ndescriptors:\n  - key: method\n    rate_limit: {{ unit: second, requests_per_unit: 5 }}\n");
+        let yaml = format!("domain: t\ndefaults: {{ on_store_error: {policy} }}\ndescriptors:\n  - key: method\n    rate_limit: {{ unit: minute, requests_per_unit: 2 }}\n");
         let rules = Rules::from_yaml(&yaml).expect("valid rules");
         RateLimitLayer::new(Limiter::with_store(rules, DownStore))
     };
@@ -644,6 +644,43 @@ async fn store_failures_follow_the_on_store_error_policy() {
     let reply = get_path(closed, "/").await;
     assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS, "fail closed");
     assert_eq!(reply.number("retry-after"), 1);
+    let local = serve(app().layer(policy("local")), true).await;
+    let statuses = [
+        get_path(local, "/").await,
+        get_path(local, "/").await,
+        get_path(local, "/").await,
+    ];
+    assert_eq!(
+        statuses.iter().map(|r| r.status).collect::<Vec<_>>(),
+        [
+            StatusCode::OK,
+            StatusCode::OK,
+            StatusCode::TOO_MANY_REQUESTS
+        ],
+        "decided in memory"
+    );
+    assert_eq!(statuses[0].number("x-ratelimit-remaining"), 1);
+}
+
+#[tokio::test]
+async fn each_limit_may_have_its_own_failure_policy() {
+    let yaml = "domain: t\ndescriptors:\n  - key: method\n    rate_limit: { unit: minute, requests_per_unit: 5 }\n  - key: path\n    value: /auth/login\n    rate_limit: { unit: minute, requests_per_unit: 5, on_store_error: deny }\n";
+    let rules = Rules::from_yaml(yaml).expect("valid rules");
+    let addr = serve(
+        app().layer(RateLimitLayer::new(Limiter::with_store(rules, DownStore))),
+        true,
+    )
+    .await;
+    assert_eq!(
+        get_path(addr, "/").await.status,
+        StatusCode::OK,
+        "the default fails open"
+    );
+    assert_eq!(
+        get_path(addr, "/auth/login").await.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "the login limit fails closed"
+    );
 }
 
 /// A server whose handler records the order and time in which queued requests reach it.

@@ -114,7 +114,7 @@ where
                 let limiter = self.limiter.clone();
                 let inner = self.take_ready_inner();
                 let waiting: WaitingFuture<_> = Box::pin(async move {
-                    let (verdict, queued) = pending.finish(&rules).await;
+                    let (verdict, queued) = pending.finish(&rules, limiter.fallback()).await;
                     match plan(&rules, &verdict, grpc) {
                         Plan::Reject(rejection) => Waited::Answered(rejection),
                         Plan::Admit(headers) => {

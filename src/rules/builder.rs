@@ -281,6 +281,12 @@ impl LimitSpec {
         self
     }
 
+    /// What to do when the store fails, for this limit (default: the rules' default).
+    pub fn on_store_error(mut self, policy: OnStoreError) -> Self {
+        self.0.on_store_error = Some(policy);
+        self
+    }
+
     /// A name, for `replaces`, logs and headers.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.0.name = Some(unlocated(name.into()));

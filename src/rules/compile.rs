@@ -365,7 +365,7 @@ impl Compiler {
             descriptor: chain.to_owned(),
             rate,
             shadow: descriptor.value.shadow_mode,
-            on_store_error: self.on_store_error,
+            on_store_error: raw.value.on_store_error.unwrap_or(self.on_store_error),
             replaces: raw
                 .value
                 .replaces

@@ -161,6 +161,8 @@ pub(crate) struct RawRateLimit {
     #[serde(default)]
     pub(crate) cost: Option<Located<RawCost>>,
     #[serde(default)]
+    pub(crate) on_store_error: Option<OnStoreError>,
+    #[serde(default)]
     pub(crate) replaces: Vec<Located<RawReplaces>>,
 }
 
@@ -265,4 +267,7 @@ pub enum OnStoreError {
     Allow,
     /// Fail closed: deny the request.
     Deny,
+    /// Decide from an in-memory store with the same rules (limits then hold per server)
+    /// until the shared store is back.
+    Local,
 }
