@@ -3,42 +3,77 @@
 //! ```text
 //! cargo run --example server
 //! TOLLGATE_RULES=my-rules.yaml TOLLGATE_LISTEN=0.0.0.0:8080 cargo run --example server
+//! TOLLGATE_REDIS_URL=redis://127.0.0.1:6379 cargo run --example server --features redis
 //! ```
 //!
 //! Every path and method answers 200 (so any rule can be tried with curl); the limits come
 //! from `TOLLGATE_RULES` (default `rules.example.yaml`). A bad rules file stops the server
-//! with the compiler's messages.
+//! with the compiler's messages. With `TOLLGATE_REDIS_URL`, the state lives in Redis, so two
+//! instances on two ports share their limits.
 
 use axum::http::{Method, Uri};
 use axum::Router;
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use tollgate::RateLimitLayer;
+use tollgate::rules::Rules;
+use tollgate::store::Store;
+use tollgate::{Limiter, RateLimitLayer};
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let rules_path =
         std::env::var("TOLLGATE_RULES").unwrap_or_else(|_| "rules.example.yaml".to_owned());
     let listen = std::env::var("TOLLGATE_LISTEN").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
-
-    let layer = match RateLimitLayer::from_file(&rules_path) {
-        Ok(layer) => layer,
+    let rules = match Rules::from_file(&rules_path) {
+        Ok(rules) => rules,
         Err(errors) => {
             eprint!("{errors}");
             return ExitCode::FAILURE;
         }
     };
-    let limits = layer.limiter().rules().limits().len();
+    let limits = rules.limits().len();
+    println!("tollgate demo on http://{listen} with {limits} limits from {rules_path}");
 
-    let app = Router::new().fallback(echo).layer(layer);
-    let listener = match tokio::net::TcpListener::bind(&listen).await {
+    match std::env::var("TOLLGATE_REDIS_URL") {
+        Ok(url) => serve_with_redis(&url, rules, &listen).await,
+        Err(_) => {
+            println!("state: in memory (set TOLLGATE_REDIS_URL to share it through Redis)");
+            serve(Limiter::new(rules), &listen).await
+        }
+    }
+}
+
+#[cfg(feature = "redis")]
+async fn serve_with_redis(url: &str, rules: Rules, listen: &str) -> ExitCode {
+    match tollgate::store::RedisStore::builder(url).connect().await {
+        Ok(store) => {
+            println!("state: in Redis at {url}, shared with every instance using it");
+            serve(Limiter::with_store(rules, store), listen).await
+        }
+        Err(error) => {
+            eprintln!("{error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(not(feature = "redis"))]
+async fn serve_with_redis(_url: &str, _rules: Rules, _listen: &str) -> ExitCode {
+    eprintln!("TOLLGATE_REDIS_URL is set, but this build has no Redis support: run with `--features redis`");
+    ExitCode::FAILURE
+}
+
+async fn serve<St: Store>(limiter: Limiter<St>, listen: &str) -> ExitCode {
+    let app = Router::new()
+        .fallback(echo)
+        .layer(RateLimitLayer::new(limiter));
+    let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(error) => {
             eprintln!("cannot listen on {listen}: {error}");
             return ExitCode::FAILURE;
         }
     };
-    println!("tollgate demo on http://{listen} with {limits} limits from {rules_path}");
     println!("try:");
     println!("  curl -i http://{listen}/                      # X-Ratelimit-Limit / -Remaining");
     println!("  for i in $(seq 6); do curl -s -o /dev/null -w '%{{http_code}}\\n' -X POST http://{listen}/auth/login; done");

@@ -94,15 +94,21 @@ impl RedisStore {
         RedisStoreBuilder::new(nodes.into_iter().map(Into::into).collect(), true)
     }
 
-    /// The Redis key of a check: prefix, the domain as a hash tag, then the state key.
+    /// The Redis key of a check: prefix, the domain as a hash tag, then the state key in hex
+    /// (printable in `redis-cli`, and no client value in clear).
     fn redis_key(&self, check: &LimitCheck<'_>) -> Vec<u8> {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
         let prefix = self.inner.prefix.as_bytes();
-        let mut key = Vec::with_capacity(prefix.len() + check.domain.len() + 3 + check.key.len());
+        let mut key =
+            Vec::with_capacity(prefix.len() + check.domain.len() + 3 + 2 * check.key.len());
         key.extend_from_slice(prefix);
         key.push(b'{');
         key.extend_from_slice(check.domain.as_bytes());
         key.extend_from_slice(b"}:");
-        key.extend_from_slice(check.key);
+        for byte in check.key {
+            key.push(HEX[usize::from(byte >> 4)]);
+            key.push(HEX[usize::from(byte & 0x0f)]);
+        }
         key
     }
 
