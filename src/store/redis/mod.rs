@@ -28,7 +28,7 @@ mod denials;
 mod ticks;
 
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
-use crate::algorithm::{Algorithm, Decision};
+use crate::algorithm::{Algorithm, Decision, Quota};
 use crate::clock::{Clock, Nanos, SystemClock};
 use breaker::Breaker;
 use denials::Denials;
@@ -338,6 +338,42 @@ impl RedisStore {
     }
 }
 
+/// A [`LimitCheck`] that a future can keep.
+struct OwnedCheck {
+    domain: String,
+    key: Vec<u8>,
+    algorithm: Algorithm,
+    quota: Quota,
+    cost: u64,
+    shadow: bool,
+}
+
+impl From<&LimitCheck<'_>> for OwnedCheck {
+    fn from(check: &LimitCheck<'_>) -> Self {
+        OwnedCheck {
+            domain: check.domain.to_owned(),
+            key: check.key.to_vec(),
+            algorithm: check.algorithm,
+            quota: *check.quota,
+            cost: check.cost,
+            shadow: check.shadow,
+        }
+    }
+}
+
+impl OwnedCheck {
+    fn as_check(&self) -> LimitCheck<'_> {
+        LimitCheck {
+            domain: &self.domain,
+            key: &self.key,
+            algorithm: self.algorithm,
+            quota: &self.quota,
+            cost: self.cost,
+            shadow: self.shadow,
+        }
+    }
+}
+
 /// The decision for one check from the script's seven numbers.
 fn decision(values: &[i64], tick: Tick) -> Decision {
     let duration =
@@ -385,26 +421,11 @@ impl Store for RedisStore {
             (Err(error), _) | (_, Err(error)) => return Acquisition::Ready(Err(error)),
         };
         // What the over-limit cache needs to remember denials, owned for the future.
-        let owned: Vec<(
-            String,
-            Vec<u8>,
-            Algorithm,
-            crate::algorithm::Quota,
-            u64,
-            bool,
-        )> = checks
-            .iter()
-            .map(|c| {
-                (
-                    c.domain.to_owned(),
-                    c.key.to_vec(),
-                    c.algorithm,
-                    *c.quota,
-                    c.cost,
-                    c.shadow,
-                )
-            })
-            .collect();
+        let remembered: Option<Vec<OwnedCheck>> = self
+            .inner
+            .denials
+            .is_some()
+            .then(|| checks.iter().map(OwnedCheck::from).collect());
         let store = self.clone();
         Acquisition::Pending(Box::pin(async move {
             let keys: Vec<Vec<u8>> = planned.iter().map(|p| p.key.clone()).collect();
@@ -424,18 +445,9 @@ impl Store for RedisStore {
                 .zip(reply[1..].chunks(7))
                 .map(|(p, values)| decision(values, p.tick))
                 .collect();
-            if let Some(denials) = &store.inner.denials {
-                let checks: Vec<LimitCheck<'_>> = owned
-                    .iter()
-                    .map(|(domain, key, algorithm, quota, cost, shadow)| LimitCheck {
-                        domain,
-                        key,
-                        algorithm: *algorithm,
-                        quota,
-                        cost: *cost,
-                        shadow: *shadow,
-                    })
-                    .collect();
+            if let (Some(denials), Some(remembered)) = (&store.inner.denials, &remembered) {
+                let checks: Vec<LimitCheck<'_>> =
+                    remembered.iter().map(OwnedCheck::as_check).collect();
                 denials.record(&checks, &decisions, store.inner.clock.now());
             }
             Ok(decisions)
