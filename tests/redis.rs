@@ -3,10 +3,16 @@
 
 mod common;
 
-use common::redis_server::RedisServer;
-use std::time::Duration;
+use common::redis_server::{RedisCluster, RedisServer};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::task::JoinSet;
 use tollgate::clock::ManualClock;
+use tollgate::rules::Rules;
 use tollgate::store::RedisStore;
+use tollgate::Limiter;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -75,7 +81,10 @@ async fn away_from_hour_edge(margin: Duration) {
 
 /// The differences between two `INFO commandstats` snapshots, without the INFO calls that
 /// took them.
-fn command_delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+fn command_delta(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
     after
         .iter()
         .filter(|(name, _)| name.as_str() != "info")
@@ -99,7 +108,12 @@ fn two_limiters_sharing_one_redis_admit_exactly_the_limit_between_them() {
             "algorithm: leaky_bucket, queue: 99, mode: police",
         ];
         for variant in variants {
-            let rules = || per_user("shared", &format!("unit: hour, requests_per_unit: 100, {variant}"));
+            let rules = || {
+                per_user(
+                    "shared",
+                    &format!("unit: hour, requests_per_unit: 100, {variant}"),
+                )
+            };
             // Two servers of a fleet: two limiters, two connections, one Redis.
             let fleet = [
                 Limiter::with_store(rules(), store(&server).await),
@@ -193,23 +207,35 @@ fn script_flush_is_survived() {
     let server = RedisServer::start();
     runtime().block_on(async {
         let limiter = Limiter::with_store(
-            per_user("flush", "unit: hour, requests_per_unit: 10, algorithm: token_bucket"),
+            per_user(
+                "flush",
+                "unit: hour, requests_per_unit: 10, algorithm: token_bucket",
+            ),
             store(&server).await,
         );
         let remaining = |verdict: tollgate::Verdict| {
             assert!(verdict.is_allowed());
             verdict.decision().map(|d| d.remaining)
         };
-        assert_eq!(remaining(limiter.check(&[("user", "u1")], 1).await), Some(9));
+        assert_eq!(
+            remaining(limiter.check(&[("user", "u1")], 1).await),
+            Some(9)
+        );
         let loads = server.calls("script|load");
-        assert_eq!(server.cli(&["SCRIPT", "FLUSH"]).as_deref().map(str::trim), Some("OK"));
+        assert_eq!(
+            server.cli(&["SCRIPT", "FLUSH"]).as_deref().map(str::trim),
+            Some("OK")
+        );
         assert_eq!(
             remaining(limiter.check(&[("user", "u1")], 1).await),
             Some(8),
             "decided by Redis after reloading the script, on the state kept"
         );
         assert_eq!(server.calls("script|load"), loads + 1, "reloaded once");
-        assert_eq!(remaining(limiter.check(&[("user", "u1")], 1).await), Some(7));
+        assert_eq!(
+            remaining(limiter.check(&[("user", "u1")], 1).await),
+            Some(7)
+        );
         assert_eq!(server.calls("script|load"), loads + 1, "and only once");
     });
 }
@@ -225,7 +251,10 @@ fn keys_carry_the_domain_prefix_and_expire() {
             .await
             .expect("connects");
         let limiter = Limiter::with_store(
-            per_user("checkout", "unit: second, requests_per_unit: 5, algorithm: fixed_window"),
+            per_user(
+                "checkout",
+                "unit: second, requests_per_unit: 5, algorithm: fixed_window",
+            ),
             store,
         );
         assert!(limiter.check(&[("user", "u1")], 1).await.is_allowed());
@@ -235,16 +264,30 @@ fn keys_carry_the_domain_prefix_and_expire() {
             "KEYS * shows the prefix, then the domain as a hash tag: {listed:?}"
         );
         let mut connection = server.connection();
-        let keys: Vec<Vec<u8>> = redis::cmd("KEYS").arg("*").query(&mut connection).expect("KEYS");
+        let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+            .arg("*")
+            .query(&mut connection)
+            .expect("KEYS");
         assert_eq!(keys.len(), 1, "one limit, one key");
-        assert!(keys[0].ends_with(b"u1"), "the descriptor value ends the key");
-        let pttl: i64 = redis::cmd("PTTL").arg(&keys[0]).query(&mut connection).expect("PTTL");
+        assert!(
+            keys[0].ends_with(b"7531"),
+            "the state key in hex ends with the descriptor value (u1)"
+        );
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg(&keys[0])
+            .query(&mut connection)
+            .expect("PTTL");
         // The key lives until the window ends (rounded up to the ms, plus 1 ms).
-        assert!(pttl > 0 && pttl <= 1_001, "PTTL {pttl} ms within the 1 s window");
+        assert!(
+            pttl > 0 && pttl <= 1_001,
+            "PTTL {pttl} ms within the 1 s window"
+        );
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            let left: Vec<Vec<u8>> =
-                redis::cmd("KEYS").arg("*").query(&mut connection).expect("KEYS");
+            let left: Vec<Vec<u8>> = redis::cmd("KEYS")
+                .arg("*")
+                .query(&mut connection)
+                .expect("KEYS");
             if left.is_empty() {
                 break;
             }
@@ -254,6 +297,645 @@ fn keys_carry_the_domain_prefix_and_expire() {
         assert!(
             limiter.check(&[("user", "u1")], 1).await.is_allowed(),
             "and a new window starts afresh"
+        );
+    });
+}
+
+/// One check's story in the outage test.
+struct Sample {
+    started: Instant,
+    took: Duration,
+    allowed: bool,
+}
+
+#[test]
+fn killing_redis_mid_load_follows_each_failure_policy() {
+    let mut server = RedisServer::start();
+    let runtime = runtime();
+    let limiter = |policy: &str| {
+        let rules = rules(&format!(
+            "domain: outage\ndefaults: {{ on_store_error: {policy} }}\nsources: {{ user: {{ header: x-user }} }}\ndescriptors:\n  - key: user\n    rate_limit: {{ unit: hour, requests_per_unit: 2, algorithm: token_bucket }}\n"
+        ));
+        let store = runtime
+            .block_on(
+                RedisStore::builder(server.url())
+                    .timeout(Duration::from_millis(50))
+                    .circuit_breaker(3, Duration::from_secs(2))
+                    .connect(),
+            )
+            .expect("connects");
+        Limiter::with_store(rules, store)
+    };
+    let (open, closed) = (limiter("allow"), limiter("deny"));
+
+    // Load: 4 tasks per limiter, each check for a new user (so Redis itself admits them all).
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut load = Vec::new();
+    for (policy, limiter) in [("allow", &open), ("deny", &closed)] {
+        for task in 0..4 {
+            let (limiter, stop) = (limiter.clone(), stop.clone());
+            load.push(runtime.spawn(async move {
+                let mut samples = Vec::new();
+                for i in 0..100_000 {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let user = format!("{policy}-{task}-{i}");
+                    let started = Instant::now();
+                    let verdict = limiter.check(&[("user", &user)], 1).await;
+                    samples.push(Sample {
+                        started,
+                        took: started.elapsed(),
+                        allowed: verdict.is_allowed(),
+                    });
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                (policy, samples)
+            }));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    server.kill();
+    let killed = Instant::now();
+    std::thread::sleep(Duration::from_secs(1));
+    stop.store(true, Ordering::Relaxed);
+    let mut after_kill = 0;
+    for task in load {
+        let (policy, samples) = runtime.block_on(task).expect("load task");
+        assert!(samples.len() > 10, "{policy}: the load ran");
+        for sample in samples {
+            assert!(
+                sample.took < Duration::from_millis(300),
+                "{policy}: a check took {:?} (timeout 50 ms)",
+                sample.took
+            );
+            if sample.started >= killed {
+                after_kill += 1;
+                assert_eq!(
+                    sample.allowed,
+                    policy == "allow",
+                    "{policy}: Redis is down, the policy decides"
+                );
+            }
+        }
+    }
+    assert!(after_kill > 10, "checks ran while Redis was down");
+
+    // The breakers are open now (cooldown 2 s): checks do not even try Redis.
+    runtime.block_on(async {
+        for (limiter, allowed) in [(&open, true), (&closed, false)] {
+            for i in 0..20 {
+                let user = format!("open-breaker-{i}");
+                let started = Instant::now();
+                let verdict = limiter.check(&[("user", &user)], 1).await;
+                assert!(
+                    started.elapsed() < Duration::from_millis(20),
+                    "answered at once with the breaker open, not in {:?}",
+                    started.elapsed()
+                );
+                assert_eq!(verdict.is_allowed(), allowed);
+                if !allowed {
+                    assert_eq!(
+                        verdict.decision().map(|d| d.retry_after),
+                        Some(Duration::from_secs(1)),
+                        "a store failure asks the client to come back in a second"
+                    );
+                }
+            }
+        }
+    });
+
+    server.restart();
+    runtime.block_on(async {
+        // Redis is back (empty): within 10 s both limiters reach it again. The deny-policy
+        // limiter admits only once Redis decides; the allow-policy one reports a decision only
+        // when Redis made it.
+        for (name, limiter) in [("allow", &open), ("deny", &closed)] {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            for i in 0.. {
+                let user = format!("probe-{i}");
+                let verdict = limiter.check(&[("user", &user)], 1).await;
+                if verdict.is_allowed() && verdict.decision().is_some() {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{name}: Redis still not used 10 s after it came back"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let user = format!("fresh-{name}");
+            let verdicts = [
+                limiter.check(&[("user", &user)], 1).await,
+                limiter.check(&[("user", &user)], 1).await,
+                limiter.check(&[("user", &user)], 1).await,
+            ];
+            let allowed = verdicts.map(|v| v.is_allowed());
+            assert_eq!(
+                allowed,
+                [true, true, false],
+                "{name}: the limit of 2 holds again"
+            );
+            let remaining = verdicts.map(|v| v.decision().map(|d| d.remaining));
+            assert_eq!(
+                remaining,
+                [Some(1), Some(0), Some(0)],
+                "{name}: decided by Redis"
+            );
+        }
+    });
+    assert!(server.calls("evalsha") >= 6, "the restarted Redis decided");
+}
+
+#[test]
+fn over_limit_cache_answers_without_a_round_trip() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let limiter = Limiter::with_store(
+            per_user(
+                "cached",
+                "unit: hour, requests_per_unit: 1, algorithm: token_bucket",
+            ),
+            store(&server).await,
+        );
+        let evalsha = || server.calls("evalsha");
+        // The first call loads the script (EVALSHA, NOSCRIPT, SCRIPT LOAD, EVALSHA).
+        assert!(limiter.check(&[("user", "warm-up")], 1).await.is_allowed());
+        let start = evalsha();
+        assert!(limiter.check(&[("user", "u1")], 1).await.is_allowed());
+        assert_eq!(evalsha(), start + 1);
+        let denied = limiter.check(&[("user", "u1")], 1).await;
+        assert!(!denied.is_allowed());
+        assert_eq!(evalsha(), start + 2, "Redis said full");
+        let retry = denied.decision().expect("a denying limit").retry_after;
+        assert!(retry > Duration::from_secs(3_500) && retry <= Duration::from_secs(3_600));
+        for _ in 0..10 {
+            let verdict = limiter.check(&[("user", "u1")], 1).await;
+            assert!(!verdict.is_allowed());
+            let decision = verdict.decision().expect("a denying limit");
+            assert!(
+                decision.retry_after <= retry
+                    && decision.retry_after > retry - Duration::from_secs(5)
+            );
+            assert_eq!(decision.remaining, 0);
+        }
+        assert_eq!(evalsha(), start + 2, "denied locally, no round trip");
+        assert!(
+            limiter.check(&[("user", "u2")], 1).await.is_allowed(),
+            "other keys still go to Redis"
+        );
+        assert_eq!(evalsha(), start + 3);
+    });
+}
+
+#[test]
+fn leaky_bucket_delays_come_from_redis() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let rules = || {
+            per_user(
+                "shaped",
+                "unit: second, requests_per_unit: 10, algorithm: leaky_bucket, queue: 5",
+            )
+        };
+        let fleet = [
+            Limiter::with_store(rules(), store(&server).await),
+            Limiter::with_store(rules(), store(&server).await),
+        ];
+        // Warm both connections up (script loaded), on another key.
+        for limiter in &fleet {
+            assert!(limiter.check(&[("user", "warm-up")], 1).await.is_allowed());
+        }
+        // Redis decides request i at a time t_i between its call and its answer; request i
+        // is booked i intervals after request 0, so its delay is t_0 + i * 100 ms - t_i.
+        let mut first: Option<(Instant, Instant)> = None;
+        for i in 0..7u32 {
+            let started = Instant::now();
+            let verdict = fleet[i as usize % 2].check(&[("user", "u1")], 1).await;
+            let done = Instant::now();
+            let (first_started, first_done) = *first.get_or_insert((started, done));
+            if i == 6 {
+                assert!(
+                    !verdict.is_allowed(),
+                    "5 queued and 1 passing: the 7th is refused"
+                );
+                break;
+            }
+            assert!(verdict.is_allowed(), "request {i} has a place in the queue");
+            let booked = Duration::from_millis(100) * i;
+            let earliest = booked.saturating_sub(done - first_started);
+            let latest = booked.saturating_sub(started.saturating_duration_since(first_done));
+            // Redis's clock reads microseconds; Instant and it may differ by a rounding.
+            let slack = Duration::from_millis(1);
+            let delay = verdict.delay();
+            assert!(
+                delay + slack >= earliest && delay <= latest + slack,
+                "request {i}: delay {delay:?} not within {earliest:?}..={latest:?}"
+            );
+        }
+    });
+}
+
+/// Two limits per request (by user and by tenant) in `domain`.
+fn two_limits(domain: &str) -> Rules {
+    rules(&format!(
+        r#"
+domain: "{domain}"
+sources:
+  user: {{ header: x-user }}
+  tenant: {{ header: x-tenant }}
+descriptors:
+  - key: user
+    rate_limit: {{ unit: hour, requests_per_unit: 6, algorithm: token_bucket }}
+  - key: tenant
+    rate_limit: {{ unit: hour, requests_per_unit: 100, algorithm: sliding_window_log }}
+"#
+    ))
+}
+
+#[test]
+fn redis_cluster_with_three_masters() {
+    let cluster = RedisCluster::start(3);
+    // Two domains whose hash tags live on different masters.
+    let candidates = [
+        "orders", "search", "billing", "profile", "catalog", "reports",
+    ];
+    let owned: Vec<(&str, u16, usize)> = candidates
+        .iter()
+        .map(|domain| {
+            let slot = cluster.key_slot(domain);
+            (*domain, slot, cluster.owner(slot))
+        })
+        .collect();
+    let (first, slot, owner) = owned[0];
+    let &(second, second_slot, second_owner) = owned
+        .iter()
+        .find(|(_, _, o)| *o != owner)
+        .expect("the candidates spread over several masters");
+    runtime().block_on(async {
+        let store = RedisStore::cluster_builder(cluster.urls())
+            .timeout(Duration::from_secs(2))
+            .connect()
+            .await
+            .expect("connects to the cluster");
+        let limiters = [
+            Limiter::with_store(two_limits(first), store.clone()),
+            Limiter::with_store(two_limits(second), store),
+        ];
+        let request = [("user", "u1"), ("tenant", "t1")];
+        let remaining = |verdict: tollgate::Verdict| {
+            assert!(verdict.is_allowed());
+            verdict.decision().map(|d| d.remaining)
+        };
+        // Both limits of a request share the domain's slot: one script call decides them.
+        for limiter in &limiters {
+            for left in [5, 4, 3] {
+                assert_eq!(remaining(limiter.check(&request, 1).await), Some(left));
+            }
+        }
+        for (domain, slot, node) in [(first, slot, owner), (second, second_slot, second_owner)] {
+            let keys = cluster.nodes[node]
+                .cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()])
+                .unwrap_or_default();
+            assert_eq!(
+                keys.trim(),
+                "2",
+                "{domain}: two keys, on the owner of {{{domain}}}"
+            );
+        }
+
+        // Move the first domain's slot, with its keys, to a third master.
+        let target = (0..3)
+            .find(|n| *n != owner && *n != second_owner)
+            .expect("a third master");
+        let target_calls = cluster.nodes[target].calls("evalsha");
+        cluster.move_slot(slot, target);
+        assert_eq!(
+            cluster.nodes[target]
+                .cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()])
+                .unwrap_or_default()
+                .trim(),
+            "2",
+            "the state moved with the slot"
+        );
+        for limiter in &limiters {
+            for left in [2, 1, 0] {
+                assert_eq!(
+                    remaining(limiter.check(&request, 1).await),
+                    Some(left),
+                    "the counts carry over"
+                );
+            }
+            assert!(
+                !limiter.check(&request, 1).await.is_allowed(),
+                "6 per hour, exactly"
+            );
+        }
+        assert!(
+            cluster.nodes[target].calls("evalsha") > target_calls,
+            "the moved domain is decided by its new master"
+        );
+        // Other keys of the moved domain land on the new master too.
+        assert_eq!(
+            remaining(
+                limiters[0]
+                    .check(&[("user", "u2"), ("tenant", "t1")], 1)
+                    .await
+            ),
+            Some(5),
+            "a new user (the tenant's 7th of 100)"
+        );
+    });
+}
+
+/// A limit of 2 per user per hour that denies when the store fails, on a store that gives up
+/// after `timeout` and pauses for `cooldown` after `failures` failures in a row.
+async fn fail_closed(
+    server: &RedisServer,
+    timeout: Duration,
+    failures: u32,
+    cooldown: Duration,
+) -> Limiter<RedisStore> {
+    let rules = rules(
+        "domain: hung\ndefaults: { on_store_error: deny }\nsources: { user: { header: x-user } }\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 2, algorithm: token_bucket }\n",
+    );
+    let store = RedisStore::builder(server.url())
+        .timeout(timeout)
+        .circuit_breaker(failures, cooldown)
+        .connect()
+        .await
+        .expect("connects");
+    let limiter = Limiter::with_store(rules, store);
+    // Loads the script while Redis answers.
+    assert!(limiter.check(&[("user", "warm-up")], 1).await.is_allowed());
+    limiter
+}
+
+/// Waits (at most 10 s, every 50 ms) until a fail-closed limiter admits again, i.e. Redis
+/// decides again; then checks that its limit of 2 holds.
+async fn decides_again(limiter: &Limiter<RedisStore>, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for i in 0.. {
+        let user = format!("probe-{i}");
+        if limiter.check(&[("user", &user)], 1).await.is_allowed() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: Redis still not used 10 s after it came back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let user = format!("fresh-{name}");
+    let mut allowed = Vec::new();
+    for _ in 0..3 {
+        allowed.push(limiter.check(&[("user", &user)], 1).await.is_allowed());
+    }
+    assert_eq!(
+        allowed,
+        [true, true, false],
+        "{name}: the limit of 2 holds again"
+    );
+}
+
+#[test]
+fn a_hung_redis_costs_each_request_at_most_the_timeout() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let timeout = Duration::from_millis(50);
+        let limiter = fail_closed(&server, timeout, 3, Duration::from_millis(500)).await;
+        // Frozen, not dead: connections stay open and nothing answers.
+        server.pause();
+        for i in 0..3 {
+            let user = format!("hung-{i}");
+            let started = Instant::now();
+            let verdict = limiter.check(&[("user", &user)], 1).await;
+            let took = started.elapsed();
+            assert!(!verdict.is_allowed(), "fail closed");
+            assert!(
+                took >= timeout - Duration::from_millis(5) && took < Duration::from_millis(300),
+                "call {i} waited the timeout (50 ms) and no more: {took:?}"
+            );
+        }
+        for i in 0..10 {
+            let user = format!("open-{i}");
+            let started = Instant::now();
+            assert!(!limiter.check(&[("user", &user)], 1).await.is_allowed());
+            assert!(
+                started.elapsed() < Duration::from_millis(20),
+                "breaker open: answered at once, not in {:?}",
+                started.elapsed()
+            );
+        }
+        server.resume();
+        decides_again(&limiter, "resumed").await;
+    });
+}
+
+#[test]
+fn after_the_cooldown_one_call_tries_redis_again() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let timeout = Duration::from_millis(200);
+        let cooldown = Duration::from_millis(300);
+        let limiter = fail_closed(&server, timeout, 2, cooldown).await;
+        server.pause();
+        for i in 0..2 {
+            let user = format!("hung-{i}");
+            assert!(!limiter.check(&[("user", &user)], 1).await.is_allowed());
+        }
+        tokio::time::sleep(cooldown + Duration::from_millis(100)).await;
+        // Half-open: `RedisStoreBuilder::circuit_breaker` promises that after the cooldown
+        // "one call tries Redis again"; the others should still fail at once.
+        let mut tasks = JoinSet::new();
+        for i in 0..10 {
+            let limiter = limiter.clone();
+            tasks.spawn(async move {
+                let user = format!("half-open-{i}");
+                let started = Instant::now();
+                let verdict = limiter.check(&[("user", &user)], 1).await;
+                (started.elapsed(), verdict.is_allowed())
+            });
+        }
+        let results = tasks.join_all().await;
+        server.resume();
+        assert!(results.iter().all(|(_, allowed)| !allowed), "fail closed");
+        let waited: Vec<Duration> = results
+            .iter()
+            .map(|(took, _)| *took)
+            .filter(|took| *took >= timeout / 2)
+            .collect();
+        assert_eq!(
+            waited.len(),
+            1,
+            "one call tries the hung Redis, the other 9 answer at once; waited: {waited:?}"
+        );
+        decides_again(&limiter, "resumed").await;
+    });
+}
+
+#[test]
+fn cluster_requests_with_two_limits_work_with_braces_in_the_prefix_or_domain() {
+    let cluster = RedisCluster::start(3);
+    runtime().block_on(async {
+        let mut failing = Vec::new();
+        for (prefix, domain) in [
+            ("{tollgate}:", "orders"),
+            ("svc{}:", "orders"),
+            ("tollgate:", "}orders"),
+        ] {
+            // Refusing such a prefix or domain up front would do as well.
+            let Ok(store) = RedisStore::cluster_builder(cluster.urls())
+                .key_prefix(prefix)
+                .timeout(Duration::from_secs(2))
+                .connect()
+                .await
+            else {
+                continue;
+            };
+            let yaml = format!(
+                "domain: {domain:?}\nsources: {{ user: {{ header: x-user }}, tenant: {{ header: x-tenant }} }}\ndescriptors:\n  - key: user\n    rate_limit: {{ unit: hour, requests_per_unit: 6 }}\n  - key: tenant\n    rate_limit: {{ unit: hour, requests_per_unit: 100 }}\n"
+            );
+            let Ok(rules) = Rules::from_yaml(&yaml) else {
+                continue;
+            };
+            let limiter = Limiter::with_store(rules, store);
+            let verdict = limiter.check(&[("user", "u1"), ("tenant", "t1")], 1).await;
+            if verdict.decision().map(|d| d.remaining) != Some(5) {
+                failing.push(format!("prefix {prefix:?}, domain {domain:?}"));
+            }
+        }
+        // A `{}` before the domain's tag leaves the keys with no hash tag: the request's
+        // keys land in different slots, Redis refuses the script (CROSSSLOT), and every
+        // request with two limits fails over to `on_store_error` (here: allow, unlimited).
+        assert!(
+            failing.is_empty(),
+            "not decided by Redis (keys of one request in different slots): {failing:?}"
+        );
+    });
+}
+
+#[test]
+fn a_full_limit_charges_no_other_limit_of_the_request() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        // user: 6 per hour (token bucket); tenant: 100 per hour (sliding log).
+        let limiter = Limiter::with_store(two_limits("all-or-nothing"), store(&server).await);
+        let full = [("user", "u1"), ("tenant", "t1")];
+        let admitted = {
+            let mut admitted = 0;
+            for _ in 0..20 {
+                if limiter.check(&full, 1).await.is_allowed() {
+                    admitted += 1;
+                }
+            }
+            admitted
+        };
+        assert_eq!(admitted, 6);
+        // The tenant was charged for the 6 admitted requests only, not the 14 denied.
+        let other = limiter.check(&[("user", "u2"), ("tenant", "t1")], 1).await;
+        assert!(other.is_allowed());
+        let mut connection = server.connection();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query(&mut connection)
+            .expect("KEYS");
+        let tenant_key = keys
+            .iter()
+            .find(|key| {
+                key.ends_with(&"t1".bytes().map(|b| format!("{b:02x}")).collect::<String>())
+            })
+            .expect("the tenant's key");
+        let state: String = redis::cmd("GET")
+            .arg(tenant_key)
+            .query(&mut connection)
+            .expect("GET");
+        assert_eq!(
+            state.split(' ').next(),
+            Some("7"),
+            "the sliding log's total: 6 + 1 admitted requests ({state})"
+        );
+    });
+}
+
+#[test]
+fn the_over_limit_cache_denies_only_costs_known_to_be_too_large() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let limiter = Limiter::with_store(
+            per_user(
+                "weights",
+                "unit: hour, requests_per_unit: 5, algorithm: token_bucket",
+            ),
+            store(&server).await,
+        );
+        assert!(limiter.check(&[("user", "u1")], 3).await.is_allowed());
+        assert!(
+            !limiter.check(&[("user", "u1")], 3).await.is_allowed(),
+            "3 + 3 > 5"
+        );
+        let calls = server.calls("evalsha");
+        assert!(
+            !limiter.check(&[("user", "u1")], 4).await.is_allowed(),
+            "a larger cost is denied too"
+        );
+        assert_eq!(server.calls("evalsha"), calls, "without a round trip");
+        let smaller = limiter.check(&[("user", "u1")], 2).await;
+        assert!(smaller.is_allowed(), "2 tokens are left: Redis is asked");
+        assert_eq!(server.calls("evalsha"), calls + 1);
+        assert_eq!(smaller.decision().map(|d| d.remaining), Some(0));
+    });
+}
+
+#[test]
+fn a_cancelled_queue_place_is_given_back_in_redis() {
+    use tollgate::algorithm::{Algorithm, Quota};
+    use tollgate::store::{Acquisition, LimitCheck, Store};
+
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let store = store(&server).await;
+        let quota = Quota::new(10, Duration::from_secs(1)).with_queue(5);
+        let check = LimitCheck {
+            domain: "queue",
+            key: b"client-1",
+            algorithm: Algorithm::LeakyBucket,
+            quota: &quota,
+            cost: 1,
+            shadow: false,
+        };
+        let acquire = || async {
+            let decisions = match store.acquire(&[check]) {
+                Acquisition::Ready(result) => result,
+                Acquisition::Pending(pending) => pending.await,
+            }
+            .expect("Redis decides");
+            decisions[0]
+        };
+        let first = acquire().await;
+        let second = acquire().await;
+        let third = acquire().await;
+        assert!(first.allowed && second.allowed && third.allowed);
+        assert!(first.booked_until.is_none(), "the first goes at once");
+        let booked = third.booked_until.expect("the third waits in the queue");
+        assert!(third.delay > second.delay, "{third:?} after {second:?}");
+        // The third leaves before its turn: its place goes back (asynchronously).
+        let calls = server.calls("evalsha");
+        store.cancel(&check, booked);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while server.calls("evalsha") == calls {
+            assert!(Instant::now() < deadline, "the cancel reached Redis");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The next request takes the place the third gave back: its delay is the third's
+        // (less the time that passed), not one interval more.
+        let fourth = acquire().await;
+        assert!(fourth.allowed);
+        assert!(
+            fourth.delay <= third.delay && fourth.delay + Duration::from_millis(60) > third.delay,
+            "the third's place ({:?}) went to the fourth ({:?})",
+            third.delay,
+            fourth.delay
         );
     });
 }

@@ -126,6 +126,31 @@ impl RedisServer {
         }
     }
 
+    /// Freezes the server (SIGSTOP): connections stay open, nothing answers, as a hung or
+    /// overloaded Redis.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a [paused](RedisServer::pause) server run again (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self
+            .child
+            .as_ref()
+            .expect("the server runs")
+            .id()
+            .to_string();
+        let status = Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
     /// Starts the server again on the same port (and with the same arguments), empty.
     pub fn restart(&mut self) {
         self.kill();

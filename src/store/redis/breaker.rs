@@ -13,7 +13,7 @@ pub(super) struct Breaker {
     cooldown: Duration,
     started: Instant,
     failures: AtomicU32,
-    /// Nanoseconds after `started` until which the breaker is open.
+    /// Nanoseconds after `started` until which the breaker is open ([`CLOSED`] when closed).
     open_until: AtomicU64,
     open: AtomicBool,
 }
@@ -25,7 +25,7 @@ impl Breaker {
             cooldown,
             started: Instant::now(),
             failures: AtomicU32::new(0),
-            open_until: AtomicU64::new(0),
+            open_until: AtomicU64::new(CLOSED),
             open: AtomicBool::new(false),
         }
     }
@@ -34,13 +34,27 @@ impl Breaker {
         u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// Whether a call may go to Redis now.
+    /// Whether a call may go to Redis now: always while closed; never while open; once the
+    /// cooldown is over, to exactly one caller (the probe), until its answer comes.
     pub(super) fn allows(&self) -> bool {
-        self.elapsed() >= self.open_until.load(Ordering::Relaxed)
+        let until = self.open_until.load(Ordering::Acquire);
+        if until == CLOSED {
+            return true;
+        }
+        let now = self.elapsed();
+        if now < until {
+            return false;
+        }
+        // The first caller past the cooldown wins the probe; the others keep failing fast.
+        let probe_until = now.saturating_add(self.cooldown_nanos()).max(1);
+        self.open_until
+            .compare_exchange(until, probe_until, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     pub(super) fn succeeded(&self) {
         self.failures.store(0, Ordering::Relaxed);
+        self.open_until.store(CLOSED, Ordering::Release);
         if self.open.swap(false, Ordering::Relaxed) {
             tracing::info!("redis answers again: rate limits are shared again");
         }
@@ -52,14 +66,20 @@ impl Breaker {
             tracing::debug!(%error, failures, "redis call failed");
             return;
         }
-        let cooldown = u64::try_from(self.cooldown.as_nanos()).unwrap_or(u64::MAX);
-        self.open_until
-            .store(self.elapsed().saturating_add(cooldown), Ordering::Relaxed);
+        let until = self.elapsed().saturating_add(self.cooldown_nanos()).max(1);
+        self.open_until.store(until, Ordering::Release);
         if !self.open.swap(true, Ordering::Relaxed) {
             tracing::error!(%error, cooldown_ms = self.cooldown.as_millis() as u64, "redis keeps failing: rate-limit failure policies apply until it answers");
         }
     }
+
+    fn cooldown_nanos(&self) -> u64 {
+        u64::try_from(self.cooldown.as_nanos()).unwrap_or(u64::MAX)
+    }
 }
+
+/// `open_until` of a closed breaker.
+const CLOSED: u64 = 0;
 
 #[cfg(test)]
 mod tests {
@@ -73,14 +93,18 @@ mod tests {
         breaker.failed(&"down");
         assert!(!breaker.allows(), "open: calls fail at once");
         breaker.succeeded();
-        breaker.open_until.store(0, Ordering::Relaxed);
         assert!(breaker.allows());
     }
 
     #[test]
-    fn half_opens_after_the_cooldown() {
-        let breaker = Breaker::new(1, Duration::ZERO);
+    fn half_opens_for_one_probe_after_the_cooldown() {
+        let breaker = Breaker::new(1, Duration::from_millis(20));
         breaker.failed(&"down");
-        assert!(breaker.allows(), "a zero cooldown lets the next call try");
+        assert!(!breaker.allows());
+        std::thread::sleep(Duration::from_millis(25));
+        assert!(breaker.allows(), "the first call after the cooldown probes");
+        assert!(!breaker.allows(), "the others wait for the probe's answer");
+        breaker.succeeded();
+        assert!(breaker.allows() && breaker.allows(), "closed again");
     }
 }

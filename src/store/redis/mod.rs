@@ -102,8 +102,16 @@ impl RedisStore {
         let mut key =
             Vec::with_capacity(prefix.len() + check.domain.len() + 3 + 2 * check.key.len());
         key.extend_from_slice(prefix);
+        // The domain is the hash tag: braces inside it would end the tag early, so they are
+        // escaped (the prefix has none, see `connect`).
         key.push(b'{');
-        key.extend_from_slice(check.domain.as_bytes());
+        for byte in check.domain.bytes() {
+            match byte {
+                b'{' => key.extend_from_slice(b"%7B"),
+                b'}' => key.extend_from_slice(b"%7D"),
+                _ => key.push(byte),
+            }
+        }
         key.extend_from_slice(b"}:");
         for byte in check.key {
             key.push(HEX[usize::from(byte >> 4)]);
@@ -151,7 +159,7 @@ impl RedisStoreBuilder {
     }
 
     /// A prefix for every key (default `tollgate:`), so that several services can share one
-    /// Redis.
+    /// Redis. It may not contain braces: the domain is the keys' hash tag.
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
@@ -190,6 +198,14 @@ impl RedisStoreBuilder {
     ///
     /// When no node can be reached. Once connected, the store reconnects by itself.
     pub async fn connect(self) -> Result<RedisStore, StoreError> {
+        if self.prefix.contains(['{', '}']) {
+            // A brace in the prefix would become the Redis Cluster hash tag instead of the domain.
+            let message = format!(
+                "the key prefix `{}` must not contain `{{` or `}}`",
+                self.prefix
+            );
+            return Err(StoreError::new(message, "invalid key prefix"));
+        }
         let connection = if self.cluster {
             let client = redis::cluster::ClusterClient::builder(self.nodes.clone())
                 .connection_timeout(self.timeout.max(Duration::from_secs(1)))
