@@ -1,27 +1,4 @@
-//! Limit state in Redis, shared by every server of a fleet (feature `redis`).
-//!
-//! All the limits of one request are decided by one Lua script call (`EVALSHA`, loaded again
-//! by itself after a `SCRIPT FLUSH`), atomically and all or nothing, with the same
-//! arithmetic as the in-memory store. Time comes from Redis (`TIME`), so servers whose clocks
-//! disagree still agree on every limit. Keys carry the domain as a Redis Cluster hash tag
-//! (`{domain}`), so the keys of one request share a slot, and expire by themselves once
-//! their state is back to "never seen".
-//!
-//! Every call has a timeout (50 ms by default). After a run of failures a circuit breaker
-//! stops calling Redis for a while, so a Redis outage costs each request at most the timeout,
-//! then nothing; what happens to the request is each limit's `on_store_error` policy. Keys
-//! Redis reported full are denied locally until they free up, without a round trip.
-//!
-//! ```no_run
-//! use tollgate::store::RedisStore;
-//! use tollgate::{rules::Rules, Limiter, RateLimitLayer};
-//!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let store = RedisStore::builder("redis://127.0.0.1:6379").key_prefix("api:").connect().await?;
-//! let layer = RateLimitLayer::new(Limiter::with_store(Rules::from_file("rules.yaml")?, store));
-//! # Ok(())
-//! # }
-//! ```
+//! The Redis store: see [`RedisStore`].
 
 mod breaker;
 mod denials;
@@ -41,7 +18,30 @@ use std::sync::Arc;
 use std::time::Duration;
 use ticks::{clamped_cost, Tick};
 
-/// Limit state in Redis (or Redis Cluster); see the [module docs](self).
+/// Limit state in Redis, shared by every server of a fleet (feature `redis`).
+///
+/// All the limits of one request are decided by one Lua script call (`EVALSHA`, loaded again
+/// by itself after a `SCRIPT FLUSH`), atomically and all or nothing, with the same
+/// arithmetic as the in-memory store. Time comes from Redis (`TIME`), so servers whose clocks
+/// disagree still agree on every limit. Keys carry the domain as a Redis Cluster hash tag
+/// (`{domain}`), so the keys of one request share a slot, and expire by themselves once
+/// their state is back to "never seen".
+///
+/// Every call has a timeout (50 ms by default). After a run of failures a circuit breaker
+/// stops calling Redis for a while, so a Redis outage costs each request at most the timeout,
+/// then nothing; what happens to the request is each limit's `on_store_error` policy. Keys
+/// Redis reported full are denied locally until they free up, without a round trip.
+///
+/// ```no_run
+/// use tollgate::store::RedisStore;
+/// use tollgate::{rules::Rules, Limiter, RateLimitLayer};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = RedisStore::builder("redis://127.0.0.1:6379").key_prefix("api:").connect().await?;
+/// let layer = RateLimitLayer::new(Limiter::with_store(Rules::from_file("rules.yaml")?, store));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct RedisStore {
     inner: Arc<Inner>,
