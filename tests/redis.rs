@@ -389,7 +389,7 @@ fn killing_redis_mid_load_follows_each_failure_policy() {
                 let started = Instant::now();
                 let verdict = limiter.check(&[("user", &user)], 1).await;
                 assert!(
-                    started.elapsed() < Duration::from_millis(20),
+                    started.elapsed() < Duration::from_millis(40),
                     "answered at once with the breaker open, not in {:?}",
                     started.elapsed()
                 );
@@ -702,7 +702,7 @@ async fn decides_again(limiter: &Limiter<RedisStore>, name: &str) {
 fn a_hung_redis_costs_each_request_at_most_the_timeout() {
     let server = RedisServer::start();
     runtime().block_on(async {
-        let timeout = Duration::from_millis(50);
+        let timeout = Duration::from_millis(200);
         let limiter = fail_closed(&server, timeout, 3, Duration::from_millis(500)).await;
         // Frozen, not dead: connections stay open and nothing answers.
         server.pause();
@@ -713,8 +713,8 @@ fn a_hung_redis_costs_each_request_at_most_the_timeout() {
             let took = started.elapsed();
             assert!(!verdict.is_allowed(), "fail closed");
             assert!(
-                took >= timeout - Duration::from_millis(5) && took < Duration::from_millis(300),
-                "call {i} waited the timeout (50 ms) and no more: {took:?}"
+                took >= timeout - Duration::from_millis(5) && took < Duration::from_millis(600),
+                "call {i} waited the timeout (200 ms) and no more: {took:?}"
             );
         }
         for i in 0..10 {
@@ -722,7 +722,7 @@ fn a_hung_redis_costs_each_request_at_most_the_timeout() {
             let started = Instant::now();
             assert!(!limiter.check(&[("user", &user)], 1).await.is_allowed());
             assert!(
-                started.elapsed() < Duration::from_millis(20),
+                started.elapsed() < Duration::from_millis(100),
                 "breaker open: answered at once, not in {:?}",
                 started.elapsed()
             );
