@@ -945,3 +945,58 @@ fn a_cancelled_queue_place_is_given_back_in_redis() {
         );
     });
 }
+
+#[test]
+fn the_local_policy_decides_in_memory_while_redis_is_down() {
+    let mut server = RedisServer::start();
+    let runtime = runtime();
+    let rules = rules(
+        "domain: local\ndefaults: { on_store_error: local }\nsources: { user: { header: x-user } }\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 2 }\n",
+    );
+    let store = runtime
+        .block_on(
+            RedisStore::builder(server.url())
+                .timeout(Duration::from_millis(50))
+                .connect(),
+        )
+        .expect("connects");
+    let limiter = Limiter::with_store(rules, store);
+    runtime.block_on(async {
+        assert!(limiter.check(&[("user", "shared")], 1).await.is_allowed());
+    });
+    server.kill();
+    runtime.block_on(async {
+        let allowed: Vec<bool> = checks_for(&limiter, "u", 3).await;
+        assert_eq!(
+            allowed,
+            [true, true, false],
+            "the same limit, held in this process"
+        );
+        assert!(
+            limiter.check(&[("user", "v")], 1).await.is_allowed(),
+            "per user, as in Redis"
+        );
+    });
+    server.restart();
+    runtime.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // Back on Redis, which lost its state: "u" starts afresh there.
+        while !limiter.check(&[("user", "u")], 1).await.is_allowed() {
+            assert!(
+                Instant::now() < deadline,
+                "limits are decided by Redis again"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(server.calls("evalsha") > 0, "the decision came from Redis");
+    });
+}
+
+/// `count` checks for `user`, in order: whether each was admitted.
+async fn checks_for(limiter: &Limiter<RedisStore>, user: &str, count: usize) -> Vec<bool> {
+    let mut allowed = Vec::new();
+    for _ in 0..count {
+        allowed.push(limiter.check(&[("user", user)], 1).await.is_allowed());
+    }
+    allowed
+}
