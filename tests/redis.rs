@@ -270,8 +270,8 @@ fn keys_carry_the_domain_prefix_and_expire() {
             .expect("KEYS");
         assert_eq!(keys.len(), 1, "one limit, one key");
         assert!(
-            keys[0].ends_with(b"7531"),
-            "the state key in hex ends with the descriptor value (u1)"
+            keys[0].ends_with(b"7531:us"),
+            "the state key in hex ends with the descriptor value (u1), then the tick's unit"
         );
         let pttl: i64 = redis::cmd("PTTL")
             .arg(&keys[0])
@@ -843,7 +843,8 @@ fn a_full_limit_charges_no_other_limit_of_the_request() {
         let tenant_key = keys
             .iter()
             .find(|key| {
-                key.ends_with(&"t1".bytes().map(|b| format!("{b:02x}")).collect::<String>())
+                let hex: String = "t1".bytes().map(|b| format!("{b:02x}")).collect();
+                key.ends_with(&format!("{hex}:ns")) || key.ends_with(&format!("{hex}:us"))
             })
             .expect("the tenant's key");
         let state: String = redis::cmd("GET")
@@ -999,4 +1000,49 @@ async fn checks_for(limiter: &Limiter<RedisStore>, user: &str, count: usize) -> 
         allowed.push(limiter.check(&[("user", user)], 1).await.is_allowed());
     }
     allowed
+}
+
+#[test]
+fn a_key_holding_garbage_counts_as_never_seen_and_trips_nothing() {
+    use tollgate::algorithm::{Algorithm, Quota};
+    use tollgate::store::{Acquisition, LimitCheck, Store};
+
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let store = RedisStore::builder(server.url())
+            .circuit_breaker(1, Duration::from_secs(3_600))
+            .connect()
+            .await
+            .expect("connects");
+        let quota = Quota::new(3, Duration::from_secs(60));
+        let check = LimitCheck {
+            domain: "g",
+            key: b"k",
+            algorithm: Algorithm::FixedWindow,
+            quota: &quota,
+            cost: 1,
+            shadow: false,
+        };
+        // Another type, then values that are not this algorithm's state.
+        server
+            .cli(&["HSET", "tollgate:{g}:6b:us", "field", "value"])
+            .expect("hset");
+        for garbage in [None, Some("nan inf"), Some("1 2 3 4 5"), Some("banana")] {
+            if let Some(garbage) = garbage {
+                server
+                    .cli(&["SET", "tollgate:{g}:6b:us", garbage])
+                    .expect("set");
+            }
+            let decisions = match store.acquire(&[check]) {
+                Acquisition::Ready(result) => result,
+                Acquisition::Pending(pending) => pending.await,
+            }
+            .expect("decided by Redis, as a key never seen");
+            assert!(decisions[0].allowed);
+            assert_eq!(
+                decisions[0].remaining, 2,
+                "{garbage:?} read as a fresh state"
+            );
+        }
+    });
 }

@@ -426,11 +426,11 @@ impl Compiler {
             quota = quota.with_queue(queue.value);
         }
         if let Some(max_delay) = &raw.max_delay {
-            match parse_period(&max_delay.value) {
+            match parse_period(&max_delay.value).filter(|delay| *delay <= MAX_PERIOD) {
                 Some(max_delay) => quota = quota.with_max_delay(max_delay),
                 None => {
                     let message = format!(
-                        "`{}` is not a duration: write e.g. 500ms or 2s",
+                        "`{}` is not a duration up to 100 years: write e.g. 500ms or 2s",
                         max_delay.value
                     );
                     self.error(max_delay.referenced, format!("{path}.max_delay"), message);

@@ -52,6 +52,12 @@ impl Breaker {
             .is_ok()
     }
 
+    /// Whether the breaker is open and its cooldown not over (no probe is taken).
+    pub(super) fn is_open(&self) -> bool {
+        let until = self.open_until.load(Ordering::Acquire);
+        until != CLOSED && self.elapsed() < until
+    }
+
     pub(super) fn succeeded(&self) {
         self.failures.store(0, Ordering::Relaxed);
         self.open_until.store(CLOSED, Ordering::Release);

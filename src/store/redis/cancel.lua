@@ -21,7 +21,8 @@ end
 local div, limit, period = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local cost, booked, per_ms = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local now = idiv(now_base, div)
-local drained = tonumber(redis.call('GET', KEYS[1]))
+local stored = redis.pcall('GET', KEYS[1])
+local drained = type(stored) == 'string' and tonumber(stored) or nil
 if limit == 0 or drained ~= booked then return 0 end
 local interval = idiv(period, limit)
 if interval * limit < period then interval = interval + 1 end
@@ -33,5 +34,6 @@ if ahead <= 0 then
 end
 local px
 if per_ms > 0 then px = idiv(ahead, per_ms) + 1 else px = ahead * -per_ms end
+if ARGV[1] ~= '' then px = math.max(px, 3600000) end
 redis.call('SET', KEYS[1], string.format('%.0f', after), 'PX', string.format('%.0f', px + 1))
 return 1

@@ -85,6 +85,15 @@ impl Denials {
         Some(decisions)
     }
 
+    /// Forgets what is known of `check`'s key (its queue just gave a place back).
+    pub(super) fn forget(&self, check: &LimitCheck<'_>) {
+        let id = self.id(check);
+        self.entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+    }
+
     /// Remembers the enforced checks that Redis denied at `now`.
     pub(super) fn record(&self, checks: &[LimitCheck<'_>], decisions: &Decisions, now: Nanos) {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);

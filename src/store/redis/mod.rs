@@ -14,6 +14,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{RedisError, Script};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use ticks::{clamped_cost, Tick};
@@ -56,8 +57,30 @@ struct Inner {
     breaker: Breaker,
     denials: Option<Denials>,
     clock: Arc<dyn Clock>,
+    /// The origin of the monotonic time of the over-limit cache.
+    started: std::time::Instant,
     /// Whether `clock` is a test clock whose time the scripts use instead of Redis's.
     clock_overrides_redis: bool,
+    /// Whether a limit that Redis cannot hold was reported (once per store).
+    reported_unfit: AtomicBool,
+}
+
+impl Inner {
+    /// The time of the over-limit cache: the test clock, or a monotonic one (immune to
+    /// wall-clock steps).
+    fn local_now(&self) -> Nanos {
+        if self.clock_overrides_redis {
+            self.clock.now()
+        } else {
+            Nanos::new(u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX))
+        }
+    }
+
+    fn report_unfit(&self, error: &StoreError) {
+        if !self.reported_unfit.swap(true, Ordering::Relaxed) {
+            tracing::error!(%error, "a limit cannot be decided by Redis: its on_store_error policy applies");
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -94,9 +117,9 @@ impl RedisStore {
         RedisStoreBuilder::new(nodes.into_iter().map(Into::into).collect(), true)
     }
 
-    /// The Redis key of a check: prefix, the domain as a hash tag, then the state key in hex
-    /// (printable in `redis-cli`, and no client value in clear).
-    fn redis_key(&self, check: &LimitCheck<'_>) -> Vec<u8> {
+    /// The Redis key of a check: prefix, the domain as a hash tag, the state key in hex
+    /// (printable in `redis-cli`, and no client value in clear), then the tick's unit.
+    fn redis_key(&self, check: &LimitCheck<'_>, tick: Tick) -> Vec<u8> {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let prefix = self.inner.prefix.as_bytes();
         let mut key =
@@ -109,6 +132,7 @@ impl RedisStore {
             match byte {
                 b'{' => key.extend_from_slice(b"%7B"),
                 b'}' => key.extend_from_slice(b"%7D"),
+                b'%' => key.extend_from_slice(b"%25"),
                 _ => key.push(byte),
             }
         }
@@ -117,6 +141,9 @@ impl RedisStore {
             key.push(HEX[usize::from(byte >> 4)]);
             key.push(HEX[usize::from(byte & 0x0f)]);
         }
+        // The state is kept in the tick's unit: another tick is another state.
+        key.push(b':');
+        key.extend_from_slice(tick.unit().as_bytes());
         key
     }
 
@@ -242,11 +269,17 @@ impl RedisStoreBuilder {
                 breaker: Breaker::new(self.breaker_threshold, self.breaker_cooldown),
                 denials: self.over_limit_cache.then(|| Denials::new(100_000)),
                 clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
+                started: std::time::Instant::now(),
                 clock_overrides_redis,
+                reported_unfit: AtomicBool::new(false),
             }),
         })
     }
 }
+
+/// The largest sliding window log the script keeps: it reads and writes the whole log on
+/// every request (about 1.5 ms of Redis's time at this size).
+const MAX_LOG_LIMIT: u64 = 1_000;
 
 /// One check as the script takes it.
 struct Planned {
@@ -282,19 +315,34 @@ impl Inner {
                 }
             }
         };
-        let result = match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(redis_error(error)),
-            Err(_) => Err(StoreError::new(
-                format!("redis did not answer within {:?}", self.timeout),
-                "timeout",
-            )),
-        };
-        match &result {
-            Ok(_) => self.breaker.succeeded(),
-            Err(error) => self.breaker.failed(error),
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(Ok(value)) => {
+                self.breaker.succeeded();
+                Ok(value)
+            }
+            Ok(Err(error)) => {
+                // Only an unreachable or unresponsive Redis trips the breaker; an error from
+                // the server itself says nothing about the other keys.
+                let unreachable = error.is_io_error()
+                    || error.is_timeout()
+                    || error.is_connection_dropped()
+                    || error.is_connection_refusal()
+                    || error.is_unrecoverable_error();
+                let error = redis_error(error);
+                if unreachable {
+                    self.breaker.failed(&error);
+                }
+                Err(error)
+            }
+            Err(_) => {
+                let error = StoreError::new(
+                    format!("redis did not answer within {:?}", self.timeout),
+                    "timeout",
+                );
+                self.breaker.failed(&error);
+                Err(error)
+            }
         }
-        result
     }
 }
 
@@ -320,6 +368,13 @@ fn int(value: u64) -> i64 {
 impl RedisStore {
     fn plan(&self, check: &LimitCheck<'_>) -> Result<Planned, StoreError> {
         let quota = check.quota;
+        if check.algorithm == Algorithm::SlidingWindowLog && quota.limit() > MAX_LOG_LIMIT {
+            let message = format!(
+                "a sliding_window_log of {} is too large for Redis, which reads the whole log on every request (at most {MAX_LOG_LIMIT}; sliding_window_counter scales)",
+                quota.limit()
+            );
+            return Err(StoreError::new(message, "log too large"));
+        }
         let tick = Tick::choose(check.algorithm, quota, self.base_ns()).ok_or_else(|| {
             StoreError::new(
                 format!(
@@ -347,7 +402,7 @@ impl RedisStore {
             tick.per_ms(),
         ];
         Ok(Planned {
-            key: self.redis_key(check),
+            key: self.redis_key(check, tick),
             tick,
             args,
         })
@@ -414,28 +469,31 @@ impl Store for RedisStore {
     type Pending = RedisPending;
 
     fn acquire(&self, checks: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
-        let local_now = self.inner.clock.now();
+        let sent_at = self.inner.local_now();
         if let Some(decisions) = self
             .inner
             .denials
             .as_ref()
-            .and_then(|d| d.answer(checks, local_now))
+            .and_then(|d| d.answer(checks, sent_at))
         {
             return Acquisition::Ready(Ok(decisions));
         }
+        // Checked before the breaker, so that a limit Redis cannot hold uses up no probe.
+        let planned: Result<Vec<Planned>, StoreError> =
+            checks.iter().map(|check| self.plan(check)).collect();
+        let (planned, now) = match (planned, self.script_now()) {
+            (Ok(planned), Ok(now)) => (planned, now),
+            (Err(error), _) | (_, Err(error)) => {
+                self.inner.report_unfit(&error);
+                return Acquisition::Ready(Err(error));
+            }
+        };
         if !self.inner.breaker.allows() {
             return Acquisition::Ready(Err(StoreError::new(
                 "redis is failing: calls are paused (circuit breaker)",
                 "circuit open",
             )));
         }
-        let planned: Result<Vec<Planned>, StoreError> =
-            checks.iter().map(|check| self.plan(check)).collect();
-        let now = self.script_now();
-        let (planned, now) = match (planned, now) {
-            (Ok(planned), Ok(now)) => (planned, now),
-            (Err(error), _) | (_, Err(error)) => return Acquisition::Ready(Err(error)),
-        };
         // What the over-limit cache needs to remember denials, owned for the future.
         let remembered: Option<Vec<OwnedCheck>> = self
             .inner
@@ -464,13 +522,22 @@ impl Store for RedisStore {
             if let (Some(denials), Some(remembered)) = (&store.inner.denials, &remembered) {
                 let checks: Vec<LimitCheck<'_>> =
                     remembered.iter().map(OwnedCheck::as_check).collect();
-                denials.record(&checks, &decisions, store.inner.clock.now());
+                // From the time the request was sent: Redis decided later, so a cached denial
+                // never outlasts the one Redis gave.
+                denials.record(&checks, &decisions, sent_at);
             }
             Ok(decisions)
         }))
     }
 
     fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
+        if let Some(denials) = &self.inner.denials {
+            denials.forget(check);
+        }
+        // While Redis is failing, a cancel would only wait for a timeout.
+        if self.inner.breaker.is_open() {
+            return;
+        }
         let (Ok(planned), Ok(now), Ok(runtime)) = (
             self.plan(check),
             self.script_now(),

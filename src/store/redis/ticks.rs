@@ -45,6 +45,16 @@ impl Tick {
             })
     }
 
+    /// The tick's unit, for keys: `ns`, `us`, `ms` or `s`.
+    pub(super) fn unit(self) -> &'static str {
+        match self.nanos {
+            1 => "ns",
+            1_000 => "us",
+            1_000_000 => "ms",
+            _ => "s",
+        }
+    }
+
     /// `nanos` in this tick, rounded down.
     pub(super) fn count(self, nanos: u64) -> u64 {
         nanos / self.nanos
