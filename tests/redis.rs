@@ -1003,7 +1003,7 @@ async fn checks_for(limiter: &Limiter<RedisStore>, user: &str, count: usize) -> 
 }
 
 #[test]
-fn a_key_holding_garbage_counts_as_never_seen_and_trips_nothing() {
+fn a_key_holding_garbage_or_deleted_counts_as_never_seen_and_trips_nothing() {
     use tollgate::algorithm::{Algorithm, Quota};
     use tollgate::store::{Acquisition, LimitCheck, Store};
 
@@ -1044,5 +1044,13 @@ fn a_key_holding_garbage_counts_as_never_seen_and_trips_nothing() {
                 "{garbage:?} read as a fresh state"
             );
         }
+        // Keys deleted under us: the state starts afresh, nothing fails.
+        server.cli(&["FLUSHALL"]).expect("flushall");
+        let decisions = match store.acquire(&[check]) {
+            Acquisition::Ready(result) => result,
+            Acquisition::Pending(pending) => pending.await,
+        }
+        .expect("decided by Redis");
+        assert_eq!(decisions[0].remaining, 2);
     });
 }
