@@ -29,13 +29,17 @@
 //!
 //! It prints the machine, the date, the sizes of the public state types, and a markdown table.
 
+#[path = "common/machine.rs"]
+mod machine;
+use machine::{cpu_model, memory_total, utc_now};
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::VecDeque;
 use std::io::Write as _;
 use std::mem::size_of;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tollgate::algorithm::{
     Algorithm, Decision, FixedWindow, Gcra, LeakyBucket, Quota, SlidingWindowCounter,
     SlidingWindowLog, State, TokenBucket,
@@ -368,47 +372,6 @@ fn run(case: Case) -> Measured {
 // ---------------------------------------------------------------------------------------
 // Report
 // ---------------------------------------------------------------------------------------
-
-fn cpu_model() -> Option<String> {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, model)| model.trim().to_owned())
-}
-
-fn memory_total() -> Option<String> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(format!("{:.1} GiB", kib / (1024.0 * 1024.0)))
-}
-
-/// Today's date (UTC) as `YYYY-MM-DD HH:MM:SS UTC`, without a date library.
-fn utc_now() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let time = secs % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        time / 3600,
-        time / 60 % 60,
-        time % 60
-    )
-}
 
 fn per_key(bytes: usize, keys: usize) -> String {
     format!("{:.1}", bytes as f64 / keys as f64)
