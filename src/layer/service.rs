@@ -4,13 +4,12 @@ use crate::limiter::{QueuePlaces, Started, Verdict};
 use crate::response::{self, RateLimitHeaders};
 use crate::rules::tree::Values;
 use crate::rules::Rules;
-use crate::source::{MissingPeerAddr, RequestView};
+use crate::source::{MissingPeerAddr, RequestView, Value};
 use crate::store::{MemoryStore, Store};
 use crate::Limiter;
 use bytes::Bytes;
 use http::{Request, Response};
 use smallvec::SmallVec;
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -206,7 +205,7 @@ fn report_missing_peer_addr() {
 struct RequestValues<'r> {
     view: RequestView<'r>,
     rules: &'r Rules,
-    cache: SmallVec<[Option<Option<Cow<'r, str>>>; 8]>,
+    cache: SmallVec<[Option<Option<Value<'r>>>; 8]>,
 }
 
 impl<'r> RequestValues<'r> {

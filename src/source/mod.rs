@@ -8,13 +8,14 @@
 mod classifier;
 mod client_ip;
 mod peer;
+mod value;
 
 pub use classifier::{Classifier, PathPattern};
 pub use client_ip::{ClientAddr, ClientIpResolver, ForwardedHeader};
 pub use peer::PeerAddr;
+pub use value::{InlineText, Value};
 
 use http::{Extensions, HeaderMap, HeaderName, Method, Uri};
-use std::borrow::Cow;
 use std::fmt;
 
 /// The identity of the caller, put into the request extensions by an authentication layer
@@ -119,36 +120,34 @@ impl<'a> RequestView<'a> {
         &self,
         source: &'s Source,
         client_ip: &ClientIpResolver,
-    ) -> Result<Option<Cow<'s, str>>, MissingPeerAddr>
+    ) -> Result<Option<Value<'s>>, MissingPeerAddr>
     where
         'a: 's,
     {
         Ok(match source {
             Source::RemoteAddress => {
                 let peer = PeerAddr::from_extensions(self.extensions).ok_or(MissingPeerAddr)?;
-                Some(Cow::Owned(
-                    client_ip.resolve(peer.ip(), self.headers).to_string(),
-                ))
+                Some(Value::display(client_ip.resolve(peer.ip(), self.headers)))
             }
-            Source::Method => Some(Cow::Borrowed(self.method.as_str())),
-            Source::Path => Some(Cow::Borrowed(self.uri.path())),
-            Source::Route => matched_route(self.extensions).map(Cow::Borrowed),
-            Source::Host => self.host().map(Cow::Borrowed),
+            Source::Method => Some(Value::Borrowed(self.method.as_str())),
+            Source::Path => Some(Value::Borrowed(self.uri.path())),
+            Source::Route => matched_route(self.extensions).map(Value::Borrowed),
+            Source::Host => self.host().map(Value::Borrowed),
             Source::Header(name) => self
                 .headers
                 .get(name)
                 .and_then(|v| v.to_str().ok())
-                .map(Cow::Borrowed),
+                .map(Value::Borrowed),
             Source::Query(name) => self.uri.query().and_then(|query| {
                 form_urlencoded::parse(query.as_bytes())
                     .find(|(key, _)| key == name)
-                    .map(|(_, value)| Cow::Owned(value.into_owned()))
+                    .map(|(_, value)| Value::Owned(value.into_owned()))
             }),
             Source::Identity => self
                 .extensions
                 .get::<Identity>()
-                .map(|id| Cow::Borrowed(id.as_str())),
-            Source::Classifier(classifier) => classifier.classify(self).map(Cow::Borrowed),
+                .map(|id| Value::Borrowed(id.as_str())),
+            Source::Classifier(classifier) => classifier.classify(self).map(Value::Borrowed),
         })
     }
 

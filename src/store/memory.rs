@@ -162,6 +162,12 @@ impl<C: Clock> MemoryStore<C> {
 
     fn decide(&self, checks: &[LimitCheck<'_>]) -> Decisions {
         let now = self.clock.now();
+        // One limit (the common case): one hash, one lock, decide and charge in one step.
+        if let [check] = checks {
+            let hash = self.hasher.hash_one(check.key);
+            let mut generations = lock(&self.shards[self.shard_of(hash)]);
+            return Decisions::from_elem(self.charge(&mut generations, hash, check, now), 1);
+        }
         let hashes: SmallVec<[u64; 4]> =
             checks.iter().map(|c| self.hasher.hash_one(c.key)).collect();
         let mut shard_ids: SmallVec<[usize; 4]> =
@@ -176,11 +182,6 @@ impl<C: Clock> MemoryStore<C> {
                 .unwrap_or_default()
         };
 
-        // One limit: decide and charge in one step.
-        if let ([check], [hash]) = (checks, hashes.as_slice()) {
-            let decision = self.charge(&mut guards[0], *hash, check, now);
-            return Decisions::from_elem(decision, 1);
-        }
         // Several: charge only if every enforced limit has room. Room for all of them is made
         // first, so that no generation rolls mid-batch and forgets a key already read (unless
         // one shard's generation is smaller than the batch).
