@@ -6,6 +6,7 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Response, StatusCode};
 use smallvec::SmallVec;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// `X-Ratelimit-Limit`: the most requests the client may send at once.
@@ -33,6 +34,24 @@ const GRPC_CONTENT_TYPE: HeaderValue = HeaderValue::from_static("application/grp
 /// The rate-limit headers of one response, prepared before the inner service runs.
 pub(crate) type RateLimitHeaders = SmallVec<[(HeaderName, HeaderValue); 4]>;
 
+/// A header value for `n`. Values below 1024 (most limits, counts and waits) come from a
+/// table made once, because a `HeaderValue` made from a number allocates and these are sent
+/// on every response.
+fn number(n: u64) -> HeaderValue {
+    const CACHED: u64 = 1024;
+    static SMALL: OnceLock<Box<[HeaderValue]>> = OnceLock::new();
+    if n >= CACHED {
+        return HeaderValue::from(n);
+    }
+    let small = SMALL.get_or_init(|| {
+        // Leaked once per process (a few kilobytes), so that every clone is free.
+        (0..CACHED)
+            .map(|n| HeaderValue::from_static(Box::leak(n.to_string().into_boxed_str())))
+            .collect()
+    });
+    small[usize::try_from(n).unwrap_or_default()].clone()
+}
+
 /// Whether a request is a gRPC call (`content-type: application/grpc*`).
 pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
     headers
@@ -55,15 +74,15 @@ pub(crate) fn headers(
     options: ResponseOptions,
 ) -> RateLimitHeaders {
     let mut headers = RateLimitHeaders::new();
-    headers.push((X_RATELIMIT_LIMIT, HeaderValue::from(decision.limit)));
+    headers.push((X_RATELIMIT_LIMIT, number(decision.limit)));
     let remaining = if decision.allowed {
         decision.remaining
     } else {
         0
     };
-    headers.push((X_RATELIMIT_REMAINING, HeaderValue::from(remaining)));
+    headers.push((X_RATELIMIT_REMAINING, number(remaining)));
     if !decision.allowed {
-        let retry_after = HeaderValue::from(whole_seconds_at_least_one(decision.retry_after));
+        let retry_after = number(whole_seconds_at_least_one(decision.retry_after));
         headers.push((X_RATELIMIT_RETRY_AFTER, retry_after.clone()));
         headers.push((RETRY_AFTER, retry_after));
     }
@@ -71,7 +90,7 @@ pub(crate) fn headers(
         let reset = decision.reset_after.as_nanos().div_ceil(1_000_000_000);
         headers.push((
             X_RATELIMIT_RESET,
-            HeaderValue::from(u64::try_from(reset).unwrap_or(u64::MAX)),
+            number(u64::try_from(reset).unwrap_or(u64::MAX)),
         ));
     }
     if options.ietf_headers {
@@ -115,19 +134,16 @@ pub(crate) fn rejection(
         let mut response = grpc_status(GRPC_RESOURCE_EXHAUSTED, &message);
         response.headers_mut().insert(
             GRPC_RETRY_PUSHBACK_MS,
-            HeaderValue::from(u64::try_from(pushback_ms).unwrap_or(u64::MAX)),
+            number(u64::try_from(pushback_ms).unwrap_or(u64::MAX)),
         );
         response
     } else {
-        let problem = serde_json::json!({
-            "type": "about:blank",
-            "title": "Too Many Requests",
-            "status": 429,
-            "detail": format!("Rate limit exceeded; retry after {retry_after} second(s)."),
-            "limit": limit.label(),
-            "retry_after": retry_after,
-        });
-        let mut response = Response::new(Bytes::from(problem.to_string()));
+        // Written by hand: one allocation, the label's JSON prepared when the rules compiled.
+        let problem = format!(
+            r#"{{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"Rate limit exceeded; retry after {retry_after} second(s).","limit":{},"retry_after":{retry_after}}}"#,
+            limit.label_json()
+        );
+        let mut response = Response::new(Bytes::from(problem));
         *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
         response.headers_mut().insert(
             CONTENT_TYPE,

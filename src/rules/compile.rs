@@ -359,9 +359,12 @@ impl Compiler {
         let rate = self.rate(&raw.value, raw.referenced, &path);
         let cost = self.cost(&raw.value, &path);
         let (rate, cost) = (rate?, cost?);
+        let name = raw.value.name.as_ref().map(|n| n.value.clone());
+        let label = name.as_deref().unwrap_or(chain);
         self.limits.push(Limit {
+            label_json: serde_json::Value::from(label).to_string(),
             cost,
-            name: raw.value.name.as_ref().map(|n| n.value.clone()),
+            name,
             descriptor: chain.to_owned(),
             rate,
             shadow: descriptor.value.shadow_mode,

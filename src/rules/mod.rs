@@ -61,6 +61,8 @@ pub struct Rules {
 /// One rate limit of the rules.
 #[derive(Debug, Clone)]
 pub struct Limit {
+    /// The label as a JSON string, for rejection bodies.
+    label_json: String,
     cost: Option<Cost>,
     name: Option<String>,
     descriptor: String,
@@ -238,6 +240,11 @@ impl Limit {
     /// The descriptor entries leading to this limit, e.g. `endpoint=login/remote_address`.
     pub fn descriptor(&self) -> &str {
         &self.descriptor
+    }
+
+    /// [`Limit::label`] as a JSON string (quoted and escaped).
+    pub(crate) fn label_json(&self) -> &str {
+        &self.label_json
     }
 
     /// The name if there is one, else the descriptor: how logs and headers refer to the limit.
