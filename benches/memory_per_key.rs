@@ -17,6 +17,16 @@
 //! After measuring, each case moves the clock an hour on (every key idle) and calls
 //! [`MemoryStore::sweep`], and reports what stays allocated with no key tracked.
 //!
+//! For comparison, governor's keyed limiter is measured the same way:
+//! `governor::RateLimiter::keyed(Quota::per_second(10))` (its default `DashMap` state store
+//! and default clock), one `check_key` for each of 1,000,000 distinct keys of the natural key
+//! types: [`IpAddr`] for the IPv4 addresses and [`String`] for the user IDs (the same
+//! values, without tollgate's state id and length prefix; a user ID is written into one
+//! reused `String`, which the limiter clones on insert). Keys tracked is `limiter.len()`.
+//! Its clock cannot be moved on, so the bench sleeps 300 ms (more than the 100 ms after
+//! which a key's state is indistinguishable from a fresh one), then calls `retain_recent()`
+//! and `shrink_to_fit()`.
+//!
 //! Each case runs in a child process of this binary, so that one case's freed memory does
 //! not blur the next one's resident set size (read from `/proc/self/status`, a cross-check
 //! that includes what the allocator itself spends per allocation).
@@ -35,10 +45,13 @@ use machine::{cpu_model, memory_total, utc_now};
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::VecDeque;
+use std::fmt::Write as _;
 use std::io::Write as _;
 use std::mem::size_of;
+use std::net::{IpAddr, Ipv4Addr};
+use std::num::NonZeroU32;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tollgate::algorithm::{
     Algorithm, Decision, FixedWindow, Gcra, LeakyBucket, Quota, SlidingWindowCounter,
@@ -145,7 +158,7 @@ const FULL_LOG_REQUESTS: usize = 10;
 /// A state id, as the rules compiler would make one (any 8 bytes do).
 const STATE_ID: u64 = 0x9e37_79b9_7f4a_7c15;
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum KeyKind {
     /// `10.x.y.z`, the client address for a `remote_address` descriptor.
     Ipv4,
@@ -181,11 +194,43 @@ impl KeyKind {
         let len = u32::try_from(buf.len() - 12).expect("short value");
         buf[8..12].copy_from_slice(&len.to_le_bytes());
     }
+
+    /// The `i`th distinct IPv4 address (`10.x.y.z`, as in [`KeyKind::write_key`]), as an
+    /// [`IpAddr`]: governor's natural key for a client address.
+    fn ip(i: usize) -> IpAddr {
+        let low = u32::try_from(i & 0xff_ffff).expect("24 bits fit a u32");
+        IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | low))
+    }
+
+    /// Writes the `i`th distinct user ID (`user-000000`, as in [`KeyKind::write_key`]) into
+    /// `buf`: governor's natural key for a user.
+    fn write_user_id(buf: &mut String, i: usize) {
+        buf.clear();
+        write!(buf, "user-{i:06}").expect("writing to a String does not fail");
+    }
+}
+
+/// What a case measures.
+#[derive(Clone, Copy)]
+enum Subject {
+    /// tollgate's [`MemoryStore`] with one algorithm.
+    Tollgate(Algorithm),
+    /// governor's keyed rate limiter (GCRA) with its default `DashMap` state store.
+    Governor,
+}
+
+impl Subject {
+    fn name(self) -> String {
+        match self {
+            Subject::Tollgate(algorithm) => algorithm.to_string(),
+            Subject::Governor => "governor 0.10 keyed (GCRA, DashMap)".to_owned(),
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
 struct Case {
-    algorithm: Algorithm,
+    subject: Subject,
     kind: KeyKind,
     keys: usize,
     requests_per_key: usize,
@@ -193,7 +238,13 @@ struct Case {
 
 impl Case {
     fn label(&self) -> String {
-        if self.requests_per_key == 1 {
+        if let Subject::Governor = self.subject {
+            let key_type = match self.kind {
+                KeyKind::Ipv4 => "IpAddr",
+                KeyKind::UserId => "String",
+            };
+            format!("{} (`{key_type}`)", self.kind.name())
+        } else if self.requests_per_key == 1 {
             self.kind.name().to_owned()
         } else {
             format!(
@@ -210,7 +261,7 @@ fn cases() -> Vec<Case> {
     for algorithm in Algorithm::ALL {
         for kind in [KeyKind::Ipv4, KeyKind::UserId] {
             cases.push(Case {
-                algorithm,
+                subject: Subject::Tollgate(algorithm),
                 kind,
                 keys: KEYS,
                 requests_per_key: 1,
@@ -219,7 +270,15 @@ fn cases() -> Vec<Case> {
     }
     for kind in [KeyKind::Ipv4, KeyKind::UserId] {
         cases.push(Case {
-            algorithm: Algorithm::SlidingWindowLog,
+            subject: Subject::Governor,
+            kind,
+            keys: KEYS,
+            requests_per_key: 1,
+        });
+    }
+    for kind in [KeyKind::Ipv4, KeyKind::UserId] {
+        cases.push(Case {
+            subject: Subject::Tollgate(Algorithm::SlidingWindowLog),
             kind,
             keys: FULL_LOG_KEYS,
             requests_per_key: FULL_LOG_REQUESTS,
@@ -301,19 +360,75 @@ fn rss_bytes() -> Option<usize> {
     Some(kib * 1024)
 }
 
+/// The counters when a case starts filling.
+struct Before {
+    rss: Option<usize>,
+    small: usize,
+    large: usize,
+    count: usize,
+    started: Instant,
+}
+
+impl Before {
+    /// Reads the counters and resets the peak.
+    fn take() -> Before {
+        let rss = rss_bytes();
+        let small = LIVE_SMALL.load(Ordering::Relaxed);
+        let large = LIVE_LARGE.load(Ordering::Relaxed);
+        let count = LIVE_COUNT.load(Ordering::Relaxed);
+        PEAK.store(live_bytes(), Ordering::Relaxed);
+        Before {
+            rss,
+            small,
+            large,
+            count,
+            started: Instant::now(),
+        }
+    }
+
+    /// What was filled since [`Before::take`]; `swept_bytes` is left at 0.
+    fn measure(&self, tracked: usize) -> Measured {
+        let elapsed = self.started.elapsed();
+        let small_after = LIVE_SMALL.load(Ordering::Relaxed);
+        let large_after = LIVE_LARGE.load(Ordering::Relaxed);
+        let count_after = LIVE_COUNT.load(Ordering::Relaxed);
+        let peak = PEAK.load(Ordering::Relaxed);
+        let rss_after = rss_bytes();
+        Measured {
+            bytes: (small_after + large_after) - (self.small + self.large),
+            small_bytes: small_after - self.small,
+            large_bytes: large_after - self.large,
+            allocations: count_after - self.count,
+            peak_bytes: peak - (self.small + self.large),
+            rss_bytes: self.rss.zip(rss_after).map(|(b, a)| a.saturating_sub(b)),
+            tracked,
+            elapsed,
+            swept_bytes: 0,
+        }
+    }
+
+    /// Live bytes above the start.
+    fn live_above(&self) -> usize {
+        live_bytes() - (self.small + self.large)
+    }
+}
+
 /// Runs one case in this process.
 fn run(case: Case) -> Measured {
+    match case.subject {
+        Subject::Tollgate(algorithm) => run_tollgate(algorithm, case),
+        Subject::Governor => run_governor(case),
+    }
+}
+
+/// Fills tollgate's [`MemoryStore`].
+fn run_tollgate(algorithm: Algorithm, case: Case) -> Measured {
     let clock = ManualClock::new();
     let store = MemoryStore::with_clock(clock.clone()).with_max_keys(4_000_000);
-    let quota = quota_for(case.algorithm);
+    let quota = quota_for(algorithm);
     let mut buf: Vec<u8> = Vec::with_capacity(64);
 
-    let rss_before = rss_bytes();
-    let small_before = LIVE_SMALL.load(Ordering::Relaxed);
-    let large_before = LIVE_LARGE.load(Ordering::Relaxed);
-    let count_before = LIVE_COUNT.load(Ordering::Relaxed);
-    PEAK.store(live_bytes(), Ordering::Relaxed);
-    let started = Instant::now();
+    let before = Before::take();
 
     for round in 0..case.requests_per_key {
         if round > 0 {
@@ -325,7 +440,7 @@ fn run(case: Case) -> Measured {
             let check = LimitCheck {
                 domain: "test",
                 key: &buf,
-                algorithm: case.algorithm,
+                algorithm,
                 quota: &quota,
                 cost: 1,
                 shadow: false,
@@ -336,36 +451,64 @@ fn run(case: Case) -> Measured {
             let decision: &Decision = &decisions[0];
             assert!(
                 decision.allowed,
-                "{} denied request {round} of key {i}",
-                case.algorithm
+                "{algorithm} denied request {round} of key {i}",
             );
         }
     }
 
-    let elapsed = started.elapsed();
-    let small_after = LIVE_SMALL.load(Ordering::Relaxed);
-    let large_after = LIVE_LARGE.load(Ordering::Relaxed);
-    let count_after = LIVE_COUNT.load(Ordering::Relaxed);
-    let peak = PEAK.load(Ordering::Relaxed);
-    let rss_after = rss_bytes();
-    let tracked = store.len();
+    let mut measured = before.measure(store.len());
 
     // Every key idle (the longest period is a minute), then swept: what stays allocated.
     clock.advance(Duration::from_secs(3600));
     store.sweep();
     assert_eq!(store.len(), 0, "sweep drops every idle key");
-    let swept_bytes = live_bytes() - (small_before + large_before);
+    measured.swept_bytes = before.live_above();
+    measured
+}
 
-    Measured {
-        bytes: (small_after + large_after) - (small_before + large_before),
-        small_bytes: small_after - small_before,
-        large_bytes: large_after - large_before,
-        allocations: count_after - count_before,
-        peak_bytes: peak - (small_before + large_before),
-        rss_bytes: rss_before.zip(rss_after).map(|(b, a)| a.saturating_sub(b)),
-        tracked,
-        elapsed,
-        swept_bytes,
+/// The quota of the governor cases: 10 per second (a burst of 10).
+fn governor_quota() -> governor::Quota {
+    governor::Quota::per_second(NonZeroU32::new(10).expect("10 is not zero"))
+}
+
+/// Fills governor's keyed limiter, keyed by `K`, with `case.keys` keys from `key(i)`.
+fn fill_governor<K, F>(case: Case, mut check: F) -> Measured
+where
+    K: Clone + std::hash::Hash + Eq,
+    F: FnMut(&governor::DefaultKeyedRateLimiter<K>, usize) -> bool,
+{
+    let limiter = governor::RateLimiter::keyed(governor_quota());
+
+    let before = Before::take();
+    for i in 0..case.keys {
+        assert!(check(&limiter, i), "governor denied key {i}");
+    }
+    let mut measured = before.measure(limiter.len());
+
+    // A key is indistinguishable from a fresh one 100 ms (one emission interval) after its
+    // only request; the clock is the real one, so wait, then drop and shrink.
+    std::thread::sleep(Duration::from_millis(300));
+    limiter.retain_recent();
+    limiter.shrink_to_fit();
+    assert_eq!(limiter.len(), 0, "retain_recent drops every idle key");
+    measured.swept_bytes = before.live_above();
+    measured
+}
+
+/// Fills governor's keyed limiter with the case's keys, of their natural types.
+fn run_governor(case: Case) -> Measured {
+    assert_eq!(case.requests_per_key, 1, "one request per key");
+    match case.kind {
+        KeyKind::Ipv4 => fill_governor::<IpAddr, _>(case, |limiter, i| {
+            limiter.check_key(&KeyKind::ip(i)).is_ok()
+        }),
+        KeyKind::UserId => {
+            let mut buf = String::with_capacity(64);
+            fill_governor::<String, _>(case, move |limiter, i| {
+                KeyKind::write_user_id(&mut buf, i);
+                limiter.check_key(&buf).is_ok()
+            })
+        }
     }
 }
 
@@ -415,6 +558,20 @@ fn main() {
             size_of::<VecDeque<(Nanos, u64)>>(),
         ),
         ("(Nanos, u64) (one log entry)", size_of::<(Nanos, u64)>()),
+        ("governor: IpAddr", size_of::<IpAddr>()),
+        ("governor: String", size_of::<String>()),
+        (
+            "governor: InMemoryState (an AtomicU64)",
+            size_of::<governor::state::InMemoryState>(),
+        ),
+        (
+            "governor: (IpAddr, AtomicU64) (one DashMap bucket)",
+            size_of::<(IpAddr, AtomicU64)>(),
+        ),
+        (
+            "governor: (String, AtomicU64) (one DashMap bucket)",
+            size_of::<(String, AtomicU64)>(),
+        ),
     ];
     for (name, size) in sizes {
         println!("- `{name}`: {size} bytes");
@@ -433,7 +590,7 @@ fn main() {
         let Some(measured) = measured.filter(|_| output.status.success()) else {
             panic!(
                 "case {index} ({} / {}) failed: {}\n{}",
-                case.algorithm,
+                case.subject.name(),
                 case.label(),
                 output.status,
                 String::from_utf8_lossy(&output.stderr)
@@ -443,20 +600,20 @@ fn main() {
             measured.tracked,
             case.keys,
             "{} / {}: keys were evicted or left untracked",
-            case.algorithm,
+            case.subject.name(),
             case.label()
         );
         rows.push((*case, measured));
     }
 
     println!(
-        "| algorithm | key kind | bytes per key | keys tracked | of which per-key allocations (< {LARGE} B) | of which hash tables | heap allocations per key | peak bytes per key while filling | RSS growth per key | bytes per key left after all went idle and `sweep()` (len 0) | time |"
+        "| algorithm | key kind | bytes per key | keys tracked | of which per-key allocations (< {LARGE} B) | of which hash tables | heap allocations per key | peak bytes per key while filling | RSS growth per key | bytes per key left after all went idle and were swept (len 0) | time |"
     );
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (case, m) in &rows {
         println!(
             "| {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {} | {:.2} s |",
-            case.algorithm,
+            case.subject.name(),
             case.label(),
             per_key(m.bytes, case.keys),
             m.tracked,
@@ -469,5 +626,44 @@ fn main() {
             per_key(m.swept_bytes, case.keys),
             m.elapsed.as_secs_f64(),
         );
+    }
+
+    // tollgate against governor, per key kind, for the algorithms the target names.
+    let bytes_of = |subject: &dyn Fn(Subject) -> bool, kind: KeyKind| {
+        rows.iter()
+            .find(|(case, _)| {
+                subject(case.subject) && case.requests_per_key == 1 && case.kind == kind
+            })
+            .map(|(case, m)| {
+                (
+                    m.bytes as f64 / case.keys as f64,
+                    m.rss_bytes.map(|b| b as f64 / case.keys as f64),
+                )
+            })
+    };
+    println!();
+    println!("tollgate against governor (bytes per key; RSS growth per key in brackets):\n");
+    println!("| key kind | tollgate algorithm | tollgate | governor | tollgate ÷ governor | tollgate − governor |");
+    println!("|---|---|---:|---:|---:|---:|");
+    for kind in [KeyKind::Ipv4, KeyKind::UserId] {
+        let Some((governor, governor_rss)) = bytes_of(&|s| matches!(s, Subject::Governor), kind)
+        else {
+            continue;
+        };
+        for algorithm in [Algorithm::Gcra, Algorithm::TokenBucket] {
+            let is_algorithm = |s| matches!(s, Subject::Tollgate(a) if a == algorithm);
+            let Some((tollgate, tollgate_rss)) = bytes_of(&is_algorithm, kind) else {
+                continue;
+            };
+            let rss = |r: Option<f64>| r.map_or_else(|| "n/a".to_owned(), |r| format!("{r:.1}"));
+            println!(
+                "| {} | {algorithm} | {tollgate:.1} ({}) | {governor:.1} ({}) | {:.2} | {:+.1} |",
+                kind.name(),
+                rss(tollgate_rss),
+                rss(governor_rss),
+                tollgate / governor,
+                tollgate - governor,
+            );
+        }
     }
 }
