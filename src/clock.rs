@@ -15,7 +15,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A point in time, in nanoseconds since the Unix epoch.
@@ -62,18 +62,79 @@ pub trait Clock: Send + Sync + 'static {
     fn now(&self) -> Nanos;
 }
 
-/// The operating system's wall clock.
+/// The wall clock, read cheaply.
+///
+/// Reading the operating system's clock costs tens of nanoseconds on every decision (more
+/// on virtual machines). This clock reads the CPU's time-stamp counter instead (through
+/// `quanta`, as governor does) and adds the offset to the operating system's wall clock,
+/// taken again every second so that the two never drift apart by more than a second's
+/// worth of clock correction (microseconds).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
+
+/// The counter, and the wall clock's offset from it.
+struct WallClock {
+    counter: quanta::Clock,
+    start: u64,
+    /// Wall-clock nanoseconds minus counter nanoseconds since `start`.
+    offset: AtomicU64,
+    /// Counter nanoseconds at which the offset was last taken.
+    synced_at: AtomicU64,
+}
+
+/// How often the offset to the operating system's clock is taken again.
+const RESYNC_NANOS: u64 = 1_000_000_000;
+
+impl WallClock {
+    fn get() -> &'static WallClock {
+        static CLOCK: OnceLock<WallClock> = OnceLock::new();
+        CLOCK.get_or_init(|| {
+            let counter = quanta::Clock::new();
+            let start = counter.raw();
+            let clock = WallClock {
+                counter,
+                start,
+                offset: AtomicU64::new(0),
+                synced_at: AtomicU64::new(0),
+            };
+            clock.sync(0);
+            clock
+        })
+    }
+
+    fn elapsed(&self) -> u64 {
+        self.counter.delta_as_nanos(self.start, self.counter.raw())
+    }
+
+    fn sync(&self, elapsed: u64) {
+        self.offset
+            .store(os_wall_clock().wrapping_sub(elapsed), Ordering::Relaxed);
+        self.synced_at.store(elapsed, Ordering::Relaxed);
+    }
+
+    fn now(&self) -> Nanos {
+        let elapsed = self.elapsed();
+        if elapsed.wrapping_sub(self.synced_at.load(Ordering::Relaxed)) >= RESYNC_NANOS {
+            // Racy by design: two threads may both take the offset; either result is right.
+            self.sync(elapsed);
+        }
+        Nanos(elapsed.wrapping_add(self.offset.load(Ordering::Relaxed)))
+    }
+}
+
+/// The operating system's wall clock, in nanoseconds since the epoch.
+fn os_wall_clock() -> u64 {
+    // A clock set before 1970 reads as the epoch rather than panicking.
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX)
+}
 
 impl Clock for SystemClock {
     #[inline]
     fn now(&self) -> Nanos {
-        // A clock set before 1970 reads as the epoch rather than panicking.
-        let since_epoch = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        Nanos(u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX))
+        WallClock::get().now()
     }
 }
 
@@ -141,6 +202,20 @@ mod tests {
     #[test]
     fn system_clock_is_after_2020() {
         assert!(SystemClock.now() > Nanos::new(1_577_836_800 * 1_000_000_000));
+    }
+
+    #[test]
+    fn system_clock_follows_the_operating_system_clock() {
+        for _ in 0..1_000 {
+            let before = os_wall_clock();
+            let now = SystemClock.now().as_u64();
+            let after = os_wall_clock();
+            // Within a millisecond of the operating system's clock, either way.
+            assert!(
+                now + 1_000_000 >= before && now <= after + 1_000_000,
+                "{before} <= {now} <= {after}"
+            );
+        }
     }
 
     #[test]

@@ -1,0 +1,134 @@
+//! A minimal axum server for end-to-end load tests (`scripts/bench-http.sh` drives it with
+//! `wrk`).
+//!
+//! ```text
+//! cargo build --release --example bench_server
+//! target/release/examples/bench_server MODE [ADDR]       # ADDR defaults to 127.0.0.1:3300
+//! BENCH_WORKERS=2 target/release/examples/bench_server tollgate 127.0.0.1:3301
+//! ```
+//!
+//! One route, `GET /`, answers a short static body. `MODE` chooses what sits in front of it:
+//!
+//! | mode | layer |
+//! |---|---|
+//! | `bare` | nothing: plain axum, the baseline |
+//! | `tollgate` | tollgate, one per-IP `token_bucket` of 1,000,000,000 per second: nothing is limited |
+//! | `tollgate-limited` | tollgate, one per-IP `token_bucket` of 1 per hour: all but the first request get 429 |
+//! | `governor` | tower_governor's `GovernorLayer`, keyed by peer IP, one cell per nanosecond with a burst of `u32::MAX`: nothing is limited |
+//! | `governor-limited` | tower_governor, keyed by peer IP, one cell per hour with a burst of 1: all but the first request get 429 |
+//!
+//! Both limiters key by the peer address, so the server is served with
+//! `into_make_service_with_connect_info::<SocketAddr>()` in every mode (bare included, so
+//! that only the layer differs). The Tokio runtime is multi-threaded with `BENCH_WORKERS`
+//! workers (default 1), and the whole server (accept loop included) runs on them, so that
+//! the server and the load generator can be pinned to different cores.
+
+use axum::routing::get;
+use axum::Router;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+use tollgate::algorithm::Algorithm;
+use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, Unit};
+use tollgate::RateLimitLayer;
+use tower_governor::governor::GovernorConfigBuilder;
+use tower_governor::GovernorLayer;
+
+const MODES: &str = "bare, tollgate, tollgate-limited, governor, governor-limited";
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let Some(mode) = args.next() else {
+        eprintln!("usage: bench_server MODE [ADDR]   (MODE: {MODES})");
+        return ExitCode::FAILURE;
+    };
+    let listen = args.next().unwrap_or_else(|| "127.0.0.1:3300".to_owned());
+    let workers = match std::env::var("BENCH_WORKERS") {
+        Ok(value) => match value.parse::<usize>() {
+            Ok(workers) if workers > 0 => workers,
+            _ => {
+                eprintln!("BENCH_WORKERS must be a positive whole number, not {value:?}");
+                return ExitCode::FAILURE;
+            }
+        },
+        Err(_) => 1,
+    };
+    let Some(app) = app(&mode) else {
+        eprintln!("unknown mode {mode:?} (expected one of: {MODES})");
+        return ExitCode::FAILURE;
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("cannot start the Tokio runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Spawned, so that the accept loop runs on the workers too, not on this thread.
+    runtime.block_on(async move {
+        tokio::spawn(async move { serve(app, &mode, &listen, workers).await })
+            .await
+            .unwrap_or(ExitCode::FAILURE)
+    })
+}
+
+/// The router for `mode`, or `None` for an unknown mode.
+fn app(mode: &str) -> Option<Router> {
+    let router = Router::new().route("/", get(|| async { "hello, world\n" }));
+    let app = match mode {
+        "bare" => router,
+        "tollgate" => router.layer(tollgate_per_ip(LimitSpec::per(Unit::Second, 1_000_000_000))),
+        "tollgate-limited" => router.layer(tollgate_per_ip(LimitSpec::per(Unit::Hour, 1))),
+        "governor" => {
+            let config = GovernorConfigBuilder::default()
+                .period(Duration::from_nanos(1))
+                .burst_size(u32::MAX)
+                .finish()
+                .expect("a non-zero period and burst");
+            router.layer(GovernorLayer::new(config))
+        }
+        "governor-limited" => {
+            let config = GovernorConfigBuilder::default()
+                .period(Duration::from_secs(3600))
+                .burst_size(1)
+                .finish()
+                .expect("a non-zero period and burst");
+            router.layer(GovernorLayer::new(config))
+        }
+        _ => return None,
+    };
+    Some(app)
+}
+
+/// A tollgate layer with one per-client-IP token bucket.
+fn tollgate_per_ip(limit: LimitSpec) -> RateLimitLayer {
+    let rules = Rules::builder("bench")
+        .descriptor(
+            DescriptorSpec::key("remote_address")
+                .rate_limit(limit.algorithm(Algorithm::TokenBucket)),
+        )
+        .build()
+        .expect("valid bench rules");
+    RateLimitLayer::from_rules(rules)
+}
+
+async fn serve(app: Router, mode: &str, listen: &str, workers: usize) -> ExitCode {
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("cannot listen on {listen}: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("bench_server: {mode} on http://{listen} ({workers} Tokio worker(s))");
+    let service = app.into_make_service_with_connect_info::<SocketAddr>();
+    if let Err(error) = axum::serve(listener, service).await {
+        eprintln!("server error: {error}");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
