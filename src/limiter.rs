@@ -43,18 +43,23 @@ use std::time::Duration;
 /// ```
 #[derive(Debug)]
 pub struct Limiter<St = MemoryStore> {
-    rules: Arc<ArcSwap<Rules>>,
-    store: Arc<St>,
+    // One shared allocation: services are cloned for every request (axum does), and each
+    // clone of a limiter is then one reference count, not three.
+    shared: Arc<Shared<St>>,
+}
+
+#[derive(Debug)]
+struct Shared<St> {
+    rules: ArcSwap<Rules>,
+    store: St,
     /// Decides the limits whose `on_store_error` is `local` while the store fails.
-    fallback: Arc<MemoryStore>,
+    fallback: MemoryStore,
 }
 
 impl<St> Clone for Limiter<St> {
     fn clone(&self) -> Self {
         Limiter {
-            rules: Arc::clone(&self.rules),
-            store: Arc::clone(&self.store),
-            fallback: Arc::clone(&self.fallback),
+            shared: Arc::clone(&self.shared),
         }
     }
 }
@@ -79,37 +84,39 @@ impl<St: Store> Limiter<St> {
     /// A limiter keeping its state in `store`.
     pub fn with_store(rules: Rules, store: St) -> Self {
         Limiter {
-            rules: Arc::new(ArcSwap::from_pointee(rules)),
-            store: Arc::new(store),
-            fallback: Arc::new(MemoryStore::new()),
+            shared: Arc::new(Shared {
+                rules: ArcSwap::from_pointee(rules),
+                store,
+                fallback: MemoryStore::new(),
+            }),
         }
     }
 
     /// The rules in force now.
     pub fn rules(&self) -> Arc<Rules> {
-        self.rules.load_full()
+        self.shared.rules.load_full()
     }
 
     /// Puts new rules in force. Requests already being decided finish under the old ones.
     /// A limit keeps its counters when its descriptor entries, algorithm and quota are
     /// unchanged (wherever it moved in the file); a changed limit starts afresh.
     pub fn set_rules(&self, rules: Rules) {
-        self.rules.store(Arc::new(rules));
+        self.shared.rules.store(Arc::new(rules));
     }
 
     /// The rules in force now, without touching the shared reference count.
     pub(crate) fn rules_guard(&self) -> arc_swap::Guard<Arc<Rules>> {
-        self.rules.load()
+        self.shared.rules.load()
     }
 
     /// The in-memory store that decides `on_store_error: local` limits while the store fails.
     pub(crate) fn fallback(&self) -> &MemoryStore {
-        &self.fallback
+        &self.shared.fallback
     }
 
     /// The store.
     pub fn store(&self) -> &St {
-        &self.store
+        &self.shared.store
     }
 
     /// Decides a request described by `(key, value)` pairs, e.g.
@@ -121,14 +128,14 @@ impl<St: Store> Limiter<St> {
     /// verdict has a [`delay`](Verdict::delay) (a shaping leaky bucket), wait that long
     /// before going ahead: the place in the queue is booked.
     pub async fn check(&self, values: &[(&str, &str)], cost: u64) -> Verdict {
-        let rules = self.rules.load_full();
+        let rules = self.shared.rules.load_full();
         let mut given = GivenValues {
             rules: &rules,
             values,
         };
         match self.start(&rules, &mut given, cost) {
             Ok(Started::Ready { verdict, .. }) => verdict,
-            Ok(Started::Pending(pending)) => pending.finish(&rules, &self.fallback).await.0,
+            Ok(Started::Pending(pending)) => pending.finish(&rules, &self.shared.fallback).await.0,
             // Given values never need a peer address.
             Err(MissingPeerAddr) => Verdict::unlimited(),
         }
@@ -163,10 +170,11 @@ impl<St: Store> Limiter<St> {
                 queued: Bookings::new(),
             });
         }
-        let acquisition = self.store.acquire(&checks(rules, &bookings));
+        let acquisition = self.shared.store.acquire(&checks(rules, &bookings));
         Ok(match acquisition {
             Acquisition::Ready(result) => {
-                let (verdict, queued) = Verdict::settle(rules, bookings, result, &self.fallback);
+                let (verdict, queued) =
+                    Verdict::settle(rules, bookings, result, &self.shared.fallback);
                 Started::Ready { verdict, queued }
             }
             Acquisition::Pending(future) => Started::Pending(PendingVerdict { future, bookings }),
@@ -260,7 +268,7 @@ impl<St: Store> Drop for QueuePlaces<St> {
         let checks = checks(&self.rules, &self.bookings);
         for (check, booking) in checks.iter().zip(&self.bookings) {
             if let Some(booked_until) = booking.booked_until {
-                self.limiter.store.cancel(check, booked_until);
+                self.limiter.shared.store.cancel(check, booked_until);
             }
         }
     }
