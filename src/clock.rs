@@ -122,13 +122,18 @@ impl WallClock {
     }
 }
 
+/// `duration` in nanoseconds, saturating at `u64::MAX` (about 584 years).
+pub(crate) fn saturating_nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// The operating system's wall clock, in nanoseconds since the epoch.
 fn os_wall_clock() -> u64 {
     // A clock set before 1970 reads as the epoch rather than panicking.
     let since_epoch = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
-    u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX)
+    saturating_nanos(since_epoch)
 }
 
 impl Clock for SystemClock {
@@ -165,7 +170,7 @@ impl ManualClock {
 
     /// Moves the clock forward by `by`.
     pub fn advance(&self, by: Duration) {
-        let nanos = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        let nanos = saturating_nanos(by);
         self.now.fetch_add(nanos, Ordering::SeqCst);
     }
 

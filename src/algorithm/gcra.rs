@@ -1,4 +1,4 @@
-use super::{to_u64, CopyTransition, Decision, Quota};
+use super::{to_u64, Algorithm, CopyTransition, Decision, Quota};
 use crate::clock::Nanos;
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ impl CopyTransition for Gcra {
     /// Admits `cost` requests if they fit within `burst` intervals.
     fn transition(state: Option<&Gcra>, now: Nanos, quota: &Quota, cost: u64) -> (Gcra, Decision) {
         let schedule = Schedule {
-            slots: quota.burst(),
+            slots: Algorithm::Gcra.capacity(quota),
             max_delay: None,
             shaping: false,
         };

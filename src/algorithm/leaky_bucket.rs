@@ -1,5 +1,5 @@
 use super::gcra::Schedule;
-use super::{CopyTransition, Decision, Quota};
+use super::{Algorithm, CopyTransition, Decision, Quota};
 use crate::clock::Nanos;
 
 /// Leaky bucket state: when the bucket will have drained, one timestamp per key.
@@ -19,7 +19,7 @@ pub struct LeakyBucket {
 impl LeakyBucket {
     fn schedule(quota: &Quota) -> Schedule {
         Schedule {
-            slots: quota.queue().saturating_add(1),
+            slots: Algorithm::LeakyBucket.capacity(quota),
             // Policing admits at once: there is no wait to bound.
             max_delay: quota.max_delay().filter(|_| quota.is_shaping()),
             shaping: quota.is_shaping(),

@@ -87,6 +87,18 @@ impl Algorithm {
         }
     }
 
+    /// The largest cost one request can ever be admitted with: the token bucket's and GCRA's
+    /// burst, the leaky bucket's queue plus the request being served, the windows' limit.
+    pub fn capacity(self, quota: &Quota) -> u64 {
+        match self {
+            Algorithm::TokenBucket | Algorithm::Gcra => quota.burst(),
+            Algorithm::LeakyBucket => quota.queue().saturating_add(1),
+            Algorithm::FixedWindow
+            | Algorithm::SlidingWindowLog
+            | Algorithm::SlidingWindowCounter => quota.limit(),
+        }
+    }
+
     /// The state of a key never seen.
     pub fn fresh(self, now: Nanos, quota: &Quota) -> State {
         match self {

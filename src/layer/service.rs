@@ -76,7 +76,6 @@ where
 
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         let rules = self.limiter.rules_guard();
-        let grpc = response::is_grpc(request.headers());
         let started = {
             let mut values = RequestValues::new(RequestView::of(&request), &rules);
             self.limiter.start(&rules, &mut values, 1)
@@ -84,14 +83,12 @@ where
         match started {
             Err(MissingPeerAddr) => {
                 report_missing_peer_addr();
+                let grpc = response::is_grpc(request.headers());
                 ResponseFuture::answered(response::missing_peer_addr(grpc, MissingPeerAddr::FIX))
             }
-            Ok(Started::Ready { verdict, queued }) => match plan(&rules, &verdict, grpc) {
+            Ok(Started::Ready { verdict, queued }) => match plan(&rules, &verdict, &mut request) {
                 Plan::Reject(rejection) => ResponseFuture::answered(rejection),
                 Plan::Admit(headers) => {
-                    if verdict.is_shadow_denied() {
-                        request.extensions_mut().insert(ShadowDenied);
-                    }
                     if verdict.delay().is_zero() {
                         return ResponseFuture::admitted(self.inner.call(request), headers);
                     }
@@ -114,12 +111,9 @@ where
                 let inner = self.take_ready_inner();
                 let waiting: WaitingFuture<_> = Box::pin(async move {
                     let (verdict, queued) = pending.finish(&rules, limiter.fallback()).await;
-                    match plan(&rules, &verdict, grpc) {
+                    match plan(&rules, &verdict, &mut request) {
                         Plan::Reject(rejection) => Waited::Answered(rejection),
                         Plan::Admit(headers) => {
-                            if verdict.is_shadow_denied() {
-                                request.extensions_mut().insert(ShadowDenied);
-                            }
                             let places = QueuePlaces::new(limiter, rules, queued);
                             wait_then_call(
                                 release_at(verdict.delay()),
@@ -178,7 +172,12 @@ enum Plan {
     Reject(Response<Bytes>),
 }
 
-fn plan(rules: &Rules, verdict: &Verdict, grpc: bool) -> Plan {
+/// What to do with `request` after `verdict`: its rejection, or the headers to add to its
+/// response. An admitted request that a shadow limit would have denied is marked.
+fn plan<B>(rules: &Rules, verdict: &Verdict, request: &mut Request<B>) -> Plan {
+    if verdict.is_allowed() && verdict.is_shadow_denied() {
+        request.extensions_mut().insert(ShadowDenied);
+    }
     let options = rules.response();
     let reported = verdict
         .limit_index()
@@ -186,6 +185,7 @@ fn plan(rules: &Rules, verdict: &Verdict, grpc: bool) -> Plan {
         .map(|(index, decision)| (&rules.limits()[index], decision));
     match reported {
         Some((limit, decision)) if !verdict.is_allowed() => {
+            let grpc = response::is_grpc(request.headers());
             Plan::Reject(response::rejection(limit, decision, options, grpc))
         }
         Some((limit, decision)) => Plan::Admit(response::headers(limit, decision, options)),

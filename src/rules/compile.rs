@@ -5,8 +5,8 @@
 
 use super::error::{RuleError, RuleErrors};
 use super::file::{
-    LeakyMode, Located, OnStoreError, RawClassifierEntry, RawClientIp, RawCost, RawDescriptor,
-    RawRateLimit, RawRules, RawSingleSource, RawSource,
+    Located, OnStoreError, RawClassifierEntry, RawClientIp, RawCost, RawDescriptor, RawRateLimit,
+    RawRules, RawSingleSource, RawSource,
 };
 use super::tree::{Group, Level, Node, NodeLimit};
 use super::{Cost, Limit, Rate, ResponseOptions, Rules};
@@ -441,11 +441,7 @@ impl Compiler {
                 }
             }
         }
-        if raw
-            .mode
-            .as_ref()
-            .is_some_and(|mode| mode.value == LeakyMode::Police)
-        {
+        if raw.is_policing() {
             quota = quota.policing();
         }
         let horizon_fits = self.check_horizon(raw, algorithm, &quota, path);
@@ -461,17 +457,12 @@ impl Compiler {
         quota: &Quota,
         path: &str,
     ) -> bool {
-        let (slots, field) = match algorithm {
-            Algorithm::Gcra => (
-                quota.burst(),
-                raw.burst.as_ref().map(|b| (b.referenced, "burst")),
-            ),
-            Algorithm::LeakyBucket => (
-                quota.queue().saturating_add(1),
-                raw.queue.as_ref().map(|q| (q.referenced, "queue")),
-            ),
+        let field = match algorithm {
+            Algorithm::Gcra => raw.burst.as_ref().map(|b| (b.referenced, "burst")),
+            Algorithm::LeakyBucket => raw.queue.as_ref().map(|q| (q.referenced, "queue")),
             _ => return true,
         };
+        let slots = algorithm.capacity(quota);
         if quota.limit() == 0 {
             return true;
         }
@@ -524,10 +515,7 @@ impl Compiler {
                 fit = false;
             }
         }
-        let policing = raw
-            .mode
-            .as_ref()
-            .is_some_and(|mode| mode.value == LeakyMode::Police);
+        let policing = raw.is_policing();
         if let (true, Some(max_delay)) = (policing, &raw.max_delay) {
             let message = "`mode: police` admits without waiting: `max_delay` has no effect";
             self.error(max_delay.referenced, format!("{path}.max_delay"), message);

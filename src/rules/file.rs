@@ -166,6 +166,15 @@ pub(crate) struct RawRateLimit {
     pub(crate) replaces: Vec<Located<RawReplaces>>,
 }
 
+impl RawRateLimit {
+    /// Whether `mode: police` is set.
+    pub(crate) fn is_policing(&self) -> bool {
+        self.mode
+            .as_ref()
+            .is_some_and(|mode| mode.value == LeakyMode::Police)
+    }
+}
+
 /// How a leaky bucket treats the requests it queues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]

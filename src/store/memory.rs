@@ -1,6 +1,6 @@
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
 use crate::algorithm::{Decision, State};
-use crate::clock::{Clock, Nanos, SystemClock};
+use crate::clock::{saturating_nanos, Clock, Nanos, SystemClock};
 use hashbrown::{DefaultHashBuilder, HashTable};
 use smallvec::SmallVec;
 use std::fmt;
@@ -230,7 +230,7 @@ impl<C: Clock> MemoryStore<C> {
                 .algorithm
                 .acquire(&mut entry.state, now, check.quota, check.cost);
             if decision.allowed {
-                entry.idle_at = now.plus(duration_nanos(&decision));
+                entry.idle_at = now.plus(saturating_nanos(decision.reset_after));
             }
             return decision;
         }
@@ -242,18 +242,13 @@ impl<C: Clock> MemoryStore<C> {
         if decision.allowed && !decision.reset_after.is_zero() {
             let entry = Entry {
                 key: check.key.into(),
-                idle_at: now.plus(duration_nanos(&decision)),
+                idle_at: now.plus(saturating_nanos(decision.reset_after)),
                 state,
             };
             generations.insert(hash, entry, now, &self.bounds());
         }
         decision
     }
-}
-
-/// The time after which a key's state is idle, from its latest decision.
-fn duration_nanos(decision: &Decision) -> u64 {
-    u64::try_from(decision.reset_after.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Generations {

@@ -1,5 +1,6 @@
 //! A circuit breaker: after a run of failures, stop asking Redis for a while.
 
+use crate::clock::saturating_nanos;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -31,7 +32,7 @@ impl Breaker {
     }
 
     fn elapsed(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        saturating_nanos(self.started.elapsed())
     }
 
     /// Whether a call may go to Redis now: always while closed; never while open; once the
@@ -80,7 +81,7 @@ impl Breaker {
     }
 
     fn cooldown_nanos(&self) -> u64 {
-        u64::try_from(self.cooldown.as_nanos()).unwrap_or(u64::MAX)
+        saturating_nanos(self.cooldown)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The local over-limit cache: keys Redis reported full, denied here until they free up.
 
 use crate::algorithm::Decision;
-use crate::clock::Nanos;
+use crate::clock::{saturating_nanos, Nanos};
 use crate::store::{Decisions, LimitCheck};
 use hashbrown::{DefaultHashBuilder, HashMap};
 use std::hash::BuildHasher;
@@ -110,10 +110,8 @@ impl Denials {
             let denial = Denial {
                 cost: check.cost,
                 limit: decision.limit,
-                retry_at: now
-                    .plus(u64::try_from(decision.retry_after.as_nanos()).unwrap_or(u64::MAX)),
-                reset_at: now
-                    .plus(u64::try_from(decision.reset_after.as_nanos()).unwrap_or(u64::MAX)),
+                retry_at: now.plus(saturating_nanos(decision.retry_after)),
+                reset_at: now.plus(saturating_nanos(decision.reset_after)),
             };
             entries.insert(self.id(check), denial);
         }

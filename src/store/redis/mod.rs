@@ -6,7 +6,7 @@ mod ticks;
 
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
 use crate::algorithm::{Algorithm, Decision, Quota};
-use crate::clock::{Clock, Nanos, SystemClock};
+use crate::clock::{saturating_nanos, Clock, Nanos, SystemClock};
 use breaker::Breaker;
 use denials::Denials;
 use redis::aio::ConnectionManager;
@@ -72,7 +72,7 @@ impl Inner {
         if self.clock_overrides_redis {
             self.clock.now()
         } else {
-            Nanos::new(u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX))
+            Nanos::new(saturating_nanos(self.started.elapsed()))
         }
     }
 
@@ -385,9 +385,9 @@ impl RedisStore {
                 "no tick fits",
             )
         })?;
-        let max_delay = quota.max_delay().map_or(-1, |d| {
-            int(tick.count(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
-        });
+        let max_delay = quota
+            .max_delay()
+            .map_or(-1, |d| int(tick.count(saturating_nanos(d))));
         let args = [
             algorithm_code(check.algorithm),
             int(tick.per_base),

@@ -7,6 +7,7 @@
 //! clock) for all but very long periods with very large limits.
 
 use crate::algorithm::{Algorithm, Quota};
+use crate::clock::saturating_nanos;
 
 /// The tick of one limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,14 +84,10 @@ impl Tick {
         match algorithm {
             Algorithm::TokenBucket => (burst + limit + cost + 1) * period,
             Algorithm::Gcra | Algorithm::LeakyBucket if limit > 0 => {
-                let slots = if algorithm == Algorithm::Gcra {
-                    burst
-                } else {
-                    u128::from(quota.queue()) + 1
-                };
-                let max_delay = quota.max_delay().map_or(0, |d| {
-                    u128::from(self.count(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
-                });
+                let slots = u128::from(algorithm.capacity(quota));
+                let max_delay = quota
+                    .max_delay()
+                    .map_or(0, |d| u128::from(self.count(saturating_nanos(d))));
                 (slots + cost + 1) * period.div_ceil(limit) + max_delay
             }
             Algorithm::SlidingWindowCounter => (2 * limit + cost + 2) * period,
@@ -102,12 +99,7 @@ impl Tick {
 /// A request larger than the limit can ever hold is denied whatever its size: costs above
 /// that size are sent as that size plus one, which keeps the script's numbers small.
 pub(super) fn clamped_cost(cost: u64, algorithm: Algorithm, quota: &Quota) -> u64 {
-    let capacity = match algorithm {
-        Algorithm::TokenBucket | Algorithm::Gcra => quota.burst(),
-        Algorithm::LeakyBucket => quota.queue().saturating_add(1),
-        _ => quota.limit(),
-    };
-    cost.clamp(1, capacity.saturating_add(1))
+    cost.clamp(1, algorithm.capacity(quota).saturating_add(1))
 }
 
 #[cfg(test)]
