@@ -42,6 +42,32 @@
 //!
 //! - `axum` (default): reads axum's `ConnectInfo` and `MatchedPath` (the `route` key).
 //! - `tonic`: reads tonic's `TcpConnectInfo`, so gRPC servers get the client address.
+//! - `metrics`: counters, a latency histogram and gauges through the [`metrics`](https://docs.rs/metrics)
+//!   facade, for whichever recorder the application installs (e.g. Prometheus). Off, nothing
+//!   is measured.
+//!
+//! # Metrics and tracing
+//!
+//! With the `metrics` feature, labelled by `domain` and `limit` (the limit's
+//! [`label`](rules::Limit::label): its `name`, else its descriptor path), never by a request
+//! value:
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `tollgate_requests_total` | counter | `domain`, `limit`, `outcome`: `allowed`, `denied`, `shadow_denied`, `delayed` |
+//! | `tollgate_store_errors_total` | counter | `domain`, `limit` |
+//! | `tollgate_decision_seconds` | histogram | `domain` |
+//! | `tollgate_tracked_keys` | gauge, set by `Limiter::record_tracked_keys` | `domain` |
+//! | `tollgate_reloads_total` | counter | `result`: `success`, `failure` |
+//!
+//! Each limit counts its own decision: a request denied by one limit counts as `allowed` under
+//! another that had room. Install the recorder before the first request; the handles of a set
+//! of rules are registered on their first decision.
+//!
+//! Through [`tracing`](https://docs.rs/tracing): a `debug` span `rate_limit` per decision
+//! (fields `domain` and `limits`); a `warn` event when a request is denied and an `info`
+//! event when a shadow-mode limit would have denied one, each at most once a second per
+//! limit, with `suppressed`: how many were left out since the last one.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
@@ -49,6 +75,8 @@ pub mod algorithm;
 pub mod clock;
 pub mod layer;
 mod limiter;
+mod metrics;
+mod observe;
 pub mod response;
 pub mod rules;
 pub mod source;

@@ -1,7 +1,10 @@
 //! The limiter: rules, a store, and the decision for one request, without HTTP.
 
 use crate::algorithm::Decision;
+#[cfg(feature = "metrics")]
+use crate::clock::Clock;
 use crate::clock::Nanos;
+use crate::observe::{self, DecisionStart};
 use crate::rules::tree::{StateKey, Values};
 use crate::rules::{OnStoreError, RuleErrors, Rules};
 use crate::source::MissingPeerAddr;
@@ -9,8 +12,10 @@ use crate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, Store
 use arc_swap::ArcSwap;
 use smallvec::SmallVec;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// Rules plus the store that keeps their state: decides whether a request fits.
 ///
@@ -54,6 +59,8 @@ struct Shared<St> {
     store: St,
     /// Decides the limits whose `on_store_error` is `local` while the store fails.
     fallback: MemoryStore,
+    /// [`Limiter::set_shadow_mode`].
+    shadow_mode: AtomicBool,
 }
 
 impl<St> Clone for Limiter<St> {
@@ -88,6 +95,7 @@ impl<St: Store> Limiter<St> {
                 rules: ArcSwap::from_pointee(rules),
                 store,
                 fallback: MemoryStore::new(),
+                shadow_mode: AtomicBool::new(false),
             }),
         }
     }
@@ -102,6 +110,43 @@ impl<St: Store> Limiter<St> {
     /// unchanged (wherever it moved in the file); a changed limit starts afresh.
     pub fn set_rules(&self, rules: Rules) {
         self.shared.rules.store(Arc::new(rules));
+    }
+
+    /// Turns shadow mode on or off for every limit: while on, limits count and report (logs,
+    /// metrics, the [`ShadowDenied`](crate::layer::ShadowDenied) mark) but deny and delay
+    /// nothing. A safe way to roll out new rules: watch what they would do, then turn it off.
+    /// Applies from the next decision. Rules with a top-level `shadow_mode: true`
+    /// ([`Rules::shadow_mode`]) stay in shadow mode whatever this says.
+    ///
+    /// ```
+    /// use tollgate::Limiter;
+    /// use tollgate::rules::Rules;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let rules = Rules::from_yaml(r#"
+    /// domain: jobs
+    /// sources: { tenant: { header: x-tenant } }
+    /// descriptors:
+    ///   - key: tenant
+    ///     rate_limit: { unit: minute, requests_per_unit: 1 }
+    /// "#)?;
+    /// let limiter = Limiter::new(rules);
+    /// limiter.set_shadow_mode(true);
+    /// assert!(limiter.check(&[("tenant", "acme")], 1).await.is_allowed());
+    /// let second = limiter.check(&[("tenant", "acme")], 1).await;
+    /// assert!(second.is_allowed() && second.is_shadow_denied());
+    /// limiter.set_shadow_mode(false);
+    /// assert!(!limiter.check(&[("tenant", "acme")], 1).await.is_allowed());
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn set_shadow_mode(&self, shadow: bool) {
+        self.shared.shadow_mode.store(shadow, Ordering::Relaxed);
+    }
+
+    /// Whether [`Limiter::set_shadow_mode`] turned shadow mode on.
+    pub fn shadow_mode(&self) -> bool {
+        self.shared.shadow_mode.load(Ordering::Relaxed)
     }
 
     /// The rules in force now, without touching the shared reference count.
@@ -148,7 +193,9 @@ impl<St: Store> Limiter<St> {
         values: &mut dyn Values,
         default_cost: u64,
     ) -> Result<Started<St::Pending>, MissingPeerAddr> {
+        let start = DecisionStart::now(rules);
         let matches = rules.applicable(values)?;
+        let shadow_all = rules.shadow_mode() || self.shadow_mode();
         // A shadow `unlimited` entry (the only unlimited one left in the matches) has
         // nothing to check.
         let bookings: Bookings = matches
@@ -160,6 +207,7 @@ impl<St: Store> Limiter<St> {
                     cost: limit.cost(values, default_cost),
                     limit: m.limit,
                     key: m.key,
+                    shadow: shadow_all || limit.is_shadow(),
                     booked_until: None,
                 })
             })
@@ -170,24 +218,56 @@ impl<St: Store> Limiter<St> {
                 queued: Bookings::new(),
             });
         }
+        let span = observe::decision_span(rules, &bookings).entered();
         let acquisition = self.shared.store.acquire(&checks(rules, &bookings));
         Ok(match acquisition {
             Acquisition::Ready(result) => {
                 let (verdict, queued) =
-                    Verdict::settle(rules, bookings, result, &self.shared.fallback);
+                    Verdict::settle(rules, bookings, result, &self.shared.fallback, start);
                 Started::Ready { verdict, queued }
             }
-            Acquisition::Pending(future) => Started::Pending(PendingVerdict { future, bookings }),
+            Acquisition::Pending(future) => Started::Pending(PendingVerdict {
+                future,
+                bookings,
+                start,
+                span: span.exit(),
+            }),
         })
+    }
+}
+
+#[cfg(feature = "metrics")]
+impl<C: Clock> Limiter<MemoryStore<C>> {
+    /// Sets the gauge `tollgate_tracked_keys{domain}` to the number of keys the store tracks
+    /// (feature `metrics`).
+    ///
+    /// Counting locks each shard of the store in turn: call this every few seconds, e.g. from
+    /// the task that sweeps the store, never per request.
+    ///
+    /// ```no_run
+    /// # async fn run(limiter: tollgate::Limiter) {
+    /// let mut every = tokio::time::interval(std::time::Duration::from_secs(10));
+    /// loop {
+    ///     every.tick().await;
+    ///     limiter.store().sweep();
+    ///     limiter.record_tracked_keys();
+    /// }
+    /// # }
+    /// ```
+    pub fn record_tracked_keys(&self) {
+        crate::metrics::record_tracked_keys(self.rules_guard().domain(), self.store().len());
     }
 }
 
 /// A limit that applies to a request: its state key and the request's weight under it.
 #[derive(Debug, Clone)]
 pub(crate) struct Booking {
-    limit: usize,
+    /// The limit's index in [`Rules::limits`].
+    pub(crate) limit: usize,
     key: StateKey,
     cost: u64,
+    /// Whether the limit only reports: in shadow mode itself, or all limits are.
+    pub(crate) shadow: bool,
     /// The end of its place in a queue, once a shaping leaky bucket queued it.
     booked_until: Option<Nanos>,
 }
@@ -207,7 +287,7 @@ fn checks<'a>(rules: &'a Rules, bookings: &'a [Booking]) -> SmallVec<[LimitCheck
                 algorithm,
                 quota,
                 cost: booking.cost,
-                shadow: limit.is_shadow(),
+                shadow: booking.shadow,
             })
         })
         .collect()
@@ -227,6 +307,8 @@ pub(crate) enum Started<F> {
 pub(crate) struct PendingVerdict<F> {
     future: F,
     bookings: Bookings,
+    start: DecisionStart,
+    span: tracing::Span,
 }
 
 impl<F> PendingVerdict<F>
@@ -234,8 +316,14 @@ where
     F: std::future::Future<Output = Result<Decisions, StoreError>>,
 {
     pub(crate) async fn finish(self, rules: &Rules, fallback: &MemoryStore) -> (Verdict, Bookings) {
-        let result = self.future.await;
-        Verdict::settle(rules, self.bookings, result, fallback)
+        let PendingVerdict {
+            future,
+            bookings,
+            start,
+            span,
+        } = self;
+        let result = future.instrument(span.clone()).await;
+        span.in_scope(|| Verdict::settle(rules, bookings, result, fallback, start))
     }
 }
 
@@ -321,52 +409,56 @@ impl Verdict {
     }
 
     /// The verdict on `bookings` from the store's `result`, and the bookings that hold queue
-    /// places (admitted by an enforced shaping leaky bucket).
+    /// places (admitted by an enforced shaping leaky bucket). Reports the decision begun at
+    /// `start`.
     fn settle(
         rules: &Rules,
         mut bookings: Bookings,
         result: Result<Decisions, StoreError>,
         fallback: &MemoryStore,
+        start: DecisionStart,
     ) -> (Verdict, Bookings) {
-        let limits: SmallVec<[usize; 4]> = bookings.iter().map(|b| b.limit).collect();
-        let decisions = match result {
-            Ok(decisions) if decisions.len() == limits.len() => decisions,
-            Ok(decisions) => {
-                let message = format!(
-                    "the store answered {} decisions for {} limits",
-                    decisions.len(),
-                    limits.len()
-                );
-                let error = StoreError::new(message, "a store must answer one decision per limit");
-                return (
-                    Verdict::on_store_error(rules, &bookings, &error, fallback),
-                    Bookings::new(),
-                );
+        let result = result.and_then(|decisions| {
+            if decisions.len() == bookings.len() {
+                return Ok(decisions);
             }
-            Err(error) => {
-                return (
-                    Verdict::on_store_error(rules, &bookings, &error, fallback),
-                    Bookings::new(),
-                )
-            }
-        };
-        let verdict = Verdict::decide(rules, &limits, &decisions);
-        let mut decisions = decisions.iter();
-        bookings.retain(|booking| {
-            booking.booked_until = decisions.next().and_then(|d| d.booked_until);
-            verdict.allowed
-                && booking.booked_until.is_some()
-                && !rules.limits[booking.limit].is_shadow()
+            let message = format!(
+                "the store answered {} decisions for {} limits",
+                decisions.len(),
+                bookings.len()
+            );
+            Err(StoreError::new(
+                message,
+                "a store must answer one decision per limit",
+            ))
         });
-        (verdict, bookings)
+        let (verdict, queued) = match result {
+            Ok(decisions) => {
+                let verdict = Verdict::decide(&bookings, &decisions);
+                observe::decided(rules, &bookings, &decisions, &verdict);
+                let mut decisions = decisions.iter();
+                bookings.retain(|booking| {
+                    booking.booked_until = decisions.next().and_then(|d| d.booked_until);
+                    verdict.allowed && booking.booked_until.is_some() && !booking.shadow
+                });
+                (verdict, bookings)
+            }
+            Err(error) => (
+                Verdict::on_store_error(rules, &bookings, &error, fallback),
+                Bookings::new(),
+            ),
+        };
+        observe::finished(rules, &verdict, start);
+        (verdict, queued)
     }
 
-    fn decide(rules: &Rules, limits: &[usize], decisions: &Decisions) -> Verdict {
+    /// The verdict on `bookings` given one decision each.
+    fn decide(bookings: &[Booking], decisions: &[Decision]) -> Verdict {
         let mut verdict = Verdict::unlimited();
-        let enforced = limits
+        let enforced = bookings
             .iter()
             .zip(decisions)
-            .filter(|(&l, _)| !rules.limits[l].is_shadow());
+            .filter(|(booking, _)| !booking.shadow);
         verdict.allowed = enforced.clone().all(|(_, d)| d.allowed);
         if verdict.allowed {
             verdict.delay = enforced
@@ -382,26 +474,11 @@ impl Verdict {
                 .filter(|(_, d)| !d.allowed)
                 .max_by_key(|(_, d)| d.retry_after)
         }
-        .map(|(&limit, decision)| (limit, *decision));
-        for (&limit, decision) in limits.iter().zip(decisions) {
-            let limit = &rules.limits[limit];
-            if limit.is_shadow() && !decision.allowed {
-                verdict.shadow_denied = true;
-                tracing::info!(
-                    domain = rules.domain(),
-                    limit = limit.label(),
-                    "shadow mode: this limit would deny the request"
-                );
-            }
-        }
-        if let Some((limit, decision)) = verdict.decision.filter(|_| !verdict.allowed) {
-            tracing::debug!(
-                domain = rules.domain(),
-                limit = rules.limits[limit].label(),
-                retry_after_ms = decision.retry_after.as_millis() as u64,
-                "rate limited"
-            );
-        }
+        .map(|(booking, decision)| (booking.limit, *decision));
+        verdict.shadow_denied = bookings
+            .iter()
+            .zip(decisions)
+            .any(|(booking, decision)| booking.shadow && !decision.allowed);
         verdict
     }
 
@@ -417,10 +494,9 @@ impl Verdict {
         let policy = |booking: &Booking| rules.limits[booking.limit].on_store_error();
         let closed = bookings
             .iter()
-            .find(|b| !rules.limits[b.limit].is_shadow() && policy(b) == OnStoreError::Deny)
+            .find(|b| !b.shadow && policy(b) == OnStoreError::Deny)
             .map(|b| b.limit);
-        // Logged at debug: the store reports its own failures, once per outage.
-        tracing::debug!(domain = rules.domain(), %error, fail_closed = closed.is_some(), "the rate-limit store failed");
+        observe::store_failed(rules, bookings, error, closed.is_some());
         if let Some(limit) = closed {
             let quota_limit = rules.limits[limit].quota().map_or(0, |q| q.limit());
             let decision = Decision {
@@ -447,10 +523,13 @@ impl Verdict {
         if local.is_empty() {
             return Verdict::unlimited();
         }
-        let limits: SmallVec<[usize; 4]> = local.iter().map(|b| b.limit).collect();
         let acquisition = fallback.acquire(&checks(rules, &local));
         match acquisition {
-            Acquisition::Ready(Ok(decisions)) => Verdict::decide(rules, &limits, &decisions),
+            Acquisition::Ready(Ok(decisions)) if decisions.len() == local.len() => {
+                let verdict = Verdict::decide(&local, &decisions);
+                observe::decided(rules, &local, &decisions, &verdict);
+                verdict
+            }
             _ => Verdict::unlimited(),
         }
     }
@@ -698,5 +777,152 @@ descriptors:
                 "{plan}: the enforced limit still applies"
             );
         }
+    }
+
+    const EVERYTHING_LIMITED: &str = r#"
+domain: t
+sources: { endpoint: { header: x-endpoint } }
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+  - key: method
+    value: DELETE
+    rate_limit: { unit: second, requests_per_unit: 0 }
+  - key: endpoint
+    value: reports
+    rate_limit: { unit: second, requests_per_unit: 1, algorithm: leaky_bucket, queue: 5 }
+"#;
+
+    /// Whether every request of a burst under `EVERYTHING_LIMITED` goes ahead at once.
+    fn burst_goes_ahead(limiter: &Limiter<MemoryStore<ManualClock>>) -> bool {
+        let requests = [
+            [("remote_address", "1.1.1.1"), ("method", "GET")],
+            [("remote_address", "2.2.2.2"), ("method", "DELETE")],
+            [("remote_address", "3.3.3.3"), ("endpoint", "reports")],
+        ];
+        requests.iter().all(|request| {
+            (0..4).all(|_| {
+                let verdict = check(limiter, request);
+                verdict.is_allowed() && verdict.delay().is_zero()
+            })
+        })
+    }
+
+    #[test]
+    fn top_level_shadow_mode_denies_and_delays_nothing_but_reports() {
+        let (limiter, _) = limiter(&format!("shadow_mode: true\n{EVERYTHING_LIMITED}"));
+        assert!(limiter.rules().shadow_mode());
+        assert!(burst_goes_ahead(&limiter));
+        let verdict = check(&limiter, &[("remote_address", "1.1.1.1")]);
+        assert!(verdict.is_shadow_denied());
+        assert!(verdict.decision().is_none(), "nothing enforced to report");
+    }
+
+    #[test]
+    fn shadow_mode_switch_applies_from_the_next_decision() {
+        let (limiter, _) = limiter(EVERYTHING_LIMITED);
+        assert!(!limiter.rules().shadow_mode());
+        limiter.set_shadow_mode(true);
+        assert!(limiter.shadow_mode());
+        assert!(burst_goes_ahead(&limiter));
+        limiter.set_shadow_mode(false);
+        assert!(!check(&limiter, &[("remote_address", "1.1.1.1")]).is_allowed());
+        assert!(!check(&limiter, &[("method", "DELETE")]).is_allowed());
+        let queued = check(&limiter, &[("endpoint", "reports")]);
+        assert!(queued.is_allowed() && !queued.delay().is_zero());
+    }
+
+    #[test]
+    fn shadow_mode_switch_admits_what_a_failing_store_would_deny() {
+        let rules = Rules::from_yaml(
+            "domain: t\ndefaults: { on_store_error: deny }\ndescriptors:\n  - key: method\n    rate_limit: { unit: second, requests_per_unit: 5 }\n",
+        )
+        .expect("valid rules");
+        let limiter = Limiter::with_store(rules, FailingStore);
+        let decide = || {
+            let rules = limiter.rules();
+            let mut given = GivenValues {
+                rules: &rules,
+                values: &[("method", "GET")],
+            };
+            match limiter.start(&rules, &mut given, 1) {
+                Ok(Started::Ready { verdict, .. }) => verdict,
+                _ => panic!("the failing store answers at once"),
+            }
+        };
+        assert!(!decide().is_allowed());
+        limiter.set_shadow_mode(true);
+        assert!(decide().is_allowed());
+    }
+
+    #[test]
+    fn builder_sets_top_level_shadow_mode() {
+        use crate::rules::{DescriptorSpec, LimitSpec, Unit};
+        let rules = Rules::builder("t")
+            .shadow_mode(true)
+            .descriptor(DescriptorSpec::key("method").rate_limit(LimitSpec::per(Unit::Second, 1)))
+            .build()
+            .expect("valid rules");
+        assert!(rules.shadow_mode());
+    }
+
+    /// A store that is always down.
+    struct FailingStore;
+
+    impl Store for FailingStore {
+        type Pending = std::future::Ready<Result<Decisions, StoreError>>;
+
+        fn acquire(&self, _: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
+            Acquisition::Ready(Err(StoreError::new("down", "connection refused")))
+        }
+
+        fn cancel(&self, _: &LimitCheck<'_>, _: Nanos) {}
+    }
+
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn each_limit_counts_its_own_outcome() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            let (limiter, _) = limiter(&format!(
+                "{EVERYTHING_LIMITED}  - key: path\n    shadow_mode: true\n    rate_limit: {{ unit: minute, requests_per_unit: 1, name: shadow_path }}\n"
+            ));
+            for _ in 0..3 {
+                check(&limiter, &[("remote_address", "1.1.1.1"), ("path", "/")]);
+                check(&limiter, &[("endpoint", "reports")]);
+            }
+            let failing = Limiter::with_store(limiter.rules().as_ref().clone(), FailingStore);
+            let rules = failing.rules();
+            let mut given = GivenValues {
+                rules: &rules,
+                values: &[("remote_address", "1.1.1.1")],
+            };
+            assert!(failing.start(&rules, &mut given, 1).is_ok());
+        });
+        let text = handle.render();
+        let count = |limit: &str, outcome: &str| {
+            let series = format!(
+                "tollgate_requests_total{{domain=\"t\",limit=\"{limit}\",outcome=\"{outcome}\"}} "
+            );
+            text.lines()
+                .find_map(|line| line.strip_prefix(&series))
+                .map_or(0, |n| n.parse::<u64>().expect("a count"))
+        };
+        assert_eq!(count("remote_address", "allowed"), 1, "{text}");
+        assert_eq!(count("remote_address", "denied"), 2, "{text}");
+        assert_eq!(count("shadow_path", "allowed"), 1, "{text}");
+        assert_eq!(count("shadow_path", "shadow_denied"), 2, "{text}");
+        assert_eq!(count("endpoint=reports", "allowed"), 1, "{text}");
+        assert_eq!(count("endpoint=reports", "delayed"), 2, "{text}");
+        assert_eq!(count("method=DELETE", "allowed"), 0, "{text}");
+        assert!(
+            text.contains("tollgate_store_errors_total{domain=\"t\",limit=\"remote_address\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tollgate_decision_seconds_count{domain=\"t\"} 7"),
+            "{text}"
+        );
     }
 }

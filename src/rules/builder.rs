@@ -41,6 +41,7 @@ impl RulesBuilder {
                 client_ip: None,
                 defaults: Default::default(),
                 response: Default::default(),
+                shadow_mode: false,
                 descriptors: Vec::new(),
             },
         }
@@ -103,6 +104,12 @@ impl RulesBuilder {
     /// Sends `X-Ratelimit-Reset`.
     pub fn reset_header(mut self, enabled: bool) -> Self {
         self.raw.response.reset_header = enabled;
+        self
+    }
+
+    /// Puts every limit in shadow mode: they count and report, but deny and delay nothing.
+    pub fn shadow_mode(mut self, shadow: bool) -> Self {
+        self.raw.shadow_mode = shadow;
         self
     }
 

@@ -69,6 +69,8 @@ pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
             ietf_headers: raw.response.ietf_headers,
             reset_header: raw.response.reset_header,
         },
+        shadow_mode: raw.shadow_mode,
+        observer: Default::default(),
     })
 }
 

@@ -30,6 +30,8 @@ pub(crate) struct RawRules {
     #[serde(default)]
     pub(crate) response: RawResponse,
     #[serde(default)]
+    pub(crate) shadow_mode: bool,
+    #[serde(default)]
     pub(crate) descriptors: Vec<Located<RawDescriptor>>,
 }
 

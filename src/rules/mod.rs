@@ -34,6 +34,7 @@ pub use error::{RuleError, RuleErrors};
 pub use file::{OnStoreError, Unit};
 
 use crate::algorithm::{Algorithm, Quota};
+use crate::observe::{Observer, ObserverCell};
 use crate::source::{ClientIpResolver, MissingPeerAddr, Source};
 use serde_saphyr::{Budget, Location, Options};
 use smallvec::SmallVec;
@@ -56,6 +57,9 @@ pub struct Rules {
     /// Whether any limit replaces another (most rules have none: skip the check).
     has_replaces: bool,
     pub(crate) response: ResponseOptions,
+    /// The top-level `shadow_mode`: every limit only reports.
+    shadow_mode: bool,
+    observer: ObserverCell,
 }
 
 /// One rate limit of the rules.
@@ -195,6 +199,17 @@ impl Rules {
     /// The optional response headers.
     pub fn response(&self) -> ResponseOptions {
         self.response
+    }
+
+    /// Whether every limit only counts and reports, denying and delaying nothing (the
+    /// top-level `shadow_mode: true`; see also [`Limiter::set_shadow_mode`](crate::Limiter::set_shadow_mode)).
+    pub fn shadow_mode(&self) -> bool {
+        self.shadow_mode
+    }
+
+    /// What reports the decisions made under these rules.
+    pub(crate) fn observer(&self) -> &Observer {
+        self.observer.get(self)
     }
 
     /// The limits that apply to a request whose values `values` gives, after `unlimited`

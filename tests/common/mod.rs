@@ -3,3 +3,4 @@
 #[cfg(feature = "redis")]
 pub mod redis_server;
 pub mod reference;
+pub mod server;

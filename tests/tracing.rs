@@ -1,0 +1,164 @@
+//! What tollgate logs: a debug span per decision, and denials (warn) and shadow denials
+//! (info) at most once a second per limit, with the count of those left out.
+//!
+//! Events are captured by a `tracing-subscriber` fmt layer writing to memory, set as the
+//! default subscriber of the test's thread (the tests run on a current-thread runtime).
+
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tollgate::clock::ManualClock;
+use tollgate::rules::Rules;
+use tollgate::store::MemoryStore;
+use tollgate::Limiter;
+use tracing::level_filters::LevelFilter;
+
+/// The formatted log, shared with the subscriber.
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<u8>>>);
+
+impl Log {
+    fn lines(&self) -> Vec<String> {
+        let bytes = self.0.lock().expect("not poisoned");
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The lines of events at `level` whose message contains `message`.
+    fn events(&self, level: &str, message: &str) -> Vec<String> {
+        self.lines()
+            .into_iter()
+            .filter(|line| line.contains(level) && line.contains(message))
+            .collect()
+    }
+}
+
+impl io::Write for Log {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0
+            .lock()
+            .expect("not poisoned")
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Captures the events at `level` and above until the guard is dropped.
+fn capture(level: LevelFilter) -> (Log, tracing::subscriber::DefaultGuard) {
+    let log = Log::default();
+    let writer = log.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(move || writer.clone())
+        .without_time()
+        .finish();
+    (log, tracing::subscriber::set_default(subscriber))
+}
+
+fn limiter(yaml: &str) -> Limiter<MemoryStore<ManualClock>> {
+    let rules = Rules::from_yaml(yaml).expect("valid rules");
+    Limiter::with_store(rules, MemoryStore::with_clock(ManualClock::new()))
+}
+
+const ONE_A_MINUTE: &str = r#"
+domain: logs
+sources: { tenant: { header: x-tenant } }
+descriptors:
+  - key: tenant
+    rate_limit: { unit: minute, requests_per_unit: 1, name: per_tenant }
+"#;
+
+#[tokio::test]
+async fn a_flood_of_denials_logs_one_warning_a_second_with_the_count_left_out() {
+    let (log, _guard) = capture(LevelFilter::INFO);
+    let limiter = limiter(ONE_A_MINUTE);
+    let tenant = [("tenant", "acme")];
+    assert!(limiter.check(&tenant, 1).await.is_allowed());
+    for _ in 0..1000 {
+        assert!(!limiter.check(&tenant, 1).await.is_allowed());
+    }
+    let warnings = log.events("WARN", "rate limited");
+    // One, or two if the machine stalled for a second in between.
+    assert!(
+        (1..=2).contains(&warnings.len()),
+        "{} warnings: {warnings:#?}",
+        warnings.len()
+    );
+    assert!(warnings[0].contains("domain=\"logs\""), "{}", warnings[0]);
+    assert!(
+        warnings[0].contains("limit=\"per_tenant\""),
+        "{}",
+        warnings[0]
+    );
+    assert!(warnings[0].contains("suppressed=0"), "{}", warnings[0]);
+
+    // The throttle runs on real time: wait out its second once.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(!limiter.check(&tenant, 1).await.is_allowed());
+    let warnings = log.events("WARN", "rate limited");
+    let last = warnings.last().expect("a warning");
+    if warnings.len() == 2 {
+        assert!(last.contains("suppressed=999"), "{last}");
+    }
+}
+
+#[tokio::test]
+async fn shadow_denials_are_throttled_the_same_way() {
+    let (log, _guard) = capture(LevelFilter::INFO);
+    let limiter = limiter(&ONE_A_MINUTE.replace(
+        "  - key: tenant\n",
+        "  - key: tenant\n    shadow_mode: true\n",
+    ));
+    let tenant = [("tenant", "acme")];
+    for _ in 0..1001 {
+        assert!(limiter.check(&tenant, 1).await.is_allowed());
+    }
+    let events = log.events("INFO", "shadow mode: this limit would deny the request");
+    assert!((1..=2).contains(&events.len()), "{events:#?}");
+    assert!(events[0].contains("suppressed=0"), "{}", events[0]);
+    assert!(
+        log.events("WARN", "").is_empty(),
+        "shadow denials are not denials"
+    );
+}
+
+#[tokio::test]
+async fn events_carry_the_decision_span_with_the_limits_that_applied() {
+    let (log, _guard) = capture(LevelFilter::DEBUG);
+    let limiter = limiter(
+        r#"
+domain: spans
+sources: { tenant: { header: x-tenant }, user: { header: x-user } }
+descriptors:
+  - key: tenant
+    rate_limit: { unit: minute, requests_per_unit: 1, name: per_tenant }
+    descriptors:
+      - key: user
+        rate_limit: { unit: minute, requests_per_unit: 5 }
+"#,
+    );
+    let request = [("tenant", "acme"), ("user", "alice")];
+    assert!(limiter.check(&request, 1).await.is_allowed());
+    assert!(!limiter.check(&request, 1).await.is_allowed());
+    let warning = log.events("WARN", "rate limited").pop().expect("a warning");
+    assert!(
+        warning.contains("rate_limit{domain=\"spans\" limits=per_tenant, tenant/user}"),
+        "{warning}"
+    );
+}
+
+#[tokio::test]
+async fn nothing_is_logged_for_admitted_requests_above_debug() {
+    let (log, _guard) = capture(LevelFilter::INFO);
+    let limiter = limiter(ONE_A_MINUTE);
+    for tenant in ["a", "b", "c"] {
+        assert!(limiter.check(&[("tenant", tenant)], 1).await.is_allowed());
+    }
+    assert!(log.lines().is_empty(), "{:#?}", log.lines());
+}
