@@ -1,3 +1,4 @@
+use super::packed::{Pack, Words};
 use super::{CopyTransition, Decision, Quota};
 use crate::clock::Nanos;
 use std::time::Duration;
@@ -12,8 +13,19 @@ pub struct FixedWindow {
     count: u64,
 }
 
+impl Pack for FixedWindow {
+    fn pack(self) -> Words {
+        [self.window, self.count]
+    }
+
+    fn unpack([window, count]: Words) -> Self {
+        FixedWindow { window, count }
+    }
+}
+
 impl CopyTransition for FixedWindow {
     /// Counts `cost` requests in the window of `now` if they fit.
+    #[inline]
     fn transition(
         state: Option<&FixedWindow>,
         now: Nanos,

@@ -1,3 +1,4 @@
+use super::packed::{Pack, Words};
 use super::{to_u64, Algorithm, CopyTransition, Decision, Quota};
 use crate::clock::Nanos;
 use std::time::Duration;
@@ -14,8 +15,21 @@ pub struct Gcra {
     tat: Nanos,
 }
 
+impl Pack for Gcra {
+    fn pack(self) -> Words {
+        [self.tat.as_u64(), 0]
+    }
+
+    fn unpack([tat, _]: Words) -> Self {
+        Gcra {
+            tat: Nanos::new(tat),
+        }
+    }
+}
+
 impl CopyTransition for Gcra {
     /// Admits `cost` requests if they fit within `burst` intervals.
+    #[inline]
     fn transition(state: Option<&Gcra>, now: Nanos, quota: &Quota, cost: u64) -> (Gcra, Decision) {
         let schedule = Schedule {
             slots: Algorithm::Gcra.capacity(quota),
@@ -43,6 +57,7 @@ pub(super) struct Schedule {
 }
 
 impl Schedule {
+    #[inline]
     pub(super) fn transition<S>(
         self,
         tat: Nanos,

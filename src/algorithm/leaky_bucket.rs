@@ -1,4 +1,5 @@
 use super::gcra::Schedule;
+use super::packed::{Pack, Words};
 use super::{Algorithm, CopyTransition, Decision, Quota};
 use crate::clock::Nanos;
 
@@ -16,6 +17,18 @@ pub struct LeakyBucket {
     drained_at: Nanos,
 }
 
+impl Pack for LeakyBucket {
+    fn pack(self) -> Words {
+        [self.drained_at.as_u64(), 0]
+    }
+
+    fn unpack([drained_at, _]: Words) -> Self {
+        LeakyBucket {
+            drained_at: Nanos::new(drained_at),
+        }
+    }
+}
+
 impl LeakyBucket {
     fn schedule(quota: &Quota) -> Schedule {
         Schedule {
@@ -29,6 +42,7 @@ impl LeakyBucket {
 
 impl CopyTransition for LeakyBucket {
     /// Books `cost` places in the queue if there is room.
+    #[inline]
     fn transition(
         state: Option<&LeakyBucket>,
         now: Nanos,

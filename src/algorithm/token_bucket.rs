@@ -1,3 +1,4 @@
+use super::packed::{Pack, Words};
 use super::{to_u64, CopyTransition, Decision, Quota};
 use crate::clock::Nanos;
 use std::time::Duration;
@@ -14,8 +15,23 @@ pub struct TokenBucket {
     level: i64,
 }
 
+impl Pack for TokenBucket {
+    fn pack(self) -> Words {
+        // The level's bits as they are: `unpack` reads them back as the same `i64`.
+        [self.anchor.as_u64(), self.level as u64]
+    }
+
+    fn unpack([anchor, level]: Words) -> Self {
+        TokenBucket {
+            anchor: Nanos::new(anchor),
+            level: level as i64,
+        }
+    }
+}
+
 impl CopyTransition for TokenBucket {
     /// Takes `cost` tokens if the bucket holds them at `now`.
+    #[inline]
     fn transition(
         state: Option<&TokenBucket>,
         now: Nanos,

@@ -1,10 +1,10 @@
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
-use crate::algorithm::{Decision, State};
+use crate::algorithm::{Decision, State, Words};
 use crate::clock::{saturating_nanos, Clock, Nanos, SystemClock};
-use hashbrown::{DefaultHashBuilder, HashTable};
+use hashbrown::HashTable;
 use smallvec::SmallVec;
 use std::fmt;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Limit state in process memory: the default store.
@@ -14,6 +14,18 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// wait on each other in a cycle), which makes several limits on one request all or nothing
 /// without any global lock. Locks are held for a few hash lookups and never across `.await`.
 /// DashMap would give the sharding but not a way to hold two keys' locks at once.
+///
+/// # What a key costs
+///
+/// A key is not kept: its 64-bit fingerprint is (SipHash-1-3 of the key and the algorithm,
+/// under a seed drawn at random for each store). The states of the token bucket, the leaky
+/// bucket, the fixed window and GCRA are packed into two words, so such a key is 32 bytes in
+/// its table, with no allocation of its own: about 69 bytes per key at 1,000,000 keys, as much
+/// as governor's keyed limiter needs for an `IpAddr` (see `BENCHMARKS.md`). The sliding
+/// windows' states do not pack and take 56 bytes (plus the log's entries). Two keys would
+/// share one state only if their fingerprints were equal: among a million live keys the
+/// odds are about 1 in 37 million, and since the seed is secret, clients cannot choose keys
+/// that collide.
 ///
 /// # Bounded memory
 ///
@@ -46,7 +58,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// ```
 pub struct MemoryStore<C = SystemClock> {
     shards: Box<[Shard]>,
-    hasher: DefaultHashBuilder,
+    /// Turns a key into its fingerprint; seeded at random per store.
+    fingerprinter: RandomState,
     /// Keys one generation of one shard holds.
     generation_capacity: usize,
     clock: C,
@@ -58,12 +71,29 @@ struct Shard(Mutex<Generations>);
 
 #[derive(Default)]
 struct Generations {
-    young: HashTable<Entry>,
-    old: HashTable<Entry>,
+    young: Tables,
+    old: Tables,
 }
 
-struct Entry {
-    key: Box<[u8]>,
+/// One generation's keys, by the shape of their state.
+#[derive(Default)]
+struct Tables {
+    packed: HashTable<PackedEntry>,
+    general: HashTable<GeneralEntry>,
+}
+
+/// A key whose state packs into two words (token bucket, leaky bucket, fixed window, GCRA):
+/// 32 bytes in the table.
+struct PackedEntry {
+    fingerprint: u64,
+    /// From this time on the state is the same as a key never seen.
+    idle_at: Nanos,
+    state: Words,
+}
+
+/// A key whose state does not pack (the sliding windows).
+struct GeneralEntry {
+    fingerprint: u64,
     /// From this time on the state is the same as a key never seen.
     idle_at: Nanos,
     state: State,
@@ -94,7 +124,7 @@ impl<C: Clock> MemoryStore<C> {
             shards: (0..shard_count)
                 .map(|_| Shard(Mutex::new(Generations::default())))
                 .collect(),
-            hasher: DefaultHashBuilder::default(),
+            fingerprinter: RandomState::new(),
             generation_capacity: 0,
             clock,
         };
@@ -140,45 +170,51 @@ impl<C: Clock> MemoryStore<C> {
         for shard in self.shards.iter() {
             let mut guard = lock(shard);
             let generations = &mut *guard;
-            for table in [&mut generations.young, &mut generations.old] {
-                table.retain(|entry| entry.idle_at > now);
+            for tables in [&mut generations.young, &mut generations.old] {
+                tables.retain_active(now);
                 // Give the buckets back too, not only the keys.
-                table.shrink_to_fit(|entry| self.hasher.hash_one(&entry.key));
+                tables.packed.shrink_to_fit(PackedEntry::fingerprint);
+                tables.general.shrink_to_fit(GeneralEntry::fingerprint);
             }
         }
     }
 
-    fn bounds(&self) -> Bounds<'_> {
-        Bounds {
-            capacity: self.generation_capacity,
-            hasher: &self.hasher,
-        }
+    /// What identifies the state of `check` in this store: its key and its algorithm,
+    /// hashed with SipHash-1-3 under a random seed.
+    fn fingerprint(&self, check: &LimitCheck<'_>) -> u64 {
+        let mut hasher = self.fingerprinter.build_hasher();
+        // The key is the only variable-length part, so it needs no length prefix.
+        hasher.write(check.key);
+        hasher.write_u8(check.algorithm as u8);
+        hasher.finish()
     }
 
-    fn shard_of(&self, hash: u64) -> usize {
+    fn shard_of(&self, fingerprint: u64) -> usize {
         // The tables use the low bits; take the shard from the high ones.
-        (hash >> 32) as usize & (self.shards.len() - 1)
+        (fingerprint >> 32) as usize & (self.shards.len() - 1)
     }
 
     fn decide(&self, checks: &[LimitCheck<'_>]) -> Decisions {
         let now = self.clock.now();
+        let capacity = self.generation_capacity;
         // One limit (the common case): one hash, one lock, decide and charge in one step.
         if let [check] = checks {
-            let hash = self.hasher.hash_one(check.key);
-            let mut generations = lock(&self.shards[self.shard_of(hash)]);
-            return Decisions::from_elem(self.charge(&mut generations, hash, check, now), 1);
+            let fingerprint = self.fingerprint(check);
+            let mut generations = lock(&self.shards[self.shard_of(fingerprint)]);
+            let decision =
+                generations.decide(fingerprint, check, now, capacity, Charge::IfAdmitted);
+            return Decisions::from_elem(decision, 1);
         }
-        let hashes: SmallVec<[u64; 4]> =
-            checks.iter().map(|c| self.hasher.hash_one(c.key)).collect();
+        let fingerprints: SmallVec<[u64; 4]> = checks.iter().map(|c| self.fingerprint(c)).collect();
         let mut shard_ids: SmallVec<[usize; 4]> =
-            hashes.iter().map(|&h| self.shard_of(h)).collect();
+            fingerprints.iter().map(|&f| self.shard_of(f)).collect();
         shard_ids.sort_unstable();
         shard_ids.dedup();
         let mut guards: SmallVec<[MutexGuard<'_, Generations>; 4]> =
             shard_ids.iter().map(|&id| lock(&self.shards[id])).collect();
-        let guard_of = |hash: u64| {
+        let guard_of = |fingerprint: u64| {
             shard_ids
-                .binary_search(&self.shard_of(hash))
+                .binary_search(&self.shard_of(fingerprint))
                 .unwrap_or_default()
         };
 
@@ -186,101 +222,143 @@ impl<C: Clock> MemoryStore<C> {
         // first, so that no generation rolls mid-batch and forgets a key already read (unless
         // one shard's generation is smaller than the batch).
         for (index, generations) in guards.iter_mut().enumerate() {
-            let keys = hashes.iter().filter(|&&h| guard_of(h) == index).count();
-            generations.reserve(keys, now, &self.bounds());
+            let keys = fingerprints
+                .iter()
+                .filter(|&&f| guard_of(f) == index)
+                .count();
+            generations.reserve(keys, now, capacity);
         }
-        let mut decisions = Decisions::new();
-        for (check, &hash) in checks.iter().zip(&hashes) {
-            let generations = &mut guards[guard_of(hash)];
-            let decision = match generations.find(hash, check.key, now, &self.bounds()) {
-                Some(entry) => check
-                    .algorithm
-                    .peek(&entry.state, now, check.quota, check.cost),
-                None => {
-                    let fresh = check.algorithm.fresh(now, check.quota);
-                    check.algorithm.peek(&fresh, now, check.quota, check.cost)
-                }
-            };
-            decisions.push(decision);
-        }
+        let mut decisions: Decisions = checks
+            .iter()
+            .zip(&fingerprints)
+            .map(|(check, &f)| guards[guard_of(f)].decide(f, check, now, capacity, Charge::No))
+            .collect();
         if checks
             .iter()
             .zip(&decisions)
             .all(|(c, d)| c.shadow || d.allowed)
         {
-            for ((check, &hash), decision) in checks.iter().zip(&hashes).zip(&mut decisions) {
+            for ((check, &f), decision) in checks.iter().zip(&fingerprints).zip(&mut decisions) {
                 if decision.allowed {
-                    *decision = self.charge(&mut guards[guard_of(hash)], hash, check, now);
+                    *decision =
+                        guards[guard_of(f)].decide(f, check, now, capacity, Charge::IfAdmitted);
                 }
             }
         }
         decisions
     }
+}
 
-    /// Decides one limit and charges it if the request fits.
-    fn charge(
-        &self,
-        generations: &mut Generations,
-        hash: u64,
-        check: &LimitCheck<'_>,
-        now: Nanos,
-    ) -> Decision {
-        if let Some(entry) = generations.find(hash, check.key, now, &self.bounds()) {
-            let decision = check
-                .algorithm
-                .acquire(&mut entry.state, now, check.quota, check.cost);
-            if decision.allowed {
-                entry.idle_at = now.plus(saturating_nanos(decision.reset_after));
-            }
-            return decision;
-        }
-        let mut state = check.algorithm.fresh(now, check.quota);
-        let decision = check
-            .algorithm
-            .acquire(&mut state, now, check.quota, check.cost);
-        // A key whose request was denied (or left nothing to remember) stays untracked.
-        if decision.allowed && !decision.reset_after.is_zero() {
-            let entry = Entry {
-                key: check.key.into(),
-                idle_at: now.plus(saturating_nanos(decision.reset_after)),
-                state,
-            };
-            generations.insert(hash, entry, now, &self.bounds());
-        }
-        decision
-    }
+/// Whether deciding a limit also charges it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Charge {
+    /// Decide only (the first pass over several limits).
+    No,
+    /// Charge the request if it is admitted.
+    IfAdmitted,
 }
 
 impl Generations {
-    /// The entry for `key`, moved to the young generation if it was in the old one.
-    fn find(
+    /// Decides one limit at `now` and, if asked, charges it when the request is admitted. A
+    /// key whose request was denied (or left nothing to remember) stays untracked.
+    #[inline]
+    fn decide(
         &mut self,
-        hash: u64,
-        key: &[u8],
+        fingerprint: u64,
+        check: &LimitCheck<'_>,
         now: Nanos,
-        bounds: &Bounds<'_>,
-    ) -> Option<&mut Entry> {
-        if let Ok(old) = self.old.find_entry(hash, |e| *e.key == *key) {
-            let (entry, _) = old.remove();
-            self.insert(hash, entry, now, bounds);
+        capacity: usize,
+        charge: Charge,
+    ) -> Decision {
+        let LimitCheck {
+            algorithm,
+            quota,
+            cost,
+            ..
+        } = *check;
+        let charged = |decision: &Decision| charge == Charge::IfAdmitted && decision.allowed;
+        let idle_at = |decision: &Decision| now.plus(saturating_nanos(decision.reset_after));
+        if let Some(packed) = algorithm.packed() {
+            if let Some(entry) = self.find::<PackedEntry>(fingerprint, now, capacity) {
+                let (state, decision) = packed.transition(Some(&entry.state), now, quota, cost);
+                if charged(&decision) {
+                    entry.state = state;
+                    entry.idle_at = idle_at(&decision);
+                }
+                return decision;
+            }
+            let (state, decision) = packed.transition(None, now, quota, cost);
+            if charged(&decision) && !decision.reset_after.is_zero() {
+                let idle_at = idle_at(&decision);
+                self.insert(
+                    PackedEntry {
+                        fingerprint,
+                        idle_at,
+                        state,
+                    },
+                    now,
+                    capacity,
+                );
+            }
+            return decision;
         }
-        self.young.find_mut(hash, |e| *e.key == *key)
+        if let Some(entry) = self.find::<GeneralEntry>(fingerprint, now, capacity) {
+            if charge == Charge::No {
+                return algorithm.peek(&entry.state, now, quota, cost);
+            }
+            let decision = algorithm.acquire(&mut entry.state, now, quota, cost);
+            if decision.allowed {
+                entry.idle_at = idle_at(&decision);
+            }
+            return decision;
+        }
+        let mut state = algorithm.fresh(now, quota);
+        if charge == Charge::No {
+            return algorithm.peek(&state, now, quota, cost);
+        }
+        let decision = algorithm.acquire(&mut state, now, quota, cost);
+        if decision.allowed && !decision.reset_after.is_zero() {
+            let idle_at = idle_at(&decision);
+            self.insert(
+                GeneralEntry {
+                    fingerprint,
+                    idle_at,
+                    state,
+                },
+                now,
+                capacity,
+            );
+        }
+        decision
+    }
+
+    /// The entry with `fingerprint`, moved to the young generation if it was in the old one.
+    fn find<E: Tracked>(
+        &mut self,
+        fingerprint: u64,
+        now: Nanos,
+        capacity: usize,
+    ) -> Option<&mut E> {
+        let same = |entry: &E| entry.fingerprint() == fingerprint;
+        if let Ok(old) = E::table(&mut self.old).find_entry(fingerprint, same) {
+            let (entry, _) = old.remove();
+            self.insert(entry, now, capacity);
+        }
+        E::table(&mut self.young).find_mut(fingerprint, same)
     }
 
     /// Adds `entry` to the young generation, making room first when it is full. Each
-    /// generation so holds at most `bounds.capacity` keys.
-    fn insert(&mut self, hash: u64, entry: Entry, now: Nanos, bounds: &Bounds<'_>) {
-        self.reserve(1, now, bounds);
-        self.young
-            .insert_unique(hash, entry, |e| bounds.hasher.hash_one(&e.key));
+    /// generation so holds at most `capacity` keys.
+    fn insert<E: Tracked>(&mut self, entry: E, now: Nanos, capacity: usize) {
+        self.reserve(1, now, capacity);
+        E::table(&mut self.young).insert_unique(entry.fingerprint(), entry, E::fingerprint);
     }
 
     /// Makes room for `keys` more keys in the young generation: idle keys go, and if that
     /// frees too little, the old generation goes and the young one takes its place.
-    fn reserve(&mut self, keys: usize, now: Nanos, bounds: &Bounds<'_>) {
-        let capacity = bounds.capacity;
+    fn reserve(&mut self, keys: usize, now: Nanos, capacity: usize) {
         if self.young.len() + keys > capacity {
-            self.young.retain(|e| e.idle_at > now);
+            self.young.retain_active(now);
             if self.young.len() + keys > capacity - capacity / 4 {
                 self.old = std::mem::take(&mut self.young);
             }
@@ -288,10 +366,44 @@ impl Generations {
     }
 }
 
-/// What a shard needs to know to add keys: how many a generation holds, and how to hash.
-struct Bounds<'a> {
-    capacity: usize,
-    hasher: &'a DefaultHashBuilder,
+impl Tables {
+    fn len(&self) -> usize {
+        self.packed.len() + self.general.len()
+    }
+
+    /// Drops the keys that are idle at `now`.
+    fn retain_active(&mut self, now: Nanos) {
+        self.packed.retain(|entry| entry.idle_at > now);
+        self.general.retain(|entry| entry.idle_at > now);
+    }
+}
+
+/// An entry of one of a generation's tables.
+trait Tracked: Sized {
+    /// The entry's key fingerprint, which is also its hash in the table.
+    fn fingerprint(&self) -> u64;
+    /// The table of `tables` that holds this kind of entry.
+    fn table(tables: &mut Tables) -> &mut HashTable<Self>;
+}
+
+impl Tracked for PackedEntry {
+    fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    fn table(tables: &mut Tables) -> &mut HashTable<Self> {
+        &mut tables.packed
+    }
+}
+
+impl Tracked for GeneralEntry {
+    fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    fn table(tables: &mut Tables) -> &mut HashTable<Self> {
+        &mut tables.general
+    }
 }
 
 impl<C: Clock> Store for MemoryStore<C> {
@@ -304,12 +416,21 @@ impl<C: Clock> Store for MemoryStore<C> {
 
     fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
         let now = self.clock.now();
-        let hash = self.hasher.hash_one(check.key);
-        let mut generations = lock(&self.shards[self.shard_of(hash)]);
-        if let Some(entry) = generations.find(hash, check.key, now, &self.bounds()) {
-            check
-                .algorithm
-                .cancel(&mut entry.state, now, check.quota, check.cost, booked_until);
+        let fingerprint = self.fingerprint(check);
+        let capacity = self.generation_capacity;
+        let mut generations = lock(&self.shards[self.shard_of(fingerprint)]);
+        let LimitCheck {
+            algorithm,
+            quota,
+            cost,
+            ..
+        } = *check;
+        if let Some(packed) = algorithm.packed() {
+            if let Some(entry) = generations.find::<PackedEntry>(fingerprint, now, capacity) {
+                packed.cancel(&mut entry.state, now, quota, cost, booked_until);
+            }
+        } else if let Some(entry) = generations.find::<GeneralEntry>(fingerprint, now, capacity) {
+            algorithm.cancel(&mut entry.state, now, quota, cost, booked_until);
         }
     }
 }

@@ -1,0 +1,124 @@
+//! States small enough to be kept as two machine words, without a tag saying whose they are.
+//!
+//! The memory store keeps one key's state inline in its hash table, so every byte of state is
+//! paid for about twice (tables are kept between half and seven eighths full). [`State`] is as
+//! large as its largest variant (the sliding window log), so the algorithms whose state is one
+//! or two words are kept packed instead: the algorithm is known from the limit being checked,
+//! and the state alone is [`Words`].
+//!
+//! [`State`]: super::State
+
+use super::{
+    Algorithm, CopyTransition, Decision, FixedWindow, Gcra, LeakyBucket, Quota, TokenBucket,
+};
+use crate::clock::Nanos;
+
+/// A packed state: two words whose meaning depends on the algorithm.
+pub(crate) type Words = [u64; 2];
+
+/// The algorithms whose state packs into [`Words`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PackedAlgorithm {
+    TokenBucket,
+    LeakyBucket,
+    FixedWindow,
+    Gcra,
+}
+
+impl Algorithm {
+    /// This algorithm, if its state packs into [`Words`].
+    pub(crate) fn packed(self) -> Option<PackedAlgorithm> {
+        match self {
+            Algorithm::TokenBucket => Some(PackedAlgorithm::TokenBucket),
+            Algorithm::LeakyBucket => Some(PackedAlgorithm::LeakyBucket),
+            Algorithm::FixedWindow => Some(PackedAlgorithm::FixedWindow),
+            Algorithm::Gcra => Some(PackedAlgorithm::Gcra),
+            Algorithm::SlidingWindowLog | Algorithm::SlidingWindowCounter => None,
+        }
+    }
+}
+
+impl PackedAlgorithm {
+    /// The state after a request of `cost` at `now` (`state` `None`: a key never seen) and the
+    /// decision: [`Algorithm::acquire`] keeps the state returned when the request is
+    /// admitted, [`Algorithm::peek`] drops it.
+    #[inline]
+    pub(crate) fn transition(
+        self,
+        state: Option<&Words>,
+        now: Nanos,
+        quota: &Quota,
+        cost: u64,
+    ) -> (Words, Decision) {
+        match self {
+            PackedAlgorithm::TokenBucket => transition::<TokenBucket>(state, now, quota, cost),
+            PackedAlgorithm::LeakyBucket => transition::<LeakyBucket>(state, now, quota, cost),
+            PackedAlgorithm::FixedWindow => transition::<FixedWindow>(state, now, quota, cost),
+            PackedAlgorithm::Gcra => transition::<Gcra>(state, now, quota, cost),
+        }
+    }
+
+    /// [`Algorithm::cancel`] on a packed state.
+    pub(crate) fn cancel(
+        self,
+        state: &mut Words,
+        now: Nanos,
+        quota: &Quota,
+        cost: u64,
+        booked_until: Nanos,
+    ) {
+        if self == PackedAlgorithm::LeakyBucket {
+            let mut bucket = LeakyBucket::unpack(*state);
+            bucket.cancel(now, quota, cost, booked_until);
+            *state = bucket.pack();
+        }
+    }
+}
+
+fn transition<T: Pack>(
+    state: Option<&Words>,
+    now: Nanos,
+    quota: &Quota,
+    cost: u64,
+) -> (Words, Decision) {
+    let state = state.map(|words| T::unpack(*words));
+    let (next, decision) = T::transition(state.as_ref(), now, quota, cost);
+    (next.pack(), decision)
+}
+
+/// A state that converts to and from [`Words`] without loss.
+pub(super) trait Pack: CopyTransition {
+    fn pack(self) -> Words;
+    fn unpack(words: Words) -> Self;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Every packed algorithm decides a trace exactly as its unpacked state does.
+    #[test]
+    fn packed_states_decide_as_the_states_they_pack() {
+        let quota = Quota::new(3, Duration::from_secs(1))
+            .with_burst(5)
+            .with_queue(2);
+        for algorithm in Algorithm::ALL {
+            let Some(packed) = algorithm.packed() else {
+                continue;
+            };
+            let mut state = algorithm.fresh(Nanos::new(0), &quota);
+            let mut words = None;
+            for step in 0..40u64 {
+                let now = Nanos::new(step * 70_000_000);
+                let cost = step % 3;
+                let expected = algorithm.acquire(&mut state, now, &quota, cost);
+                let (next, decision) = packed.transition(words.as_ref(), now, &quota, cost);
+                assert_eq!(decision, expected, "{algorithm} at step {step}");
+                if decision.allowed {
+                    words = Some(next);
+                }
+            }
+        }
+    }
+}
