@@ -4,12 +4,15 @@
 //! cargo run --example server
 //! TOLLGATE_RULES=my-rules.yaml TOLLGATE_LISTEN=0.0.0.0:8080 cargo run --example server
 //! TOLLGATE_REDIS_URL=redis://127.0.0.1:6379 cargo run --example server --features redis
+//! cargo run --example server --features metrics   # and GET /metrics, in Prometheus format
 //! ```
 //!
 //! Every path and method answers 200 (so any rule can be tried with curl); the limits come
 //! from `TOLLGATE_RULES` (default `rules.example.yaml`). A bad rules file stops the server
 //! with the compiler's messages. With `TOLLGATE_REDIS_URL`, the state lives in Redis, so two
-//! instances on two ports share their limits.
+//! instances on two ports share their limits. `/metrics` exists only in builds with the
+//! `metrics` feature: without it tollgate measures nothing, and the plain
+//! `cargo run --example server` stays lean.
 
 use axum::http::{Method, Uri};
 use axum::Router;
@@ -38,7 +41,10 @@ async fn main() -> ExitCode {
         Ok(url) => serve_with_redis(&url, rules, &listen).await,
         Err(_) => {
             println!("state: in memory (set TOLLGATE_REDIS_URL to share it through Redis)");
-            serve(Limiter::new(rules), &listen).await
+            let limiter = Limiter::new(rules);
+            #[cfg(feature = "metrics")]
+            tokio::spawn(sweep_and_count_keys(limiter.clone()));
+            serve(limiter, &listen).await
         }
     }
 }
@@ -67,6 +73,9 @@ async fn serve<St: Store>(limiter: Limiter<St>, listen: &str) -> ExitCode {
     let app = Router::new()
         .fallback(echo)
         .layer(RateLimitLayer::new(limiter));
+    // Added after the layer: scraping is not rate limited.
+    #[cfg(feature = "metrics")]
+    let app = app.route("/metrics", prometheus());
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -80,6 +89,8 @@ async fn serve<St: Store>(limiter: Limiter<St>, listen: &str) -> ExitCode {
     println!("  curl -i -X DELETE http://{listen}/anything    # always 429 (requests_per_unit: 0)");
     println!("  for i in $(seq 12); do curl -s -o /dev/null -w '%{{http_code}} %{{time_total}}s\\n' http://{listen}/reports & done; wait   # queued, 5 a second");
     println!("  curl -i -H 'x-api-key: internal-ci' http://{listen}/   # never limited");
+    #[cfg(feature = "metrics")]
+    println!("  curl http://{listen}/metrics   # tollgate_* in Prometheus format");
 
     let service = app.into_make_service_with_connect_info::<SocketAddr>();
     if let Err(error) = axum::serve(listener, service).await {
@@ -87,6 +98,35 @@ async fn serve<St: Store>(limiter: Limiter<St>, listen: &str) -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+/// Installs the Prometheus recorder (before the first request, so that tollgate registers its
+/// metrics with it) and serves what it recorded.
+#[cfg(feature = "metrics")]
+fn prometheus() -> axum::routing::MethodRouter {
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .expect("the only metrics recorder of the process");
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+        loop {
+            every.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    axum::routing::get(move || std::future::ready(handle.render()))
+}
+
+/// Drops idle keys every 10 seconds and reports how many are left (`tollgate_tracked_keys`).
+#[cfg(feature = "metrics")]
+async fn sweep_and_count_keys(limiter: Limiter) {
+    let mut every = tokio::time::interval(std::time::Duration::from_secs(10));
+    loop {
+        every.tick().await;
+        limiter.store().sweep();
+        limiter.record_tracked_keys();
+    }
 }
 
 /// Answers every request with what was asked.
