@@ -42,6 +42,8 @@
 //!
 //! - `axum` (default): reads axum's `ConnectInfo` and `MatchedPath` (the `route` key).
 //! - `tonic`: reads tonic's `TcpConnectInfo`, so gRPC servers get the client address.
+//! - `cli`: the `tollgate` command: `tollgate check` validates a rules file, `tollgate
+//!   explain` shows which limits apply to a request ([`rules::Rules::explain`]).
 //! - `metrics`: counters, a latency histogram and gauges through the [`metrics`](https://docs.rs/metrics)
 //!   facade, for whichever recorder the application installs (e.g. Prometheus). Off, nothing
 //!   is measured.

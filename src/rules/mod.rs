@@ -26,11 +26,13 @@
 mod builder;
 mod compile;
 mod error;
+mod explain;
 mod file;
 pub(crate) mod tree;
 
 pub use builder::{DescriptorSpec, LimitSpec, RulesBuilder, SourceSpec};
 pub use error::{RuleError, RuleErrors};
+pub use explain::{AppliedLimit, Explanation};
 pub use file::{OnStoreError, Unit};
 
 use crate::algorithm::{Algorithm, Quota};
@@ -219,10 +221,7 @@ impl Rules {
         self.root.walk(values, &mut StateKey::new(), &mut matches)?;
         let limits = &self.limits;
         // Shadow entries only report: they neither exempt a request nor replace a limit.
-        let exempt = matches
-            .iter()
-            .map(|m| &limits[m.limit])
-            .any(|l| !l.shadow && l.rate == Rate::Unlimited);
+        let exempt = matches.iter().map(|m| &limits[m.limit]).any(Limit::exempts);
         if exempt {
             matches.clear();
         } else if self.has_replaces {
@@ -287,6 +286,12 @@ impl Limit {
             Rate::Limited { quota, algorithm } => Some((*algorithm, quota)),
             Rate::Unlimited => None,
         }
+    }
+
+    /// Whether a request this limit matches skips every limit: an `unlimited` entry that is
+    /// not in shadow mode.
+    pub(crate) fn exempts(&self) -> bool {
+        !self.shadow && self.rate == Rate::Unlimited
     }
 
     /// Whether the limit only reports would-be denials (`shadow_mode: true`).

@@ -1,0 +1,196 @@
+//! `tollgate`: checks a rules file, and explains which limits apply to a request.
+//!
+//! ```text
+//! tollgate check rules.yaml
+//! tollgate explain rules.yaml --method POST --path /auth/login --ip 203.0.113.9
+//! ```
+//!
+//! Exit codes: 0 when the rules are valid, 1 when they are not (every error is printed with
+//! its line and column), 2 for a mistake on the command line.
+
+mod describe;
+mod request;
+mod table;
+
+use clap::{Parser, Subcommand};
+use http::{HeaderMap, Request};
+use request::RequestArgs;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use table::Table;
+use tollgate::rules::{AppliedLimit, Rules};
+use tollgate::source::{MissingPeerAddr, PeerAddr};
+
+/// Checks tollgate rate-limit rules, and explains which limits apply to a request.
+#[derive(Debug, Parser)]
+#[command(name = "tollgate", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validates a rules file and lists its limits.
+    Check {
+        /// The rules file (YAML).
+        file: PathBuf,
+    },
+    /// Shows which limits apply to a request, with their state keys.
+    Explain {
+        /// The rules file (YAML).
+        file: PathBuf,
+        #[command(flatten)]
+        request: Box<RequestArgs>,
+    },
+}
+
+/// The rules are invalid.
+const INVALID_RULES: u8 = 1;
+/// The command line is wrong (clap exits with the same code for its own errors).
+const USAGE: u8 = 2;
+
+/// Printed for rules with the top-level `shadow_mode: true`.
+const SHADOW_MODE: &str =
+    "shadow_mode: true: every limit only counts and reports; nothing is denied or delayed";
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Check { file } => check(&file),
+        Command::Explain { file, request } => explain(&file, &request),
+    }
+}
+
+fn check(file: &Path) -> ExitCode {
+    let rules = match load(file) {
+        Ok(rules) => rules,
+        Err(code) => return code,
+    };
+    let count = rules.limits().len();
+    println!(
+        "{}: valid, domain `{}`, {count} limit(s)",
+        file.display(),
+        rules.domain()
+    );
+    if rules.shadow_mode() {
+        println!("{SHADOW_MODE}");
+    }
+    println!();
+    let mut table = Table::new([
+        "NAME",
+        "DESCRIPTOR",
+        "ALGORITHM",
+        "QUOTA",
+        "SHADOW",
+        "ON STORE ERROR",
+        "REPLACES",
+    ]);
+    for limit in rules.limits() {
+        table.row([
+            limit.name().unwrap_or("-").to_owned(),
+            limit.descriptor().to_owned(),
+            describe::algorithm(limit).to_owned(),
+            describe::quota(limit),
+            if limit.is_shadow() { "yes" } else { "no" }.to_owned(),
+            describe::on_store_error(limit.on_store_error()),
+            describe::list(limit.replaces()),
+        ]);
+    }
+    print!("{table}");
+    ExitCode::SUCCESS
+}
+
+fn explain(file: &Path, args: &RequestArgs) -> ExitCode {
+    let rules = match load(file) {
+        Ok(rules) => rules,
+        Err(code) => return code,
+    };
+    let request = match args.request() {
+        Ok(request) => request,
+        Err(message) => return usage_error(&message),
+    };
+    let explanation = match rules.explain(&request) {
+        Ok(explanation) => explanation,
+        Err(MissingPeerAddr) => {
+            return usage_error(
+                "the rules key on remote_address: give the client's address with --ip",
+            )
+        }
+    };
+    println!("request: {} {}", request.method(), request.uri());
+    println!("client:  {}", client(&rules, &request));
+    if let Some(exemption) = explanation.exemption() {
+        println!(
+            "result:  exempt (unlimited): {} matches the unlimited entry `{}`; no limit applies",
+            exemption.state_key(),
+            exemption.limit().descriptor()
+        );
+        return ExitCode::SUCCESS;
+    }
+    match explanation.applied().len() {
+        0 => println!("result:  no limit applies"),
+        1 => println!("result:  1 limit applies"),
+        count => println!("result:  {count} limits apply; the request must fit all of them"),
+    }
+    if rules.shadow_mode() {
+        println!("{SHADOW_MODE}");
+    }
+    if !explanation.applied().is_empty() {
+        println!();
+        print!("{}", limits_table(explanation.applied()));
+    }
+    if !explanation.replaced().is_empty() {
+        println!();
+        println!("Matched but replaced by a limit above (`replaces`):");
+        print!("{}", limits_table(explanation.replaced()));
+    }
+    ExitCode::SUCCESS
+}
+
+/// The client address the rules see, and how it was found.
+fn client(rules: &Rules, request: &Request<()>) -> String {
+    let Some(peer) = PeerAddr::from_extensions(request.extensions()) else {
+        return "unknown (no --ip)".to_owned();
+    };
+    let resolver = rules.client_ip();
+    let client = resolver.resolve(peer.ip(), request.headers());
+    if client == resolver.resolve(peer.ip(), &HeaderMap::new()) {
+        client.to_string()
+    } else {
+        format!("{client} (forwarded by the trusted proxy {})", peer.ip())
+    }
+}
+
+/// The limits a request met, with its state key for each.
+fn limits_table(limits: &[AppliedLimit<'_>]) -> Table<5> {
+    let mut table = Table::new(["LIMIT", "STATE KEY", "ALGORITHM", "QUOTA", "NOTE"]);
+    for applied in limits {
+        let limit = applied.limit();
+        let note = if limit.is_shadow() {
+            "shadow: counted, never denies"
+        } else {
+            ""
+        };
+        table.row([
+            limit.label().to_owned(),
+            applied.state_key(),
+            describe::algorithm(limit).to_owned(),
+            describe::quota(limit),
+            note.to_owned(),
+        ]);
+    }
+    table
+}
+
+/// The rules in `file`, or the exit code after printing every error in it.
+fn load(file: &Path) -> Result<Rules, ExitCode> {
+    Rules::from_file(file).map_err(|errors| {
+        eprint!("{errors}");
+        ExitCode::from(INVALID_RULES)
+    })
+}
+
+fn usage_error(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(USAGE)
+}
