@@ -9,21 +9,24 @@
 //!
 //! Every path and method answers 200 (so any rule can be tried with curl); the limits come
 //! from `TOLLGATE_RULES` (default `rules.example.yaml`). A bad rules file stops the server
-//! with the compiler's messages. With `TOLLGATE_REDIS_URL`, the state lives in Redis, so two
-//! instances on two ports share their limits. `/metrics` exists only in builds with the
-//! `metrics` feature: without it tollgate measures nothing, and the plain
-//! `cargo run --example server` stays lean.
+//! with the compiler's messages. The file is watched: save a change and it takes effect
+//! within a second; a bad edit is logged and the previous rules keep serving. With
+//! `TOLLGATE_REDIS_URL`, the state lives in Redis, so two instances on two ports share their
+//! limits. `/metrics` exists only in builds with the `metrics` feature: without it tollgate
+//! measures nothing, and the plain `cargo run --example server` stays lean.
 
 use axum::http::{Method, Uri};
 use axum::Router;
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use tollgate::reload::RulesWatcher;
 use tollgate::rules::Rules;
 use tollgate::store::Store;
 use tollgate::{Limiter, RateLimitLayer};
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    tracing_subscriber::fmt::init();
     let rules_path =
         std::env::var("TOLLGATE_RULES").unwrap_or_else(|_| "rules.example.yaml".to_owned());
     let listen = std::env::var("TOLLGATE_LISTEN").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
@@ -38,23 +41,23 @@ async fn main() -> ExitCode {
     println!("tollgate demo on http://{listen} with {limits} limits from {rules_path}");
 
     match std::env::var("TOLLGATE_REDIS_URL") {
-        Ok(url) => serve_with_redis(&url, rules, &listen).await,
+        Ok(url) => serve_with_redis(&url, rules, &rules_path, &listen).await,
         Err(_) => {
             println!("state: in memory (set TOLLGATE_REDIS_URL to share it through Redis)");
             let limiter = Limiter::new(rules);
             #[cfg(feature = "metrics")]
             tokio::spawn(sweep_and_count_keys(limiter.clone()));
-            serve(limiter, &listen).await
+            serve(limiter, &rules_path, &listen).await
         }
     }
 }
 
 #[cfg(feature = "redis")]
-async fn serve_with_redis(url: &str, rules: Rules, listen: &str) -> ExitCode {
+async fn serve_with_redis(url: &str, rules: Rules, rules_path: &str, listen: &str) -> ExitCode {
     match tollgate::store::RedisStore::builder(url).connect().await {
         Ok(store) => {
             println!("state: in Redis at {url}, shared with every instance using it");
-            serve(Limiter::with_store(rules, store), listen).await
+            serve(Limiter::with_store(rules, store), rules_path, listen).await
         }
         Err(error) => {
             eprintln!("{error}");
@@ -64,12 +67,21 @@ async fn serve_with_redis(url: &str, rules: Rules, listen: &str) -> ExitCode {
 }
 
 #[cfg(not(feature = "redis"))]
-async fn serve_with_redis(_url: &str, _rules: Rules, _listen: &str) -> ExitCode {
+async fn serve_with_redis(_url: &str, _rules: Rules, _rules_path: &str, _listen: &str) -> ExitCode {
     eprintln!("TOLLGATE_REDIS_URL is set, but this build has no Redis support: run with `--features redis`");
     ExitCode::FAILURE
 }
 
-async fn serve<St: Store>(limiter: Limiter<St>, listen: &str) -> ExitCode {
+async fn serve<St: Store>(limiter: Limiter<St>, rules_path: &str, listen: &str) -> ExitCode {
+    // Kept until the server stops: dropping the watcher stops watching.
+    let _watcher = match RulesWatcher::builder(rules_path).watch(limiter.clone()) {
+        Ok(watcher) => watcher,
+        Err(error) => {
+            eprintln!("cannot watch {rules_path}: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("watching {rules_path}: saved changes take effect at once; a bad edit is logged and ignored");
     let app = Router::new()
         .fallback(echo)
         .layer(RateLimitLayer::new(limiter));

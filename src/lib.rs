@@ -37,6 +37,7 @@
 //! - [`store`]: where state lives ([`store::MemoryStore`] by default).
 //! - [`clock`]: time, injected; [`clock::ManualClock`] for tests.
 //! - [`response`]: the headers and rejection bodies.
+//! - `reload` (feature `reload`): hot reload of the rules file.
 //!
 //! # Features
 //!
@@ -44,6 +45,7 @@
 //! - `tonic`: reads tonic's `TcpConnectInfo`, so gRPC servers get the client address.
 //! - `cli`: the `tollgate` command: `tollgate check` validates a rules file, `tollgate
 //!   explain` shows which limits apply to a request ([`rules::Rules::explain`]).
+//! - `reload` (default): `reload::RulesWatcher` keeps a limiter's rules in step with its file.
 //! - `metrics`: counters, a latency histogram and gauges through the [`metrics`](https://docs.rs/metrics)
 //!   facade, for whichever recorder the application installs (e.g. Prometheus). Off, nothing
 //!   is measured.
@@ -79,6 +81,8 @@ pub mod layer;
 mod limiter;
 mod metrics;
 mod observe;
+#[cfg(feature = "reload")]
+pub mod reload;
 pub mod response;
 pub mod rules;
 pub mod source;
