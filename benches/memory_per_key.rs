@@ -65,7 +65,7 @@ use tollgate::store::{Acquisition, LimitCheck, MemoryStore, Store};
 // ---------------------------------------------------------------------------------------
 
 /// Allocations at least this large are counted as "large" (in a store: the hash tables);
-/// smaller ones are the per-key allocations (boxed keys, sliding window logs).
+/// smaller ones are the per-key allocations (sliding window logs; governor's `String` keys).
 const LARGE: usize = 1024;
 
 /// Live bytes in allocations smaller than [`LARGE`].
@@ -552,7 +552,13 @@ fn main() {
         ("SlidingWindowCounter", size_of::<SlidingWindowCounter>()),
         ("Gcra", size_of::<Gcra>()),
         ("Nanos", size_of::<Nanos>()),
-        ("Box<[u8]>", size_of::<Box<[u8]>>()),
+        // The memory store's private entries: a u64 fingerprint, the idle time and the
+        // state, packed into two words or, for the sliding windows, a whole `State`.
+        (
+            "packed entry (u64, Nanos, [u64; 2])",
+            size_of::<(u64, Nanos, [u64; 2])>(),
+        ),
+        ("general entry (u64, Nanos, State)", size_of::<(u64, Nanos, State)>()),
         (
             "VecDeque<(Nanos, u64)>",
             size_of::<VecDeque<(Nanos, u64)>>(),
