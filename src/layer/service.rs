@@ -2,14 +2,13 @@ use super::future::{Waited, WaitingFuture};
 use super::{ResponseBody, ResponseFuture};
 use crate::limiter::{QueuePlaces, Started, Verdict};
 use crate::response::{self, RateLimitHeaders};
-use crate::rules::tree::Values;
+use crate::rules::request_values::RequestValues;
 use crate::rules::Rules;
-use crate::source::{MissingPeerAddr, RequestView, Value};
+use crate::source::{MissingPeerAddr, RequestView};
 use crate::store::{MemoryStore, Store};
 use crate::Limiter;
 use bytes::Bytes;
 use http::{Request, Response};
-use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -198,36 +197,5 @@ fn report_missing_peer_addr() {
     static REPORTED: AtomicBool = AtomicBool::new(false);
     if !REPORTED.swap(true, Ordering::Relaxed) {
         tracing::error!("{}", MissingPeerAddr::FIX);
-    }
-}
-
-/// A request's descriptor values, each read on first use.
-struct RequestValues<'r> {
-    view: RequestView<'r>,
-    rules: &'r Rules,
-    cache: SmallVec<[Option<Option<Value<'r>>>; 8]>,
-}
-
-impl<'r> RequestValues<'r> {
-    fn new(view: RequestView<'r>, rules: &'r Rules) -> Self {
-        RequestValues {
-            view,
-            rules,
-            cache: SmallVec::from_elem(None, rules.sources.len()),
-        }
-    }
-}
-
-impl Values for RequestValues<'_> {
-    fn get(&mut self, source: usize) -> Result<Option<&str>, MissingPeerAddr> {
-        if self.cache[source].is_none() {
-            let value = self
-                .view
-                .value(&self.rules.sources[source].1, &self.rules.client_ip)?;
-            self.cache[source] = Some(value);
-        }
-        Ok(self.cache[source]
-            .as_ref()
-            .and_then(|value| value.as_deref()))
     }
 }

@@ -3,9 +3,10 @@
 //! The answer comes from the layer's own matching ([`Rules::applicable`] over the values
 //! [`RequestView`] reads), so it cannot drift from what the layer enforces.
 
+use super::request_values::RequestValues;
 use super::tree::{Level, Matches, StateKey, Values};
 use super::{Limit, Rules};
-use crate::source::{MissingPeerAddr, RequestView, Value};
+use crate::source::{MissingPeerAddr, RequestView};
 
 /// The limits that apply to one request, and those that matched it but were set aside.
 ///
@@ -162,37 +163,6 @@ impl<'r> AppliedLimit<'r> {
             .map(|(key, value)| format!("{key}={value}"))
             .collect();
         pairs.join("/")
-    }
-}
-
-/// A request's descriptor values, each read on first use, as the layer reads them.
-struct RequestValues<'r> {
-    view: RequestView<'r>,
-    rules: &'r Rules,
-    cache: Vec<Option<Option<Value<'r>>>>,
-}
-
-impl<'r> RequestValues<'r> {
-    fn new(view: RequestView<'r>, rules: &'r Rules) -> Self {
-        RequestValues {
-            view,
-            rules,
-            cache: vec![None; rules.sources.len()],
-        }
-    }
-}
-
-impl Values for RequestValues<'_> {
-    fn get(&mut self, source: usize) -> Result<Option<&str>, MissingPeerAddr> {
-        if self.cache[source].is_none() {
-            let value = self
-                .view
-                .value(&self.rules.sources[source].1, &self.rules.client_ip)?;
-            self.cache[source] = Some(value);
-        }
-        Ok(self.cache[source]
-            .as_ref()
-            .and_then(|value| value.as_deref()))
     }
 }
 

@@ -28,6 +28,7 @@ mod compile;
 mod error;
 mod explain;
 mod file;
+pub(crate) mod request_values;
 pub(crate) mod tree;
 
 pub use builder::{DescriptorSpec, LimitSpec, RulesBuilder, SourceSpec};
