@@ -58,20 +58,22 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `tollgate_requests_total` | counter | `domain`, `limit`, `outcome`: `allowed`, `denied`, `shadow_denied`, `delayed` |
+//! | `tollgate_requests_total` | counter | `domain`, `limit`, `outcome`: `allowed`, `denied`, `shadow_denied`, `delayed`, `shadow_delayed` |
 //! | `tollgate_store_errors_total` | counter | `domain`, `limit` |
 //! | `tollgate_decision_seconds` | histogram | `domain` |
 //! | `tollgate_tracked_keys` | gauge, set by `Limiter::record_tracked_keys` | `domain` |
 //! | `tollgate_reloads_total` | counter | `result`: `success`, `failure` |
 //!
-//! Each limit counts its own decision: a request denied by one limit counts as `allowed` under
-//! another that had room. Install the recorder before the first request; the handles of a set
-//! of rules are registered on their first decision.
+//! Each limit that applies to a request counts exactly one outcome for it: a request denied by
+//! one limit counts as `allowed` under another that had room. Install the recorder before
+//! building the [`Limiter`]: the handles of a set of rules are registered when the rules are
+//! put in force ([`Limiter::with_store`], [`Limiter::set_rules`]), never by a decision.
 //!
-//! Through [`tracing`](https://docs.rs/tracing): a `debug` span `rate_limit` per decision
-//! (fields `domain` and `limits`); a `warn` event when a request is denied and an `info`
-//! event when a shadow-mode limit would have denied one, each at most once a second per
-//! limit, with `suppressed`: how many were left out since the last one.
+//! Through [`tracing`](https://docs.rs/tracing): a `debug` span `rate_limit` per decision of
+//! a request that some limit applies to (fields `domain` and `limits`); a `warn` event when a
+//! request is denied (over a limit, or because the store failed) and an `info` event when a
+//! shadow-mode limit would have denied one, each at most once a second per limit, with
+//! `suppressed`: how many were left out since the last one.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
@@ -79,7 +81,6 @@ pub mod algorithm;
 pub mod clock;
 pub mod layer;
 mod limiter;
-mod metrics;
 mod observe;
 #[cfg(feature = "reload")]
 pub mod reload;
@@ -89,4 +90,4 @@ pub mod source;
 pub mod store;
 
 pub use layer::{RateLimit, RateLimitLayer};
-pub use limiter::{Limiter, Verdict};
+pub use limiter::{Denial, Limiter, Verdict};

@@ -2,22 +2,25 @@
 //!
 //! Time is a manual clock shared with the store, so no test sleeps.
 
+mod common;
+
 use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::routing::get;
 use axum::{Extension, Router};
 use bytes::Bytes;
+use common::stores::{DownStore, LaterStore};
 use http::{HeaderMap, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use std::net::SocketAddr;
 use std::time::Duration;
-use tollgate::clock::{ManualClock, Nanos};
+use tollgate::clock::ManualClock;
 use tollgate::layer::ShadowDenied;
 use tollgate::rules::Rules;
 use tollgate::source::Identity;
-use tollgate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, StoreError};
+use tollgate::store::MemoryStore;
 use tollgate::{Limiter, RateLimitLayer};
 
 type TestLayer = RateLimitLayer<MemoryStore<ManualClock>>;
@@ -566,46 +569,6 @@ fn the_service_is_clone_send_sync_and_fits_service_builder() {
         .service(app());
     assert_clone_send_sync(&layer);
     assert_clone_send_sync(&service);
-}
-
-/// A store that answers later, as a networked store does: the memory store's decisions,
-/// delivered after a yield to the runtime.
-struct LaterStore(MemoryStore<ManualClock>);
-
-impl Store for LaterStore {
-    type Pending =
-        std::pin::Pin<Box<dyn std::future::Future<Output = Result<Decisions, StoreError>> + Send>>;
-
-    fn acquire(&self, checks: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
-        let Acquisition::Ready(result) = self.0.acquire(checks) else {
-            unreachable!("the memory store answers at once")
-        };
-        Acquisition::Pending(Box::pin(async move {
-            tokio::task::yield_now().await;
-            result
-        }))
-    }
-
-    fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
-        self.0.cancel(check, booked_until);
-    }
-}
-
-/// A store that is always down.
-struct DownStore;
-
-impl Store for DownStore {
-    type Pending = std::future::Ready<Result<Decisions, StoreError>>;
-
-    fn acquire(&self, _: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
-        let error = StoreError::new(
-            "store unreachable",
-            std::io::Error::other("connection refused"),
-        );
-        Acquisition::Ready(Err(error))
-    }
-
-    fn cancel(&self, _: &LimitCheck<'_>, _: Nanos) {}
 }
 
 #[tokio::test]

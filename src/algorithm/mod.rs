@@ -36,7 +36,7 @@ pub use decision::Decision;
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
 pub use leaky_bucket::LeakyBucket;
-pub(crate) use packed::Words;
+pub(crate) use packed::{PackedAlgorithm, Words};
 pub use quota::Quota;
 pub use sliding_window_counter::SlidingWindowCounter;
 pub use sliding_window_log::SlidingWindowLog;

@@ -39,6 +39,12 @@ impl Algorithm {
 }
 
 impl PackedAlgorithm {
+    /// Whether the state is one timestamp (the first word) that is also the time the key
+    /// goes idle: GCRA's theoretical arrival time and the time a leaky bucket has drained.
+    pub(crate) fn is_timestamp(self) -> bool {
+        matches!(self, PackedAlgorithm::LeakyBucket | PackedAlgorithm::Gcra)
+    }
+
     /// The state after a request of `cost` at `now` (`state` `None`: a key never seen) and the
     /// decision: [`Algorithm::acquire`] keeps the state returned when the request is
     /// admitted, [`Algorithm::peek`] drops it.

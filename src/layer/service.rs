@@ -75,8 +75,9 @@ where
 
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         let rules = self.limiter.rules_guard();
+        let current = &*rules.rules;
         let started = {
-            let mut values = RequestValues::new(RequestView::of(&request), &rules);
+            let mut values = RequestValues::new(RequestView::of(&request), current);
             self.limiter.start(&rules, &mut values, 1)
         };
         match started {
@@ -85,7 +86,7 @@ where
                 let grpc = response::is_grpc(request.headers());
                 ResponseFuture::answered(response::missing_peer_addr(grpc, MissingPeerAddr::FIX))
             }
-            Ok(Started::Ready { verdict, queued }) => match plan(&rules, &verdict, &mut request) {
+            Ok(Started::Ready { verdict, queued }) => match plan(current, &verdict, &mut request) {
                 Plan::Reject(rejection) => ResponseFuture::answered(rejection),
                 Plan::Admit(headers) => {
                     if verdict.delay().is_zero() {
@@ -110,7 +111,7 @@ where
                 let inner = self.take_ready_inner();
                 let waiting: WaitingFuture<_> = Box::pin(async move {
                     let (verdict, queued) = pending.finish(&rules, limiter.fallback()).await;
-                    match plan(&rules, &verdict, &mut request) {
+                    match plan(&rules.rules, &verdict, &mut request) {
                         Plan::Reject(rejection) => Waited::Answered(rejection),
                         Plan::Admit(headers) => {
                             let places = QueuePlaces::new(limiter, rules, queued);

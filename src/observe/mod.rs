@@ -1,81 +1,196 @@
 //! What the limiter tells operators about its decisions.
 //!
-//! - A `debug` span per decision, with the domain and the limits that applied.
-//! - A `warn` event when a request is denied and an `info` event when a shadow-mode limit
-//!   would have denied one: each at most once a second per limit, carrying the number of
-//!   events left out since the last one (`suppressed`), so a flood does not flood the logs.
-//! - With the `metrics` feature, counters and a latency histogram ([`crate::metrics`]).
+//! - A `debug` span per decision of a request that some limit applies to, with the domain
+//!   and the limits that applied.
+//! - A `warn` event when a request is denied (over a limit, or because the store failed under
+//!   `on_store_error: deny`) and an `info` event when a shadow-mode limit would have denied
+//!   one: each at most once a second per limit, carrying the number of events left out since
+//!   the last one (`suppressed`), so a flood does not flood the logs.
+//! - With the `metrics` feature, counters and a latency histogram (`instruments`).
 //!
-//! Disabled levels cost a level check; without the `metrics` feature nothing is measured.
+//! An [`Observer`] is made when rules are put in force, off the request path. Disabled levels
+//! cost a level check; without the `metrics` feature nothing is measured.
 
+#[cfg(feature = "metrics")]
+mod instruments;
 mod throttle;
 
 use crate::algorithm::Decision;
-use crate::limiter::{Booking, Verdict};
-use crate::rules::Rules;
+use crate::clock::Clock;
+use crate::limiter::{Booking, Denial, Verdict};
+use crate::rules::{OnStoreError, Rules};
 use crate::store::StoreError;
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::Arc;
 use throttle::LogThrottle;
 use tracing::Level;
 
 #[cfg(feature = "metrics")]
-use crate::metrics::{DecisionMetrics, Outcome};
+pub(crate) use instruments::record_tracked_keys;
+#[cfg(feature = "metrics")]
+use instruments::{Instruments, Outcome};
 
-/// What one set of rules keeps for reporting: the log throttles of each limit and the
-/// metric handles. Made on the first decision under the rules.
-#[derive(Debug)]
+/// Reports the decisions made under one set of rules: the log throttles of each limit and
+/// the metric handles.
 pub(crate) struct Observer {
+    /// The time of the log throttles.
+    clock: Arc<dyn Clock>,
     limits: Box<[LimitLogs]>,
     #[cfg(feature = "metrics")]
-    metrics: DecisionMetrics,
+    instruments: Instruments,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct LimitLogs {
     denied: LogThrottle,
+    store_denied: LogThrottle,
     shadow_denied: LogThrottle,
 }
 
 impl Observer {
-    fn new(rules: &Rules) -> Self {
-        let limits = rules
-            .limits()
-            .iter()
-            .map(|_| LimitLogs {
-                denied: LogThrottle::new(),
-                shadow_denied: LogThrottle::new(),
-            })
-            .collect();
+    /// The observer of `rules`, its log throttles reading the time from `clock`. With the
+    /// `metrics` feature, registers the metric handles of `rules` with the recorder installed
+    /// now.
+    pub(crate) fn new(rules: &Rules, clock: Arc<dyn Clock>) -> Self {
         Observer {
-            limits,
+            clock,
+            limits: rules
+                .limits()
+                .iter()
+                .map(|_| LimitLogs::default())
+                .collect(),
             #[cfg(feature = "metrics")]
-            metrics: DecisionMetrics::register(rules),
+            instruments: Instruments::register(rules),
+        }
+    }
+
+    /// Reports the store's `decisions` on `bookings`, and the shadow denials among them.
+    pub(crate) fn decided(
+        &self,
+        rules: &Rules,
+        bookings: &[Booking],
+        decisions: &[Decision],
+        verdict: &Verdict,
+    ) {
+        #[cfg(feature = "metrics")]
+        for (booking, decision) in bookings.iter().zip(decisions) {
+            let outcome = Outcome::of(decision, booking.shadow, verdict.is_allowed());
+            self.instruments.count(booking.limit, outcome);
+        }
+        if verdict.is_shadow_denied() && tracing::enabled!(Level::INFO) {
+            let shadow_denials = bookings
+                .iter()
+                .zip(decisions)
+                .filter(|(booking, decision)| booking.shadow && !decision.allowed);
+            for (booking, _) in shadow_denials {
+                self.shadow_denied(rules, booking.limit);
+            }
+        }
+    }
+
+    /// Reports that the store could not decide `bookings`, and what their `on_store_error`
+    /// policies made of the request (the in-memory fallback reports its own decisions).
+    pub(crate) fn store_failed(&self, rules: &Rules, bookings: &[Booking], error: &StoreError) {
+        // At debug: the store reports its own failures, once per outage, and a denial that
+        // follows is reported as one.
+        tracing::debug!(
+            domain = rules.domain(),
+            limits = %Labels { rules, bookings },
+            %error,
+            "the rate-limit store failed; on_store_error decides"
+        );
+        for booking in bookings {
+            let policy = rules.limits[booking.limit].on_store_error();
+            let shadow_denied = booking.shadow && policy == OnStoreError::Deny;
+            if shadow_denied && tracing::enabled!(Level::INFO) {
+                self.shadow_denied(rules, booking.limit);
+            }
+            #[cfg(feature = "metrics")]
+            {
+                self.instruments.count_store_error(booking.limit);
+                let outcome = match policy {
+                    OnStoreError::Local => continue,
+                    OnStoreError::Deny if booking.shadow => Outcome::ShadowDenied,
+                    OnStoreError::Deny => Outcome::Denied,
+                    OnStoreError::Allow => Outcome::Allowed,
+                };
+                self.instruments.count(booking.limit, outcome);
+            }
+        }
+    }
+
+    /// Reports the end of a decision that started at `start`: its time, and the denial.
+    #[inline]
+    pub(crate) fn finished(&self, rules: &Rules, verdict: &Verdict, start: DecisionStart) {
+        #[cfg(feature = "metrics")]
+        self.instruments.record_decision_time(start.at.elapsed());
+        #[cfg(not(feature = "metrics"))]
+        let _ = start;
+        if let Some(denial) = verdict.denial() {
+            self.denied(rules, verdict, denial);
+        }
+    }
+
+    fn denied(&self, rules: &Rules, verdict: &Verdict, denial: Denial) {
+        let (Some(index), Some(decision)) = (verdict.limit_index(), verdict.decision()) else {
+            return;
+        };
+        let domain = rules.domain();
+        let limit = rules.limits[index].label();
+        let retry_after_ms = u64::try_from(decision.retry_after.as_millis()).unwrap_or(u64::MAX);
+        if denial == Denial::OverLimit {
+            tracing::debug!(domain, limit, retry_after_ms, "rate limited");
+        }
+        if !tracing::enabled!(Level::WARN) {
+            return;
+        }
+        let logs = &self.limits[index];
+        match denial {
+            Denial::OverLimit => {
+                if let Some(suppressed) = logs.denied.admit(self.clock.now()) {
+                    tracing::warn!(
+                        domain,
+                        limit,
+                        retry_after_ms,
+                        suppressed,
+                        "rate limited: requests over this limit are denied"
+                    );
+                }
+            }
+            Denial::StoreError => {
+                if let Some(suppressed) = logs.store_denied.admit(self.clock.now()) {
+                    tracing::warn!(
+                        domain,
+                        limit,
+                        retry_after_ms,
+                        suppressed,
+                        "the rate-limit store failed: requests under this limit are denied (on_store_error: deny)"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Logs, throttled, that shadow-mode limit `index` would have denied a request.
+    fn shadow_denied(&self, rules: &Rules, index: usize) {
+        if let Some(suppressed) = self.limits[index].shadow_denied.admit(self.clock.now()) {
+            tracing::info!(
+                domain = rules.domain(),
+                limit = rules.limits[index].label(),
+                suppressed,
+                "shadow mode: this limit would deny the request"
+            );
         }
     }
 }
 
-/// The [`Observer`] of one set of rules, made when first needed. A clone of the rules starts
-/// with its own.
-#[derive(Default)]
-pub(crate) struct ObserverCell(OnceLock<Observer>);
-
-impl ObserverCell {
-    /// The observer of `rules` (the rules holding this cell).
-    pub(crate) fn get(&self, rules: &Rules) -> &Observer {
-        self.0.get_or_init(|| Observer::new(rules))
-    }
-}
-
-impl Clone for ObserverCell {
-    fn clone(&self) -> Self {
-        ObserverCell::default()
-    }
-}
-
-impl fmt::Debug for ObserverCell {
+impl fmt::Debug for Observer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ObserverCell").finish_non_exhaustive()
+        let mut debug = f.debug_struct("Observer");
+        debug.field("limits", &self.limits);
+        #[cfg(feature = "metrics")]
+        debug.field("instruments", &self.instruments);
+        debug.finish_non_exhaustive()
     }
 }
 
@@ -88,19 +203,24 @@ pub(crate) struct DecisionStart {
 }
 
 impl DecisionStart {
-    /// Now, for a decision under `rules`.
+    /// Now.
     #[inline]
-    pub(crate) fn now(rules: &Rules) -> Self {
-        // The first decision under new rules registers their metrics: not part of its time.
-        #[cfg(feature = "metrics")]
-        rules.observer();
-        #[cfg(not(feature = "metrics"))]
-        let _ = rules;
+    pub(crate) fn now() -> Self {
         DecisionStart {
             #[cfg(feature = "metrics")]
             at: quanta::Instant::now(),
         }
     }
+}
+
+/// Counts a reload of the rules file, successful or not: `tollgate_reloads_total{result}`,
+/// `result` being `success` or `failure`. Does nothing without the `metrics` feature.
+#[cfg_attr(not(feature = "reload"), allow(dead_code))]
+pub(crate) fn record_reload(ok: bool) {
+    #[cfg(feature = "metrics")]
+    instruments::record_reload(ok);
+    #[cfg(not(feature = "metrics"))]
+    let _ = ok;
 }
 
 /// The span of one decision: `debug`, with the domain and the labels of the limits that apply.
@@ -111,114 +231,6 @@ pub(crate) fn decision_span(rules: &Rules, bookings: &[Booking]) -> tracing::Spa
         domain = rules.domain(),
         limits = %Labels { rules, bookings }
     )
-}
-
-/// Reports the store's `decisions` on `bookings`, and the shadow denials among them.
-pub(crate) fn decided(
-    rules: &Rules,
-    bookings: &[Booking],
-    decisions: &[Decision],
-    verdict: &Verdict,
-) {
-    #[cfg(feature = "metrics")]
-    {
-        let metrics = &rules.observer().metrics;
-        for (booking, decision) in bookings.iter().zip(decisions) {
-            let outcome = match (decision.allowed, booking.shadow) {
-                (false, false) => Outcome::Denied,
-                (false, true) => Outcome::ShadowDenied,
-                (true, false) if verdict.is_allowed() && !decision.delay.is_zero() => {
-                    Outcome::Delayed
-                }
-                (true, _) => Outcome::Allowed,
-            };
-            metrics.count(booking.limit, outcome);
-        }
-    }
-    if verdict.is_shadow_denied() && tracing::enabled!(Level::INFO) {
-        let observer = rules.observer();
-        let shadow_denials = bookings
-            .iter()
-            .zip(decisions)
-            .filter(|(booking, decision)| booking.shadow && !decision.allowed);
-        for (booking, _) in shadow_denials {
-            if let Some(suppressed) = observer.limits[booking.limit].shadow_denied.admit() {
-                tracing::info!(
-                    domain = rules.domain(),
-                    limit = rules.limits[booking.limit].label(),
-                    suppressed,
-                    "shadow mode: this limit would deny the request"
-                );
-            }
-        }
-    }
-}
-
-/// Reports that the store could not decide `bookings`; `fail_closed` when the request is
-/// denied for it.
-pub(crate) fn store_failed(
-    rules: &Rules,
-    bookings: &[Booking],
-    error: &StoreError,
-    fail_closed: bool,
-) {
-    #[cfg(feature = "metrics")]
-    {
-        let metrics = &rules.observer().metrics;
-        for booking in bookings {
-            metrics.count_store_error(booking.limit);
-        }
-    }
-    // At debug: the store reports its own failures, once per outage, and a denial that
-    // follows is reported as one.
-    tracing::debug!(
-        domain = rules.domain(),
-        limits = %Labels { rules, bookings },
-        %error,
-        fail_closed,
-        "the rate-limit store failed; on_store_error decides"
-    );
-}
-
-/// Reports the end of a decision that started at `start`: its time, and the denial.
-#[inline]
-pub(crate) fn finished(rules: &Rules, verdict: &Verdict, start: DecisionStart) {
-    #[cfg(feature = "metrics")]
-    rules
-        .observer()
-        .metrics
-        .record_decision_time(start.at.elapsed());
-    #[cfg(not(feature = "metrics"))]
-    let _ = start;
-    if !verdict.is_allowed() {
-        denied(rules, verdict);
-    }
-}
-
-fn denied(rules: &Rules, verdict: &Verdict) {
-    let (Some(index), Some(decision)) = (verdict.limit_index(), verdict.decision()) else {
-        return;
-    };
-    let limit = &rules.limits[index];
-    let retry_after_ms = u64::try_from(decision.retry_after.as_millis()).unwrap_or(u64::MAX);
-    tracing::debug!(
-        domain = rules.domain(),
-        limit = limit.label(),
-        retry_after_ms,
-        "rate limited"
-    );
-    if !tracing::enabled!(Level::WARN) {
-        return;
-    }
-    if let Some(suppressed) = rules.observer().limits[index].denied.admit() {
-        tracing::warn!(
-            domain = rules.domain(),
-            limit = limit.label(),
-            retry_after_ms,
-            suppressed,
-            "rate limited: requests over this limit are denied"
-        );
-    }
 }
 
 /// The labels of the limits booked, comma-separated, written on demand.

@@ -1,47 +1,41 @@
 //! At most one log event per second for a kind of event, counting the ones left out.
 
-use crate::clock::saturating_nanos;
+use crate::clock::{saturating_nanos, Nanos};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The shortest time between two events a throttle lets through.
 const EVERY: Duration = Duration::from_secs(1);
 
 /// Lets one event a second through and counts the others, without a lock: a flood of
 /// denials becomes one warning a second that says how many it stands for.
-#[derive(Debug)]
+///
+/// The caller reads the time (from the limiter's [`Clock`](crate::clock::Clock)), so tests
+/// move it by hand.
+#[derive(Debug, Default)]
 pub(crate) struct LogThrottle {
-    origin: Instant,
-    /// Nanoseconds after `origin` from which the next event may be logged.
+    /// The time, in nanoseconds since the epoch, from which the next event may be logged.
     next_at: AtomicU64,
     /// Events left out since the last one logged.
     suppressed: AtomicU64,
 }
 
 impl LogThrottle {
-    pub(crate) fn new() -> Self {
-        LogThrottle {
-            origin: Instant::now(),
-            next_at: AtomicU64::new(0),
-            suppressed: AtomicU64::new(0),
-        }
-    }
-
-    /// Whether to log an event now: the number of events left out since the last one
-    /// logged, or `None` when this one is left out (and counted).
-    pub(crate) fn admit(&self) -> Option<u64> {
-        self.admit_at(saturating_nanos(self.origin.elapsed()))
-    }
-
-    /// [`LogThrottle::admit`] at `now` nanoseconds after the throttle was made.
-    fn admit_at(&self, now: u64) -> Option<u64> {
+    /// Whether to log an event happening at `now`: the number of events left out since the
+    /// last one logged, or `None` when this one is left out (and counted).
+    pub(crate) fn admit(&self, now: Nanos) -> Option<u64> {
+        let now = now.as_u64();
+        let every = saturating_nanos(EVERY);
         let next_at = self.next_at.load(Ordering::Relaxed);
-        let due = now >= next_at
+        // The wall clock stepped back by more than the interval: start again rather than
+        // stay silent until it catches up. (Less than that is jitter between threads.)
+        let stepped_back = now.saturating_add(every) < next_at.saturating_sub(every);
+        let due = (now >= next_at || stepped_back)
             && self
                 .next_at
                 .compare_exchange(
                     next_at,
-                    now.saturating_add(saturating_nanos(EVERY)),
+                    now.saturating_add(every),
                     Ordering::Relaxed,
                     Ordering::Relaxed,
                 )
@@ -61,23 +55,27 @@ mod tests {
 
     const SECOND: u64 = 1_000_000_000;
 
+    fn at(nanos: u64) -> Nanos {
+        Nanos::new(1_700_000_000 * SECOND + nanos)
+    }
+
     #[test]
     fn one_event_a_second_gets_through_with_the_count_of_the_others() {
-        let throttle = LogThrottle::new();
-        assert_eq!(throttle.admit_at(0), Some(0));
-        assert!((0..1000).all(|i| throttle.admit_at(i * 1000).is_none()));
-        assert_eq!(throttle.admit_at(SECOND - 1), None);
-        assert_eq!(throttle.admit_at(SECOND), Some(1001));
-        assert_eq!(throttle.admit_at(SECOND + 1), None);
-        assert_eq!(throttle.admit_at(5 * SECOND), Some(1));
+        let throttle = LogThrottle::default();
+        assert_eq!(throttle.admit(at(0)), Some(0));
+        assert!((0..1000).all(|i| throttle.admit(at(i * 1000)).is_none()));
+        assert_eq!(throttle.admit(at(SECOND - 1)), None);
+        assert_eq!(throttle.admit(at(SECOND)), Some(1001));
+        assert_eq!(throttle.admit(at(SECOND + 1)), None);
+        assert_eq!(throttle.admit(at(5 * SECOND)), Some(1));
     }
 
     #[test]
     fn concurrent_callers_let_one_event_through() {
-        let throttle = LogThrottle::new();
+        let throttle = LogThrottle::default();
         let admitted: usize = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..4)
-                .map(|_| scope.spawn(|| (0..250).filter_map(|_| throttle.admit_at(7)).count()))
+                .map(|_| scope.spawn(|| (0..250).filter_map(|_| throttle.admit(at(7))).count()))
                 .collect();
             workers
                 .into_iter()
@@ -85,6 +83,16 @@ mod tests {
                 .sum()
         });
         assert_eq!(admitted, 1);
-        assert_eq!(throttle.admit_at(7 + SECOND), Some(999));
+        assert_eq!(throttle.admit(at(7 + SECOND)), Some(999));
+    }
+
+    #[test]
+    fn a_clock_stepped_back_does_not_silence_the_throttle() {
+        let throttle = LogThrottle::default();
+        assert_eq!(throttle.admit(at(60 * SECOND)), Some(0));
+        // Jitter between threads' clocks is not a step back.
+        assert_eq!(throttle.admit(at(60 * SECOND - 1000)), None);
+        assert_eq!(throttle.admit(at(30 * SECOND)), Some(1));
+        assert_eq!(throttle.admit(at(30 * SECOND + 1)), None);
     }
 }

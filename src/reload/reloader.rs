@@ -94,7 +94,7 @@ impl Reloader {
         match result {
             Ok(ReloadOutcome::Applied) => {
                 stats.applied += 1;
-                crate::metrics::record_reload(true);
+                crate::observe::record_reload(true);
                 stats.last_error = None;
                 tracing::info!(path = %path, "rate-limit rules loaded");
             }
@@ -107,7 +107,7 @@ impl Reloader {
             }
             Err(errors) => {
                 stats.failed += 1;
-                crate::metrics::record_reload(false);
+                crate::observe::record_reload(false);
                 stats.last_error = Some(errors.clone());
                 // The errors name the file, and end with a line break that a log line has not.
                 let errors = errors.to_string();

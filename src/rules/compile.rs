@@ -70,7 +70,6 @@ pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
             reset_header: raw.response.reset_header,
         },
         shadow_mode: raw.shadow_mode,
-        observer: Default::default(),
     })
 }
 

@@ -37,7 +37,6 @@ pub use explain::{AppliedLimit, Explanation};
 pub use file::{OnStoreError, Unit};
 
 use crate::algorithm::{Algorithm, Quota};
-use crate::observe::{Observer, ObserverCell};
 use crate::source::{ClientIpResolver, MissingPeerAddr, Source};
 use serde_saphyr::{Budget, Location, Options};
 use smallvec::SmallVec;
@@ -62,7 +61,6 @@ pub struct Rules {
     pub(crate) response: ResponseOptions,
     /// The top-level `shadow_mode`: every limit only reports.
     shadow_mode: bool,
-    observer: ObserverCell,
 }
 
 /// One rate limit of the rules.
@@ -208,11 +206,6 @@ impl Rules {
     /// top-level `shadow_mode: true`; see also [`Limiter::set_shadow_mode`](crate::Limiter::set_shadow_mode)).
     pub fn shadow_mode(&self) -> bool {
         self.shadow_mode
-    }
-
-    /// What reports the decisions made under these rules.
-    pub(crate) fn observer(&self) -> &Observer {
-        self.observer.get(self)
     }
 
     /// The limits that apply to a request whose values `values` gives, after `unlimited`

@@ -1,5 +1,5 @@
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
-use crate::algorithm::{Decision, State, Words};
+use crate::algorithm::{Decision, PackedAlgorithm, State, Words};
 use crate::clock::{saturating_nanos, Clock, Nanos, SystemClock};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
@@ -78,12 +78,20 @@ struct Generations {
 /// One generation's keys, by the shape of their state.
 #[derive(Default)]
 struct Tables {
+    timestamps: HashTable<TimestampEntry>,
     packed: HashTable<PackedEntry>,
     general: HashTable<GeneralEntry>,
 }
 
-/// A key whose state packs into two words (token bucket, leaky bucket, fixed window, GCRA):
-/// 32 bytes in the table.
+/// A key whose state is one timestamp that is also the time it goes idle (GCRA's
+/// theoretical arrival time, the time a leaky bucket has drained): 16 bytes in the table.
+struct TimestampEntry {
+    fingerprint: u64,
+    at: Nanos,
+}
+
+/// A key whose state packs into two words (token bucket, fixed window): 32 bytes in the
+/// table.
 struct PackedEntry {
     fingerprint: u64,
     /// From this time on the state is the same as a key never seen.
@@ -173,6 +181,7 @@ impl<C: Clock> MemoryStore<C> {
             for tables in [&mut generations.young, &mut generations.old] {
                 tables.retain_active(now);
                 // Give the buckets back too, not only the keys.
+                tables.timestamps.shrink_to_fit(TimestampEntry::fingerprint);
                 tables.packed.shrink_to_fit(PackedEntry::fingerprint);
                 tables.general.shrink_to_fit(GeneralEntry::fingerprint);
             }
@@ -276,32 +285,21 @@ impl Generations {
             cost,
             ..
         } = *check;
-        let charged = |decision: &Decision| charge == Charge::IfAdmitted && decision.allowed;
-        let idle_at = |decision: &Decision| now.plus(saturating_nanos(decision.reset_after));
         if let Some(packed) = algorithm.packed() {
-            if let Some(entry) = self.find::<PackedEntry>(fingerprint, now, capacity) {
-                let (state, decision) = packed.transition(Some(&entry.state), now, quota, cost);
-                if charged(&decision) {
-                    entry.state = state;
-                    entry.idle_at = idle_at(&decision);
-                }
-                return decision;
-            }
-            let (state, decision) = packed.transition(None, now, quota, cost);
-            if charged(&decision) && !decision.reset_after.is_zero() {
-                let idle_at = idle_at(&decision);
-                self.insert(
-                    PackedEntry {
-                        fingerprint,
-                        idle_at,
-                        state,
-                    },
+            return if packed.is_timestamp() {
+                self.decide_packed::<TimestampEntry>(
+                    packed,
+                    fingerprint,
+                    check,
                     now,
                     capacity,
-                );
-            }
-            return decision;
+                    charge,
+                )
+            } else {
+                self.decide_packed::<PackedEntry>(packed, fingerprint, check, now, capacity, charge)
+            };
         }
+        let idle_at = |decision: &Decision| now.plus(saturating_nanos(decision.reset_after));
         if let Some(entry) = self.find::<GeneralEntry>(fingerprint, now, capacity) {
             if charge == Charge::No {
                 return algorithm.peek(&entry.state, now, quota, cost);
@@ -328,6 +326,34 @@ impl Generations {
                 now,
                 capacity,
             );
+        }
+        decision
+    }
+
+    /// [`Generations::decide`] for a state kept packed in entries of kind `E`.
+    fn decide_packed<E: PackedSlot>(
+        &mut self,
+        packed: PackedAlgorithm,
+        fingerprint: u64,
+        check: &LimitCheck<'_>,
+        now: Nanos,
+        capacity: usize,
+        charge: Charge,
+    ) -> Decision {
+        let LimitCheck { quota, cost, .. } = *check;
+        let charged = |decision: &Decision| charge == Charge::IfAdmitted && decision.allowed;
+        let idle_at = |decision: &Decision| now.plus(saturating_nanos(decision.reset_after));
+        if let Some(entry) = self.find::<E>(fingerprint, now, capacity) {
+            let (state, decision) = packed.transition(Some(&entry.state()), now, quota, cost);
+            if charged(&decision) {
+                entry.update(state, idle_at(&decision));
+            }
+            return decision;
+        }
+        let (state, decision) = packed.transition(None, now, quota, cost);
+        if charged(&decision) && !decision.reset_after.is_zero() {
+            let entry = E::new(fingerprint, state, idle_at(&decision));
+            self.insert(entry, now, capacity);
         }
         decision
     }
@@ -368,13 +394,14 @@ impl Generations {
 
 impl Tables {
     fn len(&self) -> usize {
-        self.packed.len() + self.general.len()
+        self.timestamps.len() + self.packed.len() + self.general.len()
     }
 
     /// Drops the keys that are idle at `now`.
     fn retain_active(&mut self, now: Nanos) {
-        self.packed.retain(|entry| entry.idle_at > now);
-        self.general.retain(|entry| entry.idle_at > now);
+        self.timestamps.retain(|entry| entry.idle_at() > now);
+        self.packed.retain(|entry| entry.idle_at() > now);
+        self.general.retain(|entry| entry.idle_at() > now);
     }
 }
 
@@ -382,8 +409,49 @@ impl Tables {
 trait Tracked: Sized {
     /// The entry's key fingerprint, which is also its hash in the table.
     fn fingerprint(&self) -> u64;
+    /// From this time on the state is the same as a key never seen.
+    fn idle_at(&self) -> Nanos;
     /// The table of `tables` that holds this kind of entry.
     fn table(tables: &mut Tables) -> &mut HashTable<Self>;
+}
+
+/// An entry that keeps a packed state.
+trait PackedSlot: Tracked {
+    fn new(fingerprint: u64, state: Words, idle_at: Nanos) -> Self;
+    fn state(&self) -> Words;
+    fn update(&mut self, state: Words, idle_at: Nanos);
+}
+
+impl Tracked for TimestampEntry {
+    fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    fn idle_at(&self) -> Nanos {
+        self.at
+    }
+
+    fn table(tables: &mut Tables) -> &mut HashTable<Self> {
+        &mut tables.timestamps
+    }
+}
+
+// The timestamp is the idle time: a decision's `reset_after` runs from now to it.
+impl PackedSlot for TimestampEntry {
+    fn new(fingerprint: u64, [at, _]: Words, _idle_at: Nanos) -> Self {
+        TimestampEntry {
+            fingerprint,
+            at: Nanos::new(at),
+        }
+    }
+
+    fn state(&self) -> Words {
+        [self.at.as_u64(), 0]
+    }
+
+    fn update(&mut self, [at, _]: Words, _idle_at: Nanos) {
+        self.at = Nanos::new(at);
+    }
 }
 
 impl Tracked for PackedEntry {
@@ -391,14 +459,41 @@ impl Tracked for PackedEntry {
         self.fingerprint
     }
 
+    fn idle_at(&self) -> Nanos {
+        self.idle_at
+    }
+
     fn table(tables: &mut Tables) -> &mut HashTable<Self> {
         &mut tables.packed
+    }
+}
+
+impl PackedSlot for PackedEntry {
+    fn new(fingerprint: u64, state: Words, idle_at: Nanos) -> Self {
+        PackedEntry {
+            fingerprint,
+            idle_at,
+            state,
+        }
+    }
+
+    fn state(&self) -> Words {
+        self.state
+    }
+
+    fn update(&mut self, state: Words, idle_at: Nanos) {
+        self.state = state;
+        self.idle_at = idle_at;
     }
 }
 
 impl Tracked for GeneralEntry {
     fn fingerprint(&self) -> u64 {
         self.fingerprint
+    }
+
+    fn idle_at(&self) -> Nanos {
+        self.idle_at
     }
 
     fn table(tables: &mut Tables) -> &mut HashTable<Self> {
@@ -425,12 +520,15 @@ impl<C: Clock> Store for MemoryStore<C> {
             cost,
             ..
         } = *check;
-        if let Some(packed) = algorithm.packed() {
-            if let Some(entry) = generations.find::<PackedEntry>(fingerprint, now, capacity) {
-                packed.cancel(&mut entry.state, now, quota, cost, booked_until);
-            }
-        } else if let Some(entry) = generations.find::<GeneralEntry>(fingerprint, now, capacity) {
-            algorithm.cancel(&mut entry.state, now, quota, cost, booked_until);
+        // Only the leaky bucket gives anything back (see `Algorithm::cancel`), and its state
+        // is a timestamp.
+        let Some(packed) = algorithm.packed().filter(|p| p.is_timestamp()) else {
+            return;
+        };
+        if let Some(entry) = generations.find::<TimestampEntry>(fingerprint, now, capacity) {
+            let mut state = entry.state();
+            packed.cancel(&mut state, now, quota, cost, booked_until);
+            entry.update(state, Nanos::new(state[0]));
         }
     }
 }

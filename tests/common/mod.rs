@@ -4,3 +4,4 @@
 pub mod redis_server;
 pub mod reference;
 pub mod server;
+pub mod stores;
