@@ -18,14 +18,20 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// # What a key costs
 ///
 /// A key is not kept: its 64-bit fingerprint is (SipHash-1-3 of the key and the algorithm,
-/// under a seed drawn at random for each store). The states of the token bucket, the leaky
-/// bucket, the fixed window and GCRA are packed into two words, so such a key is 32 bytes in
-/// its table, with no allocation of its own: about 69 bytes per key at 1,000,000 keys, as much
-/// as governor's keyed limiter needs for an `IpAddr` (see `BENCHMARKS.md`). The sliding
-/// windows' states do not pack and take 56 bytes (plus the log's entries). Two keys would
-/// share one state only if their fingerprints were equal: among a million live keys the
-/// odds are about 1 in 37 million, and since the seed is secret, clients cannot choose keys
-/// that collide.
+/// under a seed drawn at random for each store), and the state is kept as small as the
+/// algorithm allows, with no allocation of its own:
+///
+/// - GCRA and the leaky bucket: one timestamp, which is also when the key goes idle, so an
+///   entry is 16 bytes: about 36 bytes per key at 1,000,000 keys, with the hash table's
+///   slack (governor's keyed limiter needs 69 for an `IpAddr` key; see `BENCHMARKS.md`);
+/// - the token bucket and the fixed window: two words and the idle time, 32 bytes (69 per
+///   key);
+/// - the sliding windows: the whole [`State`] (56 bytes, 120 per key, plus the log's
+///   entries).
+///
+/// Two keys would share one state only if their fingerprints were equal: among a million
+/// live keys the odds are about 1 in 37 million, and since the seed is secret, clients
+/// cannot choose keys that collide.
 ///
 /// # Bounded memory
 ///
