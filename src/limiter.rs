@@ -1,16 +1,15 @@
 //! The limiter: rules, a store, and the decision for one request, without HTTP.
 
 use crate::algorithm::Decision;
-#[cfg(feature = "metrics")]
-use crate::clock::Clock;
-use crate::clock::Nanos;
-use crate::observe::{self, DecisionStart};
+use crate::clock::{Clock, Nanos, SystemClock};
+use crate::observe::{self, DecisionStart, Observer};
 use crate::rules::tree::{StateKey, Values};
 use crate::rules::{OnStoreError, RuleErrors, Rules};
 use crate::source::MissingPeerAddr;
 use crate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, StoreError};
 use arc_swap::ArcSwap;
 use smallvec::SmallVec;
+use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -53,14 +52,46 @@ pub struct Limiter<St = MemoryStore> {
     shared: Arc<Shared<St>>,
 }
 
-#[derive(Debug)]
 struct Shared<St> {
-    rules: ArcSwap<Rules>,
+    active: ArcSwap<Active>,
     store: St,
     /// Decides the limits whose `on_store_error` is `local` while the store fails.
     fallback: MemoryStore,
     /// [`Limiter::set_shadow_mode`].
     shadow_mode: AtomicBool,
+    /// The time of the log throttles of every [`Observer`].
+    clock: Arc<dyn Clock>,
+}
+
+impl<St: fmt::Debug> fmt::Debug for Shared<St> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("active", &self.active)
+            .field("store", &self.store)
+            .field("fallback", &self.fallback)
+            .field("shadow_mode", &self.shadow_mode)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The rules in force and what reports the decisions made under them, put in force together
+/// so that a decision never sees one without the other.
+#[derive(Debug)]
+pub(crate) struct Active {
+    pub(crate) rules: Arc<Rules>,
+    observer: Observer,
+}
+
+impl Active {
+    /// `rules` and their observer, made now: off the request path, so that no decision
+    /// registers metrics or allocates labels.
+    fn new(rules: Rules, clock: &Arc<dyn Clock>) -> Self {
+        let observer = Observer::new(&rules, Arc::clone(clock));
+        Active {
+            rules: Arc::new(rules),
+            observer,
+        }
+    }
 }
 
 impl<St> Clone for Limiter<St> {
@@ -77,6 +108,41 @@ impl Limiter {
         Limiter::with_store(rules, MemoryStore::new())
     }
 
+    /// A limiter keeping its state in memory, reading the time from `clock`: its decisions
+    /// and the once-a-second throttle of its log events. [`ManualClock`](crate::clock::ManualClock)
+    /// lets tests move time by hand.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::clock::ManualClock;
+    /// use tollgate::rules::Rules;
+    /// use tollgate::Limiter;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let rules = Rules::from_yaml(r#"
+    /// domain: jobs
+    /// sources: { tenant: { header: x-tenant } }
+    /// descriptors:
+    ///   - key: tenant
+    ///     rate_limit: { unit: second, requests_per_unit: 1 }
+    /// "#)?;
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::with_clock(rules, clock.clone());
+    /// assert!(limiter.check(&[("tenant", "acme")], 1).await.is_allowed());
+    /// assert!(!limiter.check(&[("tenant", "acme")], 1).await.is_allowed());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(limiter.check(&[("tenant", "acme")], 1).await.is_allowed());
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn with_clock<C: Clock + Clone>(rules: Rules, clock: C) -> Limiter<MemoryStore<C>> {
+        Limiter::build(
+            rules,
+            MemoryStore::with_clock(clock.clone()),
+            Arc::new(clock),
+        )
+    }
+
     /// A limiter for the rules in `path`, keeping its state in memory.
     ///
     /// # Errors
@@ -89,27 +155,40 @@ impl Limiter {
 
 impl<St: Store> Limiter<St> {
     /// A limiter keeping its state in `store`.
+    ///
+    /// With the `metrics` feature, the metric handles of the rules are registered here (and
+    /// by [`Limiter::set_rules`]) with the recorder installed at that moment: install the
+    /// recorder first.
     pub fn with_store(rules: Rules, store: St) -> Self {
+        Limiter::build(rules, store, Arc::new(SystemClock))
+    }
+
+    fn build(rules: Rules, store: St, clock: Arc<dyn Clock>) -> Self {
         Limiter {
             shared: Arc::new(Shared {
-                rules: ArcSwap::from_pointee(rules),
+                active: ArcSwap::from_pointee(Active::new(rules, &clock)),
                 store,
                 fallback: MemoryStore::new(),
                 shadow_mode: AtomicBool::new(false),
+                clock,
             }),
         }
     }
 
     /// The rules in force now.
     pub fn rules(&self) -> Arc<Rules> {
-        self.shared.rules.load_full()
+        Arc::clone(&self.shared.active.load().rules)
     }
 
     /// Puts new rules in force. Requests already being decided finish under the old ones.
     /// A limit keeps its counters when its descriptor entries, algorithm and quota are
     /// unchanged (wherever it moved in the file); a changed limit starts afresh.
+    ///
+    /// With the `metrics` feature, registers the metric handles of `rules` with the recorder
+    /// installed now, so that decisions only increment handles they already hold.
     pub fn set_rules(&self, rules: Rules) {
-        self.shared.rules.store(Arc::new(rules));
+        let active = Active::new(rules, &self.shared.clock);
+        self.shared.active.store(Arc::new(active));
     }
 
     /// Turns shadow mode on or off for every limit: while on, limits count and report (logs,
@@ -149,9 +228,10 @@ impl<St: Store> Limiter<St> {
         self.shared.shadow_mode.load(Ordering::Relaxed)
     }
 
-    /// The rules in force now, without touching the shared reference count.
-    pub(crate) fn rules_guard(&self) -> arc_swap::Guard<Arc<Rules>> {
-        self.shared.rules.load()
+    /// The rules in force now with their observer, without touching the shared reference
+    /// count.
+    pub(crate) fn rules_guard(&self) -> arc_swap::Guard<Arc<Active>> {
+        self.shared.active.load()
     }
 
     /// The in-memory store that decides `on_store_error: local` limits while the store fails.
@@ -173,14 +253,14 @@ impl<St: Store> Limiter<St> {
     /// verdict has a [`delay`](Verdict::delay) (a shaping leaky bucket), wait that long
     /// before going ahead: the place in the queue is booked.
     pub async fn check(&self, values: &[(&str, &str)], cost: u64) -> Verdict {
-        let rules = self.shared.rules.load_full();
+        let active = self.shared.active.load_full();
         let mut given = GivenValues {
-            rules: &rules,
+            rules: &active.rules,
             values,
         };
-        match self.start(&rules, &mut given, cost) {
+        match self.start(&active, &mut given, cost) {
             Ok(Started::Ready { verdict, .. }) => verdict,
-            Ok(Started::Pending(pending)) => pending.finish(&rules, &self.shared.fallback).await.0,
+            Ok(Started::Pending(pending)) => pending.finish(&active, &self.shared.fallback).await.0,
             // Given values never need a peer address.
             Err(MissingPeerAddr) => Verdict::unlimited(),
         }
@@ -189,11 +269,11 @@ impl<St: Store> Limiter<St> {
     /// Starts deciding a request: at once when the store answers at once.
     pub(crate) fn start(
         &self,
-        rules: &Rules,
+        active: &Active,
         values: &mut dyn Values,
         default_cost: u64,
     ) -> Result<Started<St::Pending>, MissingPeerAddr> {
-        let start = DecisionStart::now(rules);
+        let rules = &*active.rules;
         let matches = rules.applicable(values)?;
         let shadow_all = rules.shadow_mode() || self.shadow_mode();
         // A shadow `unlimited` entry (the only unlimited one left in the matches) has
@@ -218,12 +298,14 @@ impl<St: Store> Limiter<St> {
                 queued: Bookings::new(),
             });
         }
+        // Requests that no limit applies to pay for neither.
+        let start = DecisionStart::now();
         let span = observe::decision_span(rules, &bookings).entered();
         let acquisition = self.shared.store.acquire(&checks(rules, &bookings));
         Ok(match acquisition {
             Acquisition::Ready(result) => {
                 let (verdict, queued) =
-                    Verdict::settle(rules, bookings, result, &self.shared.fallback, start);
+                    Verdict::settle(active, bookings, result, &self.shared.fallback, start);
                 Started::Ready { verdict, queued }
             }
             Acquisition::Pending(future) => Started::Pending(PendingVerdict {
@@ -255,7 +337,7 @@ impl<C: Clock> Limiter<MemoryStore<C>> {
     /// # }
     /// ```
     pub fn record_tracked_keys(&self) {
-        crate::metrics::record_tracked_keys(self.rules_guard().domain(), self.store().len());
+        observe::record_tracked_keys(self.rules_guard().rules.domain(), self.store().len());
     }
 }
 
@@ -272,7 +354,7 @@ pub(crate) struct Booking {
     booked_until: Option<Nanos>,
 }
 
-pub(crate) type Bookings = SmallVec<[Booking; 4]>;
+pub(crate) type Bookings = SmallVec<[Booking; 2]>;
 
 /// What the store is asked about `bookings`, one check each, in order.
 fn checks<'a>(rules: &'a Rules, bookings: &'a [Booking]) -> SmallVec<[LimitCheck<'a>; 4]> {
@@ -315,7 +397,11 @@ impl<F> PendingVerdict<F>
 where
     F: std::future::Future<Output = Result<Decisions, StoreError>>,
 {
-    pub(crate) async fn finish(self, rules: &Rules, fallback: &MemoryStore) -> (Verdict, Bookings) {
+    pub(crate) async fn finish(
+        self,
+        active: &Active,
+        fallback: &MemoryStore,
+    ) -> (Verdict, Bookings) {
         let PendingVerdict {
             future,
             bookings,
@@ -323,7 +409,7 @@ where
             span,
         } = self;
         let result = future.instrument(span.clone()).await;
-        span.in_scope(|| Verdict::settle(rules, bookings, result, fallback, start))
+        span.in_scope(|| Verdict::settle(active, bookings, result, fallback, start))
     }
 }
 
@@ -332,15 +418,16 @@ where
 /// back, so that the next request can have them.
 pub(crate) struct QueuePlaces<St: Store> {
     limiter: Limiter<St>,
-    rules: Arc<Rules>,
+    /// The rules the places were booked under.
+    active: Arc<Active>,
     bookings: Bookings,
 }
 
 impl<St: Store> QueuePlaces<St> {
-    pub(crate) fn new(limiter: Limiter<St>, rules: Arc<Rules>, bookings: Bookings) -> Self {
+    pub(crate) fn new(limiter: Limiter<St>, active: Arc<Active>, bookings: Bookings) -> Self {
         QueuePlaces {
             limiter,
-            rules,
+            active,
             bookings,
         }
     }
@@ -353,7 +440,7 @@ impl<St: Store> QueuePlaces<St> {
 
 impl<St: Store> Drop for QueuePlaces<St> {
     fn drop(&mut self) {
-        let checks = checks(&self.rules, &self.bookings);
+        let checks = checks(&self.active.rules, &self.bookings);
         for (check, booking) in checks.iter().zip(&self.bookings) {
             if let Some(booked_until) = booking.booked_until {
                 self.limiter.shared.store.cancel(check, booked_until);
@@ -365,16 +452,27 @@ impl<St: Store> Drop for QueuePlaces<St> {
 /// The outcome for one request: admitted or not, and the decision its headers report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Verdict {
-    allowed: bool,
+    /// Why the request is denied; `None` when it is admitted.
+    denial: Option<Denial>,
     decision: Option<(usize, Decision)>,
     delay: Duration,
     shadow_denied: bool,
 }
 
+/// Why a request was denied ([`Verdict::denial`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Denial {
+    /// A limit had no room for it.
+    OverLimit,
+    /// The store failed to decide, and the limit's `on_store_error` is `deny`.
+    StoreError,
+}
+
 impl Verdict {
     fn unlimited() -> Self {
         Verdict {
-            allowed: true,
+            denial: None,
             decision: None,
             delay: Duration::ZERO,
             shadow_denied: false,
@@ -389,7 +487,13 @@ impl Verdict {
 
     /// Whether the request is admitted.
     pub fn is_allowed(&self) -> bool {
-        self.allowed
+        self.denial.is_none()
+    }
+
+    /// Why the request is denied: over a limit, or because the store failed; `None` when it
+    /// is admitted.
+    pub fn denial(&self) -> Option<Denial> {
+        self.denial
     }
 
     /// The decision to report: when admitted, the enforced limit with the least room left;
@@ -403,7 +507,8 @@ impl Verdict {
         self.decision.as_ref().map(|(index, _)| *index)
     }
 
-    /// Whether a shadow-mode limit would have denied the request.
+    /// Whether a shadow-mode limit would have denied the request (over the limit, or because
+    /// the store failed and its `on_store_error` is `deny`).
     pub fn is_shadow_denied(&self) -> bool {
         self.shadow_denied
     }
@@ -412,12 +517,13 @@ impl Verdict {
     /// places (admitted by an enforced shaping leaky bucket). Reports the decision begun at
     /// `start`.
     fn settle(
-        rules: &Rules,
+        active: &Active,
         mut bookings: Bookings,
         result: Result<Decisions, StoreError>,
         fallback: &MemoryStore,
         start: DecisionStart,
     ) -> (Verdict, Bookings) {
+        let Active { rules, observer } = active;
         let result = result.and_then(|decisions| {
             if decisions.len() == bookings.len() {
                 return Ok(decisions);
@@ -435,20 +541,20 @@ impl Verdict {
         let (verdict, queued) = match result {
             Ok(decisions) => {
                 let verdict = Verdict::decide(&bookings, &decisions);
-                observe::decided(rules, &bookings, &decisions, &verdict);
+                observer.decided(rules, &bookings, &decisions, &verdict);
                 let mut decisions = decisions.iter();
                 bookings.retain(|booking| {
                     booking.booked_until = decisions.next().and_then(|d| d.booked_until);
-                    verdict.allowed && booking.booked_until.is_some() && !booking.shadow
+                    verdict.is_allowed() && booking.booked_until.is_some() && !booking.shadow
                 });
                 (verdict, bookings)
             }
             Err(error) => (
-                Verdict::on_store_error(rules, &bookings, &error, fallback),
+                Verdict::on_store_error(active, &bookings, &error, fallback),
                 Bookings::new(),
             ),
         };
-        observe::finished(rules, &verdict, start);
+        observer.finished(rules, &verdict, start);
         (verdict, queued)
     }
 
@@ -459,15 +565,17 @@ impl Verdict {
             .iter()
             .zip(decisions)
             .filter(|(booking, _)| !booking.shadow);
-        verdict.allowed = enforced.clone().all(|(_, d)| d.allowed);
-        if verdict.allowed {
+        let allowed = enforced.clone().all(|(_, d)| d.allowed);
+        if allowed {
             verdict.delay = enforced
                 .clone()
                 .map(|(_, d)| d.delay)
                 .max()
                 .unwrap_or_default();
+        } else {
+            verdict.denial = Some(Denial::OverLimit);
         }
-        verdict.decision = if verdict.allowed {
+        verdict.decision = if allowed {
             enforced.min_by_key(|(_, d)| (d.remaining, d.limit))
         } else {
             enforced
@@ -482,22 +590,21 @@ impl Verdict {
         verdict
     }
 
-    /// The verdict when the store could not decide: a limit whose policy is `deny` denies;
-    /// limits whose policy is `local` are decided by `fallback`, an in-memory store with the
-    /// same rules; the others (`allow`) admit.
+    /// The verdict when the store could not decide: a limit whose policy is `deny` denies
+    /// (or, in shadow mode, would have); limits whose policy is `local` are decided by
+    /// `fallback`, an in-memory store with the same rules; the others (`allow`) admit.
     fn on_store_error(
-        rules: &Rules,
+        active: &Active,
         bookings: &[Booking],
         error: &StoreError,
         fallback: &MemoryStore,
     ) -> Verdict {
+        let Active { rules, observer } = active;
+        observer.store_failed(rules, bookings, error);
         let policy = |booking: &Booking| rules.limits[booking.limit].on_store_error();
-        let closed = bookings
-            .iter()
-            .find(|b| !b.shadow && policy(b) == OnStoreError::Deny)
-            .map(|b| b.limit);
-        observe::store_failed(rules, bookings, error, closed.is_some());
-        if let Some(limit) = closed {
+        let closing = bookings.iter().filter(|b| policy(b) == OnStoreError::Deny);
+        let shadow_denied = closing.clone().any(|b| b.shadow);
+        if let Some(limit) = closing.clone().find(|b| !b.shadow).map(|b| b.limit) {
             let quota_limit = rules.limits[limit].quota().map_or(0, |q| q.limit());
             let decision = Decision {
                 allowed: false,
@@ -509,10 +616,10 @@ impl Verdict {
                 booked_until: None,
             };
             return Verdict {
-                allowed: false,
+                denial: Some(Denial::StoreError),
                 decision: Some((limit, decision)),
                 delay: Duration::ZERO,
-                shadow_denied: false,
+                shadow_denied,
             };
         }
         let local: Bookings = bookings
@@ -520,18 +627,18 @@ impl Verdict {
             .filter(|b| policy(b) == OnStoreError::Local)
             .cloned()
             .collect();
-        if local.is_empty() {
-            return Verdict::unlimited();
-        }
-        let acquisition = fallback.acquire(&checks(rules, &local));
-        match acquisition {
-            Acquisition::Ready(Ok(decisions)) if decisions.len() == local.len() => {
-                let verdict = Verdict::decide(&local, &decisions);
-                observe::decided(rules, &local, &decisions, &verdict);
-                verdict
+        let mut verdict = Verdict::unlimited();
+        if !local.is_empty() {
+            let acquisition = fallback.acquire(&checks(rules, &local));
+            if let Acquisition::Ready(Ok(decisions)) = acquisition {
+                if decisions.len() == local.len() {
+                    verdict = Verdict::decide(&local, &decisions);
+                    observer.decided(rules, &local, &decisions, &verdict);
+                }
             }
-            _ => Verdict::unlimited(),
         }
+        verdict.shadow_denied |= shadow_denied;
+        verdict
     }
 }
 
@@ -563,21 +670,19 @@ mod tests {
     fn limiter(yaml: &str) -> (Limiter<MemoryStore<ManualClock>>, ManualClock) {
         let clock = ManualClock::new();
         let rules = Rules::from_yaml(yaml).expect("valid rules");
-        (
-            Limiter::with_store(rules, MemoryStore::with_clock(clock.clone())),
-            clock,
-        )
+        (Limiter::with_clock(rules, clock.clone()), clock)
     }
 
-    fn check(limiter: &Limiter<MemoryStore<ManualClock>>, values: &[(&str, &str)]) -> Verdict {
-        let rules = limiter.rules();
+    /// The verdict of a store that answers at once.
+    fn check<St: Store>(limiter: &Limiter<St>, values: &[(&str, &str)]) -> Verdict {
+        let active = limiter.rules_guard();
         let mut given = GivenValues {
-            rules: &rules,
+            rules: &active.rules,
             values,
         };
-        match limiter.start(&rules, &mut given, 1) {
+        match limiter.start(&active, &mut given, 1) {
             Ok(Started::Ready { verdict, .. }) => verdict,
-            _ => panic!("the memory store answers at once"),
+            _ => panic!("the store answers at once"),
         }
     }
 
@@ -839,20 +944,25 @@ descriptors:
         )
         .expect("valid rules");
         let limiter = Limiter::with_store(rules, FailingStore);
-        let decide = || {
-            let rules = limiter.rules();
-            let mut given = GivenValues {
-                rules: &rules,
-                values: &[("method", "GET")],
-            };
-            match limiter.start(&rules, &mut given, 1) {
-                Ok(Started::Ready { verdict, .. }) => verdict,
-                _ => panic!("the failing store answers at once"),
-            }
-        };
-        assert!(!decide().is_allowed());
+        let get = [("method", "GET")];
+        let denied = check(&limiter, &get);
+        assert_eq!(denied.denial(), Some(Denial::StoreError));
+        assert!(!denied.is_shadow_denied());
         limiter.set_shadow_mode(true);
-        assert!(decide().is_allowed());
+        let admitted = check(&limiter, &get);
+        assert!(admitted.is_allowed());
+        assert!(
+            admitted.is_shadow_denied(),
+            "the shadow `deny` limit would have denied it"
+        );
+    }
+
+    #[test]
+    fn a_full_limit_denies_over_the_limit() {
+        let (limiter, _) = limiter(EVERYTHING_LIMITED);
+        let verdict = check(&limiter, &[("method", "DELETE")]);
+        assert_eq!(verdict.denial(), Some(Denial::OverLimit));
+        assert!(check(&limiter, &[("method", "GET")]).denial().is_none());
     }
 
     #[test]
@@ -884,21 +994,17 @@ descriptors:
     fn each_limit_counts_its_own_outcome() {
         let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
         let handle = recorder.handle();
+        let yaml = format!(
+            "{EVERYTHING_LIMITED}  - key: path\n    shadow_mode: true\n    rate_limit: {{ unit: minute, requests_per_unit: 1, name: shadow_path }}\n"
+        );
         metrics::with_local_recorder(&recorder, || {
-            let (limiter, _) = limiter(&format!(
-                "{EVERYTHING_LIMITED}  - key: path\n    shadow_mode: true\n    rate_limit: {{ unit: minute, requests_per_unit: 1, name: shadow_path }}\n"
-            ));
+            let (limiter, _) = limiter(&yaml);
             for _ in 0..3 {
                 check(&limiter, &[("remote_address", "1.1.1.1"), ("path", "/")]);
                 check(&limiter, &[("endpoint", "reports")]);
             }
             let failing = Limiter::with_store(limiter.rules().as_ref().clone(), FailingStore);
-            let rules = failing.rules();
-            let mut given = GivenValues {
-                rules: &rules,
-                values: &[("remote_address", "1.1.1.1")],
-            };
-            assert!(failing.start(&rules, &mut given, 1).is_ok());
+            check(&failing, &[("remote_address", "1.1.1.1")]);
         });
         let text = handle.render();
         let count = |limit: &str, outcome: &str| {
@@ -907,15 +1013,16 @@ descriptors:
             );
             text.lines()
                 .find_map(|line| line.strip_prefix(&series))
-                .map_or(0, |n| n.parse::<u64>().expect("a count"))
+                .map(|n| n.parse::<u64>().expect("a count"))
         };
-        assert_eq!(count("remote_address", "allowed"), 1, "{text}");
-        assert_eq!(count("remote_address", "denied"), 2, "{text}");
-        assert_eq!(count("shadow_path", "allowed"), 1, "{text}");
-        assert_eq!(count("shadow_path", "shadow_denied"), 2, "{text}");
-        assert_eq!(count("endpoint=reports", "allowed"), 1, "{text}");
-        assert_eq!(count("endpoint=reports", "delayed"), 2, "{text}");
-        assert_eq!(count("method=DELETE", "allowed"), 0, "{text}");
+        // The failing store's `allow` policy admitted one more.
+        assert_eq!(count("remote_address", "allowed"), Some(2), "{text}");
+        assert_eq!(count("remote_address", "denied"), Some(2), "{text}");
+        assert_eq!(count("shadow_path", "allowed"), Some(1), "{text}");
+        assert_eq!(count("shadow_path", "shadow_denied"), Some(2), "{text}");
+        assert_eq!(count("endpoint=reports", "allowed"), Some(1), "{text}");
+        assert_eq!(count("endpoint=reports", "delayed"), Some(2), "{text}");
+        assert_eq!(count("method=DELETE", "allowed"), Some(0), "{text}");
         assert!(
             text.contains("tollgate_store_errors_total{domain=\"t\",limit=\"remote_address\"} 1"),
             "{text}"
@@ -924,5 +1031,23 @@ descriptors:
             text.contains("tollgate_decision_seconds_count{domain=\"t\"} 7"),
             "{text}"
         );
+    }
+
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn metric_handles_are_registered_when_the_rules_are_put_in_force() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let (limiter, _) = limiter(EVERYTHING_LIMITED);
+        metrics::with_local_recorder(&recorder, || {
+            // Built before the recorder: its handles went to no recorder, and no decision
+            // registers any.
+            check(&limiter, &[("method", "DELETE")]);
+            assert!(!handle.render().contains("tollgate_requests_total"));
+            limiter.set_rules(limiter.rules().as_ref().clone());
+        });
+        let series =
+            "tollgate_requests_total{domain=\"t\",limit=\"method=DELETE\",outcome=\"denied\"} 0";
+        assert!(handle.render().contains(series), "{}", handle.render());
     }
 }
