@@ -7,16 +7,17 @@
 //! deadline, and never relies on a fixed sleep.
 #![cfg(feature = "reload")]
 
+mod common;
+
 use axum::routing::get;
 use axum::Router;
-use bytes::Bytes;
-use http::StatusCode;
-use http_body_util::Empty;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use common::server::{request, serve};
+use http::{Method, StatusCode};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tollgate::clock::ManualClock;
 use tollgate::reload::{ReloadOutcome, ReloadStats, RulesWatcher, RulesWatcherBuilder};
@@ -52,6 +53,7 @@ enum Layout {
     /// A Kubernetes ConfigMap volume: `rules.yaml -> ..data/rules.yaml`,
     /// `..data -> ..<version>`; a new version is a new directory and `..data` re-pointed
     /// atomically (a temporary symlink renamed over it), the old directory then removed.
+    #[cfg(unix)]
     ConfigMap,
 }
 
@@ -70,9 +72,9 @@ impl RulesDir {
             layout,
             versions: 0,
         };
+        #[cfg(unix)]
         if let Layout::ConfigMap = layout {
-            std::os::unix::fs::symlink("..data/rules.yaml", rules_dir.path())
-                .expect("symlink rules.yaml");
+            symlink("..data/rules.yaml", &rules_dir.path());
         }
         rules_dir.replace(content);
         rules_dir
@@ -85,25 +87,19 @@ impl RulesDir {
 
     /// Makes `content` the file's content, the way the layout does it.
     fn replace(&mut self, content: &str) {
-        let dir = self.dir.path();
         self.versions += 1;
         match self.layout {
             Layout::InPlace => std::fs::write(self.path(), content).expect("write rules"),
-            Layout::Rename => {
-                let new = dir.join(".rules.yaml.new");
-                std::fs::write(&new, content).expect("write new rules");
-                std::fs::rename(&new, self.path()).expect("rename over rules");
-            }
+            Layout::Rename => rename_over(&self.path(), content),
+            #[cfg(unix)]
             Layout::ConfigMap => {
+                let dir = self.dir.path();
                 let version = format!("..2026_v{}", self.versions);
                 std::fs::create_dir(dir.join(&version)).expect("version dir");
                 std::fs::write(dir.join(&version).join("rules.yaml"), content)
                     .expect("write rules");
                 let old = std::fs::read_link(dir.join("..data")).ok();
-                std::os::unix::fs::symlink(&version, dir.join("..data_tmp"))
-                    .expect("temporary symlink");
-                std::fs::rename(dir.join("..data_tmp"), dir.join("..data"))
-                    .expect("re-point ..data");
+                repoint(&dir.join("..data"), Path::new(&version));
                 if let Some(old) = old {
                     std::fs::remove_dir_all(dir.join(old)).expect("remove old version");
                 }
@@ -112,10 +108,68 @@ impl RulesDir {
     }
 }
 
+/// Replaces `path` by a new file holding `content`, renamed over it.
+fn rename_over(path: &Path, content: &str) {
+    let new = beside(path);
+    std::fs::write(&new, content).expect("write new rules");
+    std::fs::rename(&new, path).expect("rename over rules");
+}
+
+/// A temporary name beside `path`, to rename over it.
+fn beside(path: &Path) -> PathBuf {
+    let mut name = path.file_name().expect("a file name").to_owned();
+    name.push(".new");
+    path.with_file_name(name)
+}
+
+#[cfg(unix)]
+fn symlink(target: impl AsRef<Path>, link: &Path) {
+    std::os::unix::fs::symlink(target, link).expect("symlink");
+}
+
+/// Points the symlink `link` at `target` atomically: a new symlink renamed over it.
+#[cfg(unix)]
+fn repoint(link: &Path, target: &Path) {
+    let new = beside(link);
+    symlink(target, &new);
+    std::fs::rename(&new, link).expect("re-point the symlink");
+}
+
+/// Does `step` every 20 ms on a thread of its own until dropped.
+struct Busy {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Busy {
+    fn start(step: impl Fn() + Send + 'static) -> Busy {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                step();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        Busy {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.join().expect("the busy thread ends");
+        }
+    }
+}
+
 /// An axum server on a loopback port whose limiter follows a rules file.
 struct Server {
     addr: SocketAddr,
-    client: Client<HttpConnector, Empty<Bytes>>,
     watcher: RulesWatcher,
 }
 
@@ -132,43 +186,23 @@ impl Server {
         let app = Router::new()
             .route("/", get(|| async { "ok" }).post(|| async { "posted" }))
             .layer(RateLimitLayer::new(limiter));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("local addr");
-        tokio::spawn(async move {
-            axum::serve(
-                listener,
-                app.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .await
-        });
-        let client = Client::builder(TokioExecutor::new()).build_http();
-        Server {
-            addr,
-            client,
-            watcher,
-        }
+        let addr = serve(app).await;
+        Server { addr, watcher }
     }
 
     /// The status and the `X-Ratelimit-Limit` and `-Remaining` headers of one request.
-    async fn send(&self, method: &str) -> (StatusCode, u64, u64) {
-        let request = http::Request::builder()
-            .method(method)
-            .uri(format!("http://{}/", self.addr))
-            .body(Empty::new())
-            .expect("request");
-        let response = self.client.request(request).await.expect("response");
+    async fn send(&self, method: Method) -> (StatusCode, u64, u64) {
+        let reply = request(self.addr, method, "/", &[]).await;
         let number = |name: &str| -> u64 {
-            response
-                .headers()
+            reply
+                .headers
                 .get(name)
                 .and_then(|value| value.to_str().ok())
                 .and_then(|value| value.parse().ok())
                 .unwrap_or_else(|| panic!("no number in {name}"))
         };
         (
-            response.status(),
+            reply.status,
             number("x-ratelimit-limit"),
             number("x-ratelimit-remaining"),
         )
@@ -176,7 +210,7 @@ impl Server {
 
     /// The POST limit in force (each look costs one POST).
     async fn post_limit(&self) -> u64 {
-        self.send("POST").await.1
+        self.send(Method::POST).await.1
     }
 
     /// Waits until POST requests are limited to `limit` a minute; how long that took.
@@ -221,19 +255,22 @@ async fn new_limit_enforced_and_unchanged_limit_keeps_count(
 ) -> Duration {
     let mut file = RulesDir::new(layout, &rules(1));
     let server = Server::start(&file.path(), configure).await;
-    assert_eq!(server.send("GET").await, (StatusCode::OK, 3, 2));
-    assert_eq!(server.send("GET").await, (StatusCode::OK, 3, 1));
+    assert_eq!(server.send(Method::GET).await, (StatusCode::OK, 3, 2));
+    assert_eq!(server.send(Method::GET).await, (StatusCode::OK, 3, 1));
     assert_eq!(server.post_limit().await, 1);
 
     file.replace(&rules(5));
     let latency = server.until_post_limit(5).await;
 
     assert_eq!(
-        server.send("GET").await,
+        server.send(Method::GET).await,
         (StatusCode::OK, 3, 0),
         "the GET counter survives"
     );
-    assert_eq!(server.send("GET").await.0, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        server.send(Method::GET).await.0,
+        StatusCode::TOO_MANY_REQUESTS
+    );
     let stats = server.watcher.stats();
     assert!(stats.applied >= 2, "{stats:?}");
     latency
@@ -257,11 +294,87 @@ async fn a_file_renamed_over_the_rules_is_reloaded() {
     );
 }
 
+/// Where close events are reported (Linux), a file written in place is read once its writer
+/// closes it: a writer pausing mid-file, longer than the debounce and than the cap on waiting
+/// for quiet, never has its prefix applied, even when that prefix is valid rules.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[tokio::test]
+async fn a_write_paused_mid_file_is_applied_only_once_the_writer_closes_it() {
+    let file = RulesDir::new(Layout::InPlace, &rules(1));
+    // Debounce 20 ms: waiting for quiet is capped at 200 ms, well within the pause.
+    let server = Server::start(&file.path(), |b| b.debounce(Duration::from_millis(20))).await;
+    assert_eq!(server.send(Method::GET).await, (StatusCode::OK, 3, 2));
+    assert_eq!(server.send(Method::GET).await, (StatusCode::OK, 3, 1));
+
+    // The new rules list POST first: cut after it, they are valid rules without the GET
+    // limit, whose counter applying them would drop.
+    let post_first = "domain: reload\ndescriptors:\n  - key: method\n    value: POST\n    rate_limit: { unit: minute, requests_per_unit: 5 }\n";
+    let then_get =
+        "  - key: method\n    value: GET\n    rate_limit: { unit: minute, requests_per_unit: 3 }\n";
+    let prefix = Rules::from_yaml(post_first).expect("the first chunk alone is valid");
+    assert_eq!(prefix.limits().len(), 1);
+
+    let mut writer = std::fs::File::create(file.path()).expect("open for writing");
+    writer
+        .write_all(post_first.as_bytes())
+        .expect("first chunk");
+    let pause = Instant::now();
+    while pause.elapsed() < Duration::from_millis(600) {
+        assert_eq!(server.post_limit().await, 1, "the prefix was applied");
+        assert_eq!(server.watcher.stats().applied, 1);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    writer.write_all(then_get.as_bytes()).expect("second chunk");
+    drop(writer);
+
+    server.until_post_limit(5).await;
+    assert_eq!(
+        server.send(Method::GET).await,
+        (StatusCode::OK, 3, 0),
+        "the GET counter survives: the prefix was never in force"
+    );
+    let stats = server.watcher.stats();
+    assert_eq!((stats.applied, stats.failed), (2, 0), "{stats:?}");
+}
+
+#[tokio::test]
+async fn another_file_written_every_20_ms_does_not_hold_reloads_back() {
+    let mut file = RulesDir::new(Layout::InPlace, &rules(1));
+    let server = Server::start(&file.path(), |b| b).await;
+    let noise = file.dir.path().join("access.log");
+    let busy = Busy::start(move || std::fs::write(&noise, "GET /\n").expect("write noise"));
+
+    file.replace(&rules(5));
+    let latency = server.until_post_limit(5).await;
+    eprintln!(
+        "busy directory: enforced {} ms after the write",
+        latency.as_millis()
+    );
+    drop(busy);
+}
+
+#[tokio::test]
+async fn a_rules_file_replaced_every_20_ms_is_still_reloaded() {
+    let file = RulesDir::new(Layout::Rename, &rules(1));
+    let server = Server::start(&file.path(), |b| b).await;
+    let path = file.path();
+    // The file never stays quiet for a debounce: the cap on waiting for quiet gets it read.
+    let busy = Busy::start(move || rename_over(&path, &rules(5)));
+
+    let latency = server.until_post_limit(5).await;
+    eprintln!(
+        "never quiet: enforced {} ms after the first rename",
+        latency.as_millis()
+    );
+    drop(busy);
+}
+
+#[cfg(unix)]
 #[tokio::test]
 async fn a_configmap_symlink_swap_is_reloaded_again_and_again() {
     let mut file = RulesDir::new(Layout::ConfigMap, &rules(1));
     let server = Server::start(&file.path(), |b| b).await;
-    assert_eq!(server.send("GET").await, (StatusCode::OK, 3, 2));
+    assert_eq!(server.send(Method::GET).await, (StatusCode::OK, 3, 2));
     for (post, get_remaining) in [(5, 1), (7, 0)] {
         file.replace(&rules(post));
         let latency = server.until_post_limit(post.into()).await;
@@ -269,10 +382,14 @@ async fn a_configmap_symlink_swap_is_reloaded_again_and_again() {
             "ConfigMap swap: enforced {} ms after the swap",
             latency.as_millis()
         );
-        assert_eq!(server.send("GET").await, (StatusCode::OK, 3, get_remaining));
+        assert_eq!(
+            server.send(Method::GET).await,
+            (StatusCode::OK, 3, get_remaining)
+        );
     }
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn a_symlink_into_another_directory_is_followed_when_re_pointed() {
     let home = tempfile::tempdir().expect("temp dir");
@@ -283,7 +400,7 @@ async fn a_symlink_into_another_directory_is_followed_when_re_pointed() {
         std::fs::create_dir(elsewhere.path().join(version)).expect("version dir");
     }
     std::fs::write(target("v1"), rules(1)).expect("write rules");
-    std::os::unix::fs::symlink(target("v1"), &path).expect("symlink");
+    symlink(target("v1"), &path);
     let server = Server::start(&path, |b| b).await;
 
     // Only the watch on the far directory hears an edit made there in place.
@@ -291,12 +408,35 @@ async fn a_symlink_into_another_directory_is_followed_when_re_pointed() {
     server.until_post_limit(5).await;
 
     std::fs::write(target("v2"), rules(7)).expect("write rules");
-    let new_link = home.path().join("rules.yaml.new");
-    std::os::unix::fs::symlink(target("v2"), &new_link).expect("symlink");
-    std::fs::rename(&new_link, &path).expect("re-point");
+    repoint(&path, &target("v2"));
     server.until_post_limit(7).await;
 
     // The watch moved to the new target's directory.
+    std::fs::write(target("v2"), rules(9)).expect("write rules");
+    server.until_post_limit(9).await;
+}
+
+/// `rules.yaml -> middle/current.yaml -> store/v1/rules.yaml`, each in a directory of its
+/// own: re-pointing the middle symlink is heard, and so are edits at the new end.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_two_hop_symlink_chain_is_followed_when_the_middle_hop_is_re_pointed() {
+    let [home, middle, store] = [(), (), ()].map(|()| tempfile::tempdir().expect("temp dir"));
+    let path = home.path().join("rules.yaml");
+    let current = middle.path().join("current.yaml");
+    let target = |version: &str| store.path().join(version).join("rules.yaml");
+    for version in ["v1", "v2"] {
+        std::fs::create_dir(store.path().join(version)).expect("version dir");
+    }
+    std::fs::write(target("v1"), rules(1)).expect("write rules");
+    symlink(target("v1"), &current);
+    symlink(&current, &path);
+    let server = Server::start(&path, |b| b).await;
+
+    std::fs::write(target("v2"), rules(7)).expect("write rules");
+    repoint(&current, &target("v2"));
+    server.until_post_limit(7).await;
+
     std::fs::write(target("v2"), rules(9)).expect("write rules");
     server.until_post_limit(9).await;
 }
@@ -317,14 +457,14 @@ async fn a_poll_interval_reloads_without_file_system_events() {
 async fn invalid_and_half_written_files_keep_the_old_rules_serving() {
     let mut file = RulesDir::new(Layout::Rename, &rules(1));
     let server = Server::start(&file.path(), |b| b).await;
-    assert_eq!(server.send("GET").await, (StatusCode::OK, 3, 2));
+    assert_eq!(server.send(Method::GET).await, (StatusCode::OK, 3, 2));
 
     file.replace(&rules(5).replace("requests_per_unit: 5", "requests_per_unit: lots"));
     let stats = server.until_failed(1).await;
     let error = stats.last_error.expect("the failure is kept").to_string();
     assert!(error.contains("rules.yaml:8:"), "line and column: {error}");
     assert_eq!(server.post_limit().await, 1, "the old rules serve on");
-    assert_eq!(server.send("GET").await, (StatusCode::OK, 3, 1));
+    assert_eq!(server.send(Method::GET).await, (StatusCode::OK, 3, 1));
 
     let whole = rules(5);
     let half = &whole[..whole.len() - 20];
@@ -335,7 +475,7 @@ async fn invalid_and_half_written_files_keep_the_old_rules_serving() {
 
     file.replace(&rules(7));
     server.until_post_limit(7).await;
-    assert_eq!(server.send("GET").await, (StatusCode::OK, 3, 0));
+    assert_eq!(server.send(Method::GET).await, (StatusCode::OK, 3, 0));
     let stats = server.watcher.stats();
     assert_eq!((stats.failed, stats.last_error), (2, None));
 }
@@ -375,24 +515,6 @@ async fn reload_applies_at_once_and_only_what_changed() {
         (2, 1),
         "the start and one change"
     );
-}
-
-#[test]
-fn dropping_the_watcher_stops_watching() {
-    let mut file = RulesDir::new(Layout::Rename, &rules(1));
-    let limiter = Limiter::from_file(file.path()).expect("valid rules");
-    let watcher = RulesWatcher::builder(file.path())
-        .poll_interval(Duration::from_millis(10))
-        .watch(limiter.clone())
-        .expect("watch");
-    drop(watcher);
-    file.replace(&rules(5));
-    // Ten poll intervals: a watcher still running would have reloaded by then.
-    std::thread::sleep(Duration::from_millis(100));
-    let post = limiter.rules().limits()[1]
-        .quota()
-        .map(|quota| quota.limit());
-    assert_eq!(post, Some(1));
 }
 
 #[test]

@@ -1,16 +1,24 @@
 //! Hot reload: a limiter follows its rules file while the server runs (feature `reload`).
 //!
-//! A [`RulesWatcher`] listens for file-system events in the directory of the rules file
+//! A [`RulesWatcher`] listens for file-system events about the rules file in its directory
 //! (so that a file replaced by a rename, as editors and `mv` do, or through a Kubernetes
-//! ConfigMap's `..data` symlink, is seen as well as one written in place), waits until the
-//! changes settle, reads the file on a thread of its own and, when its content changed and
-//! compiles, swaps the new rules in with [`Limiter::set_rules`](crate::Limiter::set_rules).
-//! Limits whose descriptor entries, algorithm and quota are unchanged keep their counters;
-//! requests being decided finish under the rules they started with.
+//! ConfigMap's `..data` symlink, is seen as well as one written in place) and in the
+//! directory of each symlink on the way to it. On its own thread it reads the file, and when
+//! the content changed, reads it again once the file was quiet for a debounce: when both
+//! readings agree and compile, it swaps the new rules in with
+//! [`Limiter::set_rules`](crate::Limiter::set_rules). Limits whose descriptor entries,
+//! algorithm and quota are unchanged keep their counters; requests being decided finish
+//! under the rules they started with.
 //!
-//! A file that cannot be read or does not compile (a typo, or a half-written file) never
-//! replaces working rules: every error is logged with `tracing` at error level, with line and
-//! column, and counted in [`ReloadStats`]. Fix the file and the next change is picked up.
+//! Replace the file atomically (write another file in the same directory, then rename it
+//! over the rules) and a half-written file is never read. On Linux, a file written in place
+//! is also safe: it is read only once its writer has closed it. Elsewhere no event tells
+//! that a writer is done, and a writer pausing longer than the debounce mid-file may have a
+//! prefix read, which is applied if it is valid rules on its own.
+//!
+//! A file that cannot be read or does not compile never replaces working rules: every error
+//! is logged with `tracing` at error level, with line and column, and counted in
+//! [`ReloadStats`]. Fix the file and the next change is picked up.
 //!
 //! ```
 //! use std::time::Duration;

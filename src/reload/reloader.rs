@@ -1,14 +1,6 @@
-use crate::rules::{RuleError, RuleErrors, Rules};
-use serde_saphyr::Location;
-use std::fs::File;
-use std::io::Read;
+use crate::rules::{RuleErrors, Rules};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
-
-/// Files are read up to this many bytes: past the largest rules [`Rules::from_yaml`] accepts
-/// (so that it refuses an oversized file), and little enough that a device such as
-/// `/dev/zero` cannot fill memory.
-const READ_LIMIT: u64 = 8 * 1024 * 1024;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// What a reload did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,12 +19,19 @@ pub struct ReloadStats {
     /// Reloads that put new rules in force, including the first reading when watching started.
     pub applied: u64,
     /// Reloads refused because the file could not be read or its rules were invalid. The same
-    /// failure seen again (polling a file that is still broken) is counted once.
+    /// failure seen again (polling a file that is still broken) is counted once, here and in
+    /// the `tollgate_reloads_total{result="failure"}` metric.
     pub failed: u64,
     /// Why the file was refused, while its current content is refused; `None` once a reload
     /// succeeds.
     pub last_error: Option<RuleErrors>,
 }
+
+/// One reading of the rules file: its bytes, or why it could not be read.
+pub(crate) type Reading = Result<Vec<u8>, RuleErrors>;
+
+/// What one reload did, or why the file was refused.
+pub(crate) type Outcome = Result<ReloadOutcome, RuleErrors>;
 
 /// Reads the rules file, and puts its rules in force when its content changed and compiles.
 ///
@@ -41,14 +40,12 @@ pub struct ReloadStats {
 pub(crate) struct Reloader {
     path: PathBuf,
     apply: Box<dyn Fn(Rules) + Send + Sync>,
-    state: Mutex<State>,
-}
-
-#[derive(Default)]
-struct State {
-    /// The content whose rules are in force, once read.
-    applied: Option<Vec<u8>>,
-    stats: ReloadStats,
+    /// The bytes whose rules are in force, once read. Held for a whole reload (reading,
+    /// compiling, swapping), so that the watcher and an explicit call never apply two
+    /// readings out of order. Never held across an await: this is blocking code.
+    in_force: Mutex<Option<Vec<u8>>>,
+    /// Held only to count, never while reading, so that [`Reloader::stats`] answers at once.
+    stats: Mutex<ReloadStats>,
 }
 
 impl Reloader {
@@ -57,7 +54,8 @@ impl Reloader {
         Reloader {
             path,
             apply: Box::new(apply),
-            state: Mutex::new(State::default()),
+            in_force: Mutex::new(None),
+            stats: Mutex::new(ReloadStats::default()),
         }
     }
 
@@ -66,31 +64,55 @@ impl Reloader {
     }
 
     pub(crate) fn stats(&self) -> ReloadStats {
-        self.lock().stats.clone()
+        lock(&self.stats).clone()
     }
 
     /// Reads the file; when its bytes differ from those in force and compile, puts their
     /// rules in force. Working rules are never replaced by a file that fails.
-    pub(crate) fn reload(&self) -> Result<ReloadOutcome, RuleErrors> {
-        // Held while reading and compiling, so that the watcher and an explicit call never
-        // apply two readings out of order. Never held across an await: this is blocking code.
-        let mut state = self.lock();
-        let result = self.read().and_then(|bytes| {
-            if state.applied.as_ref() == Some(&bytes) {
-                return Ok(ReloadOutcome::Unchanged);
-            }
-            let rules = self.compile(&bytes)?;
-            (self.apply)(rules);
-            state.applied = Some(bytes);
-            Ok(ReloadOutcome::Applied)
-        });
-        self.record(&mut state.stats, &result);
+    pub(crate) fn reload(&self) -> Outcome {
+        let in_force = lock(&self.in_force);
+        let reading = Rules::read_file(&self.path);
+        self.settle(in_force, reading)
+    }
+
+    /// As [`Reloader::reload`], but a reading whose bytes differ from those in force is used
+    /// only when `confirmed` accepts it; otherwise it is handed back, neither applied nor
+    /// counted, for the watcher to compare with a later reading.
+    pub(crate) fn reload_if(
+        &self,
+        confirmed: impl FnOnce(&Reading) -> bool,
+    ) -> Result<Outcome, Reading> {
+        let in_force = lock(&self.in_force);
+        let reading = Rules::read_file(&self.path);
+        let unchanged = matches!((&reading, &*in_force), (Ok(bytes), Some(old)) if bytes == old);
+        if !unchanged && !confirmed(&reading) {
+            return Err(reading);
+        }
+        Ok(self.settle(in_force, reading))
+    }
+
+    /// Puts a reading's rules in force when they changed and compile, then counts and logs
+    /// the outcome; `in_force` is unlocked first, so that compiling never delays `stats()`
+    /// and counting never waits on a reading.
+    fn settle(&self, mut in_force: MutexGuard<'_, Option<Vec<u8>>>, reading: Reading) -> Outcome {
+        let result = match reading {
+            Ok(bytes) if in_force.as_ref() == Some(&bytes) => Ok(ReloadOutcome::Unchanged),
+            Ok(bytes) => Rules::from_file_bytes(&self.path, &bytes).map(|rules| {
+                (self.apply)(rules);
+                *in_force = Some(bytes);
+                ReloadOutcome::Applied
+            }),
+            Err(errors) => Err(errors),
+        };
+        drop(in_force);
+        self.record(&result);
         result
     }
 
     /// Counts and logs the outcome of one reload.
-    fn record(&self, stats: &mut ReloadStats, result: &Result<ReloadOutcome, RuleErrors>) {
+    fn record(&self, result: &Outcome) {
         let path = self.path.display();
+        let mut stats = lock(&self.stats);
         match result {
             Ok(ReloadOutcome::Applied) => {
                 stats.applied += 1;
@@ -118,30 +140,12 @@ impl Reloader {
             }
         }
     }
+}
 
-    fn read(&self) -> Result<Vec<u8>, RuleErrors> {
-        let mut bytes = Vec::new();
-        File::open(&self.path)
-            .and_then(|file| file.take(READ_LIMIT).read_to_end(&mut bytes))
-            .map_err(|error| self.error(format!("cannot read the rules file: {error}")))?;
-        Ok(bytes)
-    }
-
-    fn compile(&self, bytes: &[u8]) -> Result<Rules, RuleErrors> {
-        let text = std::str::from_utf8(bytes)
-            .map_err(|error| self.error(format!("the rules file is not UTF-8 text: {error}")))?;
-        Rules::from_yaml(text).map_err(|errors| errors.in_file(self.path.display().to_string()))
-    }
-
-    fn error(&self, message: String) -> RuleErrors {
-        RuleErrors::new(vec![RuleError::new(Location::UNKNOWN, "", message)])
-            .in_file(self.path.display().to_string())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // A panic while reloading leaves the state as consistent as before it: go on with it.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
+/// Locks `mutex`; a panic while reloading leaves the state as consistent as before it, so
+/// a poisoned lock is used as it is.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl std::fmt::Debug for Reloader {

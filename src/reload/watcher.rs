@@ -1,4 +1,4 @@
-use super::events::DirectoryEvents;
+use super::events::{Change, DirectoryEvents};
 use super::reloader::{ReloadOutcome, ReloadStats, Reloader};
 use crate::rules::RuleErrors;
 use crate::store::Store;
@@ -8,15 +8,23 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How long the directory must stay quiet after an event before the file is read, unless
-/// [`RulesWatcherBuilder::debounce`] says otherwise.
+/// How long the file must stay quiet before a reading of new content is confirmed by another,
+/// unless [`RulesWatcherBuilder::debounce`] says otherwise.
 const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(150);
+
+/// After this many debounces from a change, a file that never goes quiet is read anyway,
+/// once a debounce, until two readings agree.
+const QUIET_WAITS: u32 = 10;
 
 /// Keeps a limiter's rules in step with a rules file; see the [module docs](crate::reload).
 ///
 /// Watching stops when the watcher is dropped: keep it for as long as the server runs.
+/// Dropping it waits for its thread to end, which is at once unless the thread is reading
+/// the file: then as long as that reading takes (well under a millisecond for a small local
+/// file, longer on a slow network filesystem). From async code, drop it in
+/// `tokio::task::spawn_blocking` if that matters.
 #[must_use = "dropping the watcher stops watching"]
 #[derive(Debug)]
 pub struct RulesWatcher {
@@ -37,8 +45,8 @@ pub struct RulesWatcherBuilder {
 
 /// What the watching thread is told.
 enum Signal {
-    /// Something in a watched directory changed.
-    Changed,
+    /// An event concerned the rules file.
+    Changed(Change),
     /// The watcher was dropped.
     Stop,
 }
@@ -89,9 +97,11 @@ impl Drop for RulesWatcher {
 }
 
 impl RulesWatcherBuilder {
-    /// How long the directory must stay quiet after a change before the file is read
-    /// (default 150 ms), so that a burst of events (an editor's save, a ConfigMap swap) costs
-    /// one reading, taken once the writer is done.
+    /// How long the file must stay quiet after a reading that found new content before it
+    /// is read again to confirm it (default 150 ms): the new content is put in force only
+    /// when both readings agree, so that a burst of events (an editor's save, a ConfigMap
+    /// swap) or a write in progress is not taken for the final content. A file that is
+    /// never quiet is read again every `quiet` from `10 × quiet` after a change on.
     pub fn debounce(mut self, quiet: Duration) -> Self {
         self.debounce = quiet;
         self
@@ -128,6 +138,12 @@ impl RulesWatcherBuilder {
     /// The file's directory cannot be watched (it does not exist, or the system's limit of
     /// watches is reached) and no poll interval is set, or the thread cannot be started.
     pub fn watch<St: Store>(self, limiter: Limiter<St>) -> io::Result<RulesWatcher> {
+        let path = self.path.clone();
+        self.start(Reloader::new(path, move |rules| limiter.set_rules(rules)))
+    }
+
+    /// Starts watching with `reloader`, which reads the builder's path.
+    fn start(self, reloader: Reloader) -> io::Result<RulesWatcher> {
         let (signals, inbox) = mpsc::channel();
         let events = match self.start_events(signals.clone()) {
             Ok(events) => events,
@@ -140,9 +156,7 @@ impl RulesWatcherBuilder {
             }
             Err(error) => return Err(error),
         };
-        let reloader = Arc::new(Reloader::new(self.path, move |rules| {
-            limiter.set_rules(rules)
-        }));
+        let reloader = Arc::new(reloader);
         // Logged and counted; a bad file at start leaves the limiter its rules.
         let _ = reloader.reload();
         let watch = Watch {
@@ -151,6 +165,7 @@ impl RulesWatcherBuilder {
             inbox,
             debounce: self.debounce,
             poll_interval: self.poll_interval,
+            writing: false,
         };
         let thread = std::thread::Builder::new()
             .name("tollgate-rules-watcher".to_owned())
@@ -167,14 +182,15 @@ impl RulesWatcherBuilder {
             return Ok(None);
         }
         // A closed channel means the watching thread has stopped: nobody to tell.
-        let on_change = move || {
-            let _ = signals.send(Signal::Changed);
+        let on_change = move |change| {
+            let _ = signals.send(Signal::Changed(change));
         };
         DirectoryEvents::start(&self.path, on_change).map(Some)
     }
 }
 
-/// The watching thread: reads the file after a change has settled, or when a poll is due.
+/// The watching thread: reads the file after a change, or when a poll is due, and puts its
+/// content in force once it is stable (see [`Watch::reload_when_stable`]).
 struct Watch {
     reloader: Arc<Reloader>,
     /// Dropped with the thread, which stops notify's own thread.
@@ -182,41 +198,142 @@ struct Watch {
     inbox: Receiver<Signal>,
     debounce: Duration,
     poll_interval: Option<Duration>,
+    /// Whether bytes were written to the file in place and the writer has not closed it yet
+    /// (known where close events are reported: Linux).
+    writing: bool,
+}
+
+/// The watcher was dropped: the thread ends.
+struct Stopped;
+
+/// What the watching thread woke up to.
+enum Wake {
+    Changed(Change),
+    TimedOut,
+    Stopped,
 }
 
 impl Watch {
     fn run(mut self) {
+        let mut next_poll = self.poll_interval.map(|interval| Instant::now() + interval);
         loop {
-            let signal = match self.poll_interval {
-                Some(interval) => self.inbox.recv_timeout(interval),
-                None => self.inbox.recv().map_err(RecvTimeoutError::from),
-            };
-            match signal {
-                Ok(Signal::Changed) => {
-                    if !self.settle() {
-                        return;
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Ok(Signal::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+            match self.wait(next_poll) {
+                Wake::Changed(change) => self.note(change),
+                Wake::TimedOut => {}
+                Wake::Stopped => return,
             }
-            // Before reading: a change made after the reading must not go unheard.
-            if let Some(events) = &mut self.events {
-                events.follow(self.reloader.path());
+            if self.reload_when_stable().is_err() {
+                return;
             }
-            // Logged and counted by the reloader.
-            let _ = self.reloader.reload();
+            next_poll = self.poll_interval.map(|interval| Instant::now() + interval);
         }
     }
 
-    /// Waits until no change came for the debounce time; `false` when told to stop instead.
-    fn settle(&self) -> bool {
+    /// Reads the file, and puts its content in force once two readings agree, the second
+    /// taken after the file was quiet for a debounce; a reading equal to the content in force
+    /// needs no second one. Nothing is read while a write to the file is open. A file that
+    /// never goes quiet is read again every debounce from `10 × debounce` on, until two
+    /// readings agree.
+    fn reload_when_stable(&mut self) -> Result<(), Stopped> {
+        let deadline = Instant::now() + self.debounce * QUIET_WAITS;
+        let mut previous = None;
         loop {
-            match self.inbox.recv_timeout(self.debounce) {
-                Ok(Signal::Changed) => {}
-                Err(RecvTimeoutError::Timeout) => return true,
-                Ok(Signal::Stop) | Err(RecvTimeoutError::Disconnected) => return false,
+            if self.writing {
+                self.until_write_ends()?;
+            }
+            // Before reading: a change made after the reading must not go unheard.
+            if let Some(events) = &mut self.events {
+                events.follow();
+            }
+            // Logged and counted by the reloader.
+            match self
+                .reloader
+                .reload_if(|reading| previous.as_ref() == Some(reading))
+            {
+                Ok(_) => return Ok(()),
+                Err(reading) => previous = Some(reading),
+            }
+            self.settle(deadline)?;
+        }
+    }
+
+    /// Waits until no change came for a debounce, or, past `deadline`, for a debounce
+    /// whatever came.
+    fn settle(&mut self, deadline: Instant) -> Result<(), Stopped> {
+        let start = Instant::now();
+        let latest = deadline.max(start + self.debounce);
+        let mut ready = start + self.debounce;
+        loop {
+            match self.wait(Some(ready)) {
+                Wake::Changed(change) => {
+                    self.note(change);
+                    ready = (Instant::now() + self.debounce).min(latest);
+                }
+                Wake::TimedOut => return Ok(()),
+                Wake::Stopped => return Err(Stopped),
             }
         }
+    }
+
+    /// Waits, however long, until the writer closes the file or it is replaced: reading it
+    /// before could see a prefix, which may well be valid rules with limits missing.
+    fn until_write_ends(&mut self) -> Result<(), Stopped> {
+        while self.writing {
+            match self.wait(None) {
+                Wake::Changed(change) => self.note(change),
+                Wake::TimedOut => {}
+                Wake::Stopped => return Err(Stopped),
+            }
+        }
+        Ok(())
+    }
+
+    fn note(&mut self, change: Change) {
+        match change {
+            Change::Written => self.writing = true,
+            Change::WriteEnded => self.writing = false,
+            Change::Other => {}
+        }
+    }
+
+    /// Waits for a signal, until `deadline` if any.
+    fn wait(&self, deadline: Option<Instant>) -> Wake {
+        let signal = match deadline {
+            Some(deadline) => self
+                .inbox
+                .recv_timeout(deadline.saturating_duration_since(Instant::now())),
+            None => self.inbox.recv().map_err(RecvTimeoutError::from),
+        };
+        match signal {
+            Ok(Signal::Changed(change)) => Wake::Changed(change),
+            Err(RecvTimeoutError::Timeout) => Wake::TimedOut,
+            Ok(Signal::Stop) | Err(RecvTimeoutError::Disconnected) => Wake::Stopped,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropping_the_watcher_ends_its_thread() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("rules.yaml");
+        std::fs::write(&path, "domain: t\ndescriptors: []\n").expect("write rules");
+        // The thread holds the reloader, and the reloader this probe: once the thread has
+        // ended, only the test does.
+        let probe = Arc::new(());
+        let held = Arc::clone(&probe);
+        let reloader = Reloader::new(path.clone(), move |_rules| {
+            let _held = &held;
+        });
+        let watcher = RulesWatcher::builder(&path)
+            .poll_interval(Duration::from_millis(10))
+            .start(reloader)
+            .expect("watch");
+        assert_eq!(Arc::strong_count(&probe), 2);
+        drop(watcher);
+        assert_eq!(Arc::strong_count(&probe), 1, "the thread still runs");
     }
 }

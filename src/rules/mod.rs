@@ -48,6 +48,12 @@ use tree::{Level, Matches, StateKey, Values};
 /// Rules files larger than this are refused before parsing.
 const MAX_FILE_BYTES: usize = 4 * 1024 * 1024;
 
+/// An error about the rules file as a whole, naming it.
+fn file_error(path: &Path, message: String) -> RuleErrors {
+    RuleErrors::new(vec![RuleError::new(Location::UNKNOWN, "", message)])
+        .in_file(path.display().to_string())
+}
+
 /// Compiled, validated rules.
 #[derive(Debug, Clone)]
 pub struct Rules {
@@ -160,21 +166,26 @@ impl Rules {
     /// As [`Rules::from_yaml`], naming the file; or the file could not be read.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Rules, RuleErrors> {
         let path = path.as_ref();
-        let shown = path.display().to_string();
-        let file_error = |error: std::io::Error| {
-            let message = format!("cannot read the rules file: {error}");
-            RuleErrors::new(vec![RuleError::new(Location::UNKNOWN, "", message)]).in_file(&shown)
-        };
-        // Read at most one byte past the limit, so that a huge file or a device such as
-        // /dev/zero is refused instead of filling memory.
-        let mut text = String::new();
+        Rules::from_file_bytes(path, &Rules::read_file(path)?)
+    }
+
+    /// Reads the bytes of the rules file at `path`: at most one byte past the largest rules
+    /// accepted, so that a huge file or a device such as `/dev/zero` is refused by
+    /// [`Rules::from_file_bytes`] instead of filling memory.
+    pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>, RuleErrors> {
+        let mut bytes = Vec::new();
         std::fs::File::open(path)
-            .and_then(|file| {
-                file.take(MAX_FILE_BYTES as u64 + 1)
-                    .read_to_string(&mut text)
-            })
-            .map_err(file_error)?;
-        Rules::from_yaml(&text).map_err(|errors| errors.in_file(shown))
+            .and_then(|file| file.take(MAX_FILE_BYTES as u64 + 1).read_to_end(&mut bytes))
+            .map_err(|error| file_error(path, format!("cannot read the rules file: {error}")))?;
+        Ok(bytes)
+    }
+
+    /// Compiles the bytes [`Rules::read_file`] read from `path`, which errors name.
+    pub(crate) fn from_file_bytes(path: &Path, bytes: &[u8]) -> Result<Rules, RuleErrors> {
+        let text = std::str::from_utf8(bytes).map_err(|error| {
+            file_error(path, format!("the rules file is not UTF-8 text: {error}"))
+        })?;
+        Rules::from_yaml(text).map_err(|errors| errors.in_file(path.display().to_string()))
     }
 
     /// Starts rules for `domain` in Rust, without a file.

@@ -33,8 +33,20 @@ pub struct Reply {
 
 /// Sends `GET path` with `headers` and reads the whole response.
 pub async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Reply {
+    request(addr, http::Method::GET, path, headers).await
+}
+
+/// Sends a body-less `method path` request with `headers` and reads the whole response.
+pub async fn request(
+    addr: SocketAddr,
+    method: http::Method,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Reply {
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let mut request = http::Request::builder().uri(format!("http://{addr}{path}"));
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
