@@ -27,6 +27,9 @@ use tollgate::{Limiter, RateLimitLayer};
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt::init();
+    // First of all: tollgate registers its metrics with the recorder installed when the
+    // limiter is built and when the watcher loads the rules.
+    let unlimited = unlimited_routes();
     let rules_path =
         std::env::var("TOLLGATE_RULES").unwrap_or_else(|_| "rules.example.yaml".to_owned());
     let listen = std::env::var("TOLLGATE_LISTEN").unwrap_or_else(|_| "127.0.0.1:3000".to_owned());
@@ -41,23 +44,30 @@ async fn main() -> ExitCode {
     println!("tollgate demo on http://{listen} with {limits} limits from {rules_path}");
 
     match std::env::var("TOLLGATE_REDIS_URL") {
-        Ok(url) => serve_with_redis(&url, rules, &rules_path, &listen).await,
+        Ok(url) => serve_with_redis(&url, rules, unlimited, &rules_path, &listen).await,
         Err(_) => {
             println!("state: in memory (set TOLLGATE_REDIS_URL to share it through Redis)");
             let limiter = Limiter::new(rules);
             #[cfg(feature = "metrics")]
             tokio::spawn(sweep_and_count_keys(limiter.clone()));
-            serve(limiter, &rules_path, &listen).await
+            serve(limiter, unlimited, &rules_path, &listen).await
         }
     }
 }
 
 #[cfg(feature = "redis")]
-async fn serve_with_redis(url: &str, rules: Rules, rules_path: &str, listen: &str) -> ExitCode {
+async fn serve_with_redis(
+    url: &str,
+    rules: Rules,
+    unlimited: Router,
+    rules_path: &str,
+    listen: &str,
+) -> ExitCode {
     match tollgate::store::RedisStore::builder(url).connect().await {
         Ok(store) => {
             println!("state: in Redis at {url}, shared with every instance using it");
-            serve(Limiter::with_store(rules, store), rules_path, listen).await
+            let limiter = Limiter::with_store(rules, store);
+            serve(limiter, unlimited, rules_path, listen).await
         }
         Err(error) => {
             eprintln!("{error}");
@@ -67,12 +77,24 @@ async fn serve_with_redis(url: &str, rules: Rules, rules_path: &str, listen: &st
 }
 
 #[cfg(not(feature = "redis"))]
-async fn serve_with_redis(_url: &str, _rules: Rules, _rules_path: &str, _listen: &str) -> ExitCode {
+async fn serve_with_redis(
+    _url: &str,
+    _rules: Rules,
+    _unlimited: Router,
+    _rules_path: &str,
+    _listen: &str,
+) -> ExitCode {
     eprintln!("TOLLGATE_REDIS_URL is set, but this build has no Redis support: run with `--features redis`");
     ExitCode::FAILURE
 }
 
-async fn serve<St: Store>(limiter: Limiter<St>, rules_path: &str, listen: &str) -> ExitCode {
+/// Serves every path through the limiter, and the `unlimited` routes beside it.
+async fn serve<St: Store>(
+    limiter: Limiter<St>,
+    unlimited: Router,
+    rules_path: &str,
+    listen: &str,
+) -> ExitCode {
     // Kept until the server stops: dropping the watcher stops watching.
     let _watcher = match RulesWatcher::builder(rules_path).watch(limiter.clone()) {
         Ok(watcher) => watcher,
@@ -82,12 +104,11 @@ async fn serve<St: Store>(limiter: Limiter<St>, rules_path: &str, listen: &str) 
         }
     };
     println!("watching {rules_path}: saved changes take effect at once; a bad edit is logged and ignored");
+    // Merged after the layer: scraping is not rate limited.
     let app = Router::new()
         .fallback(echo)
-        .layer(RateLimitLayer::new(limiter));
-    // Added after the layer: scraping is not rate limited.
-    #[cfg(feature = "metrics")]
-    let app = app.route("/metrics", prometheus());
+        .layer(RateLimitLayer::new(limiter))
+        .merge(unlimited);
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -112,8 +133,16 @@ async fn serve<St: Store>(limiter: Limiter<St>, rules_path: &str, listen: &str) 
     ExitCode::SUCCESS
 }
 
-/// Installs the Prometheus recorder (before the first request, so that tollgate registers its
-/// metrics with it) and serves what it recorded.
+/// The routes that are not rate limited: `/metrics` in builds with the `metrics` feature,
+/// whose recorder this installs.
+fn unlimited_routes() -> Router {
+    let routes = Router::new();
+    #[cfg(feature = "metrics")]
+    let routes = routes.route("/metrics", prometheus());
+    routes
+}
+
+/// Installs the Prometheus recorder and serves what it recorded.
 #[cfg(feature = "metrics")]
 fn prometheus() -> axum::routing::MethodRouter {
     let handle = metrics_exporter_prometheus::PrometheusBuilder::new()

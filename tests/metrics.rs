@@ -1,21 +1,24 @@
 //! Metrics over real TCP: an axum server on a loopback port, a hyper client, and the
 //! Prometheus exporter rendering what tollgate counted.
 //!
-//! The recorder is process-wide: it is installed once for this test binary, and each test
-//! uses a domain of its own so that their series do not mix.
+//! The recorder is process-wide: it is installed once for this test binary, by each test
+//! before it builds its limiter (handles are registered when rules are put in force), and
+//! each test uses a domain of its own so that their series do not mix.
 #![cfg(feature = "metrics")]
 
 mod common;
 
 use axum::routing::get;
-use axum::Router;
+use axum::{Extension, Router};
 use common::server::{self, serve};
+use common::stores::{DownStore, LaterStore};
 use http::StatusCode;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::sync::OnceLock;
-use tollgate::clock::{ManualClock, Nanos};
+use tollgate::clock::ManualClock;
+use tollgate::layer::ShadowDenied;
 use tollgate::rules::Rules;
-use tollgate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, StoreError};
+use tollgate::store::{MemoryStore, Store};
 use tollgate::{Limiter, RateLimitLayer};
 
 fn prometheus() -> &'static PrometheusHandle {
@@ -34,10 +37,26 @@ fn sample(text: &str, series: &str) -> Option<f64> {
         .map(|value| value.parse().expect("a number"))
 }
 
+/// Answers `would deny` for requests marked [`ShadowDenied`], else `ok`.
 fn app<St: Store>(limiter: Limiter<St>) -> Router {
+    let handler = |shadow: Option<Extension<ShadowDenied>>| async move {
+        if shadow.is_some() {
+            "would deny"
+        } else {
+            "ok"
+        }
+    };
     Router::new()
-        .route("/", get(|| async { "ok" }))
+        .route("/", get(handler))
         .layer(RateLimitLayer::new(limiter))
+}
+
+/// The count of `tollgate_requests_total` for `domain`, `limit` and `outcome` in `text`.
+fn requests(text: &str, domain: &str, limit: &str, outcome: &str) -> Option<f64> {
+    let series = format!(
+        r#"tollgate_requests_total{{domain="{domain}",limit="{limit}",outcome="{outcome}"}}"#
+    );
+    sample(text, &series)
 }
 
 const BURST: &str = r#"
@@ -66,12 +85,7 @@ async fn a_burst_is_counted_per_limit_and_outcome() {
     limiter.record_tracked_keys();
 
     let text = metrics.render();
-    let requests = |limit: &str, outcome: &str| {
-        let series = format!(
-            r#"tollgate_requests_total{{domain="metrics_burst",limit="{limit}",outcome="{outcome}"}}"#
-        );
-        sample(&text, &series)
-    };
+    let requests = |limit: &str, outcome: &str| requests(&text, "metrics_burst", limit, outcome);
     assert_eq!(requests("per_client", "allowed"), Some(3.0), "{text}");
     assert_eq!(requests("per_client", "denied"), Some(2.0), "{text}");
     assert_eq!(requests("per_client", "shadow_denied"), Some(0.0), "{text}");
@@ -90,19 +104,6 @@ async fn a_burst_is_counted_per_limit_and_outcome() {
             "request values are never labels: {text}"
         );
     }
-}
-
-/// A store that is always down.
-struct DownStore;
-
-impl Store for DownStore {
-    type Pending = std::future::Ready<Result<Decisions, StoreError>>;
-
-    fn acquire(&self, _: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
-        Acquisition::Ready(Err(StoreError::new("down", "connection refused")))
-    }
-
-    fn cancel(&self, _: &LimitCheck<'_>, _: Nanos) {}
 }
 
 #[tokio::test]
@@ -135,13 +136,86 @@ descriptors:
     };
     assert_eq!(errors("remote_address"), Some(2.0), "{text}");
     assert_eq!(errors("root"), Some(2.0), "{text}");
-    // The local fallback decided the `local` limit: those decisions are counted.
-    let root = |outcome: &str| {
-        let series = format!(
-            r#"tollgate_requests_total{{domain="metrics_down",limit="root",outcome="{outcome}"}}"#
-        );
-        sample(&text, &series)
-    };
-    assert_eq!(root("allowed"), Some(1.0), "{text}");
-    assert_eq!(root("denied"), Some(1.0), "{text}");
+    // The `allow` policy admitted both; the local fallback decided the `local` limit.
+    let requests = |limit: &str, outcome: &str| requests(&text, "metrics_down", limit, outcome);
+    assert_eq!(requests("remote_address", "allowed"), Some(2.0), "{text}");
+    assert_eq!(requests("root", "allowed"), Some(1.0), "{text}");
+    assert_eq!(requests("root", "denied"), Some(1.0), "{text}");
+}
+
+#[tokio::test]
+async fn store_errors_under_deny_count_as_denials_or_in_shadow_mode_as_shadow_denials() {
+    let metrics = prometheus();
+    let rules = Rules::from_yaml(
+        r#"
+domain: metrics_closed
+defaults: { on_store_error: deny }
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 100 }
+"#,
+    )
+    .expect("valid rules");
+    let limiter = Limiter::with_store(rules, DownStore);
+    let addr = serve(app(limiter.clone())).await;
+    let reply = server::get(addr, "/", &[]).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+    limiter.set_shadow_mode(true);
+    let reply = server::get(addr, "/", &[]).await;
+    assert_eq!(
+        (reply.status, reply.body.as_str()),
+        (StatusCode::OK, "would deny")
+    );
+
+    let text = metrics.render();
+    let requests = |outcome: &str| requests(&text, "metrics_closed", "remote_address", outcome);
+    assert_eq!(requests("denied"), Some(1.0), "{text}");
+    assert_eq!(requests("shadow_denied"), Some(1.0), "{text}");
+    assert_eq!(requests("allowed"), Some(0.0), "{text}");
+    let errors = r#"tollgate_store_errors_total{domain="metrics_closed",limit="remote_address"}"#;
+    assert_eq!(sample(&text, errors), Some(2.0), "{text}");
+}
+
+#[tokio::test]
+async fn shadow_mode_on_a_store_that_answers_later_counts_what_would_be_denied_and_queued() {
+    let metrics = prometheus();
+    let rules = Rules::from_yaml(
+        r#"
+domain: metrics_later
+shadow_mode: true
+sources: { tenant: { header: x-tenant } }
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 2, name: per_client }
+  - key: tenant
+    rate_limit: { unit: second, requests_per_unit: 1, algorithm: leaky_bucket, queue: 2, name: shaped }
+"#,
+    )
+    .expect("valid rules");
+    let store = LaterStore(MemoryStore::with_clock(ManualClock::new()));
+    let addr = serve(app(Limiter::with_store(rules, store))).await;
+    let mut replies = Vec::new();
+    for _ in 0..5 {
+        let reply = server::get(addr, "/", &[("x-tenant", "acme")]).await;
+        replies.push((reply.status, reply.body));
+    }
+    let (ok, would_deny) = (StatusCode::OK, "would deny");
+    let expected = ["ok", "ok", would_deny, would_deny, would_deny];
+    assert_eq!(
+        replies,
+        expected.map(|body| (ok, body.to_owned())),
+        "nothing denied, nothing queued"
+    );
+
+    let text = metrics.render();
+    let requests = |limit: &str, outcome: &str| requests(&text, "metrics_later", limit, outcome);
+    assert_eq!(requests("per_client", "allowed"), Some(2.0), "{text}");
+    assert_eq!(requests("per_client", "shadow_denied"), Some(3.0), "{text}");
+    // The bucket takes one at once and queues two: the rest would overflow it.
+    assert_eq!(requests("shaped", "allowed"), Some(1.0), "{text}");
+    assert_eq!(requests("shaped", "shadow_delayed"), Some(2.0), "{text}");
+    assert_eq!(requests("shaped", "shadow_denied"), Some(2.0), "{text}");
+    assert_eq!(requests("shaped", "delayed"), Some(0.0), "{text}");
+    let decisions = r#"tollgate_decision_seconds_count{domain="metrics_later"}"#;
+    assert_eq!(sample(&text, decisions), Some(5.0), "{text}");
 }

@@ -4,13 +4,16 @@
 //! Events are captured by a `tracing-subscriber` fmt layer writing to memory, set as the
 //! default subscriber of the test's thread (the tests run on a current-thread runtime).
 
+mod common;
+
+use common::stores::DownStore;
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tollgate::clock::ManualClock;
 use tollgate::rules::Rules;
 use tollgate::store::MemoryStore;
-use tollgate::Limiter;
+use tollgate::{Denial, Limiter};
 use tracing::level_filters::LevelFilter;
 
 /// The formatted log, shared with the subscriber.
@@ -164,4 +167,47 @@ async fn nothing_is_logged_for_admitted_requests_above_debug() {
         assert!(limiter.check(&[("tenant", tenant)], 1).await.is_allowed());
     }
     assert!(log.lines().is_empty(), "{:#?}", log.lines());
+}
+
+const CLOSED_ON_STORE_ERROR: &str = r#"
+domain: closed
+defaults: { on_store_error: deny }
+sources: { tenant: { header: x-tenant } }
+descriptors:
+  - key: tenant
+    rate_limit: { unit: minute, requests_per_unit: 100, name: per_tenant }
+"#;
+
+#[tokio::test]
+async fn a_denial_because_the_store_failed_is_not_logged_as_over_the_limit() {
+    let (log, _guard) = capture(LevelFilter::INFO);
+    let rules = Rules::from_yaml(CLOSED_ON_STORE_ERROR).expect("valid rules");
+    let limiter = Limiter::with_store(rules, DownStore);
+    let verdict = limiter.check(&[("tenant", "acme")], 1).await;
+    assert_eq!(verdict.denial(), Some(Denial::StoreError));
+    let warnings = log.events("WARN", "the rate-limit store failed");
+    assert_eq!(warnings.len(), 1, "{:#?}", log.lines());
+    assert!(
+        warnings[0].contains("limit=\"per_tenant\""),
+        "{}",
+        warnings[0]
+    );
+    assert!(
+        log.events("", "rate limited").is_empty(),
+        "{:#?}",
+        log.lines()
+    );
+}
+
+#[tokio::test]
+async fn a_shadow_limit_that_the_failed_store_would_close_logs_a_shadow_denial() {
+    let (log, _guard) = capture(LevelFilter::INFO);
+    let rules = Rules::from_yaml(CLOSED_ON_STORE_ERROR).expect("valid rules");
+    let limiter = Limiter::with_store(rules, DownStore);
+    limiter.set_shadow_mode(true);
+    let verdict = limiter.check(&[("tenant", "acme")], 1).await;
+    assert!(verdict.is_allowed() && verdict.is_shadow_denied());
+    let events = log.events("INFO", "shadow mode: this limit would deny the request");
+    assert_eq!(events.len(), 1, "{:#?}", log.lines());
+    assert!(log.events("WARN", "").is_empty(), "{:#?}", log.lines());
 }
