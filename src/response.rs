@@ -5,7 +5,6 @@ use crate::rules::{Limit, ResponseOptions};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Response, StatusCode};
-use smallvec::SmallVec;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -31,8 +30,30 @@ const GRPC_RESOURCE_EXHAUSTED: HeaderValue = HeaderValue::from_static("8");
 const GRPC_INTERNAL: HeaderValue = HeaderValue::from_static("13");
 const GRPC_CONTENT_TYPE: HeaderValue = HeaderValue::from_static("application/grpc");
 
-/// The rate-limit headers of one response, prepared before the inner service runs.
-pub(crate) type RateLimitHeaders = SmallVec<[(HeaderName, HeaderValue); 4]>;
+/// The rate-limit headers of an admitted request's response, prepared before the inner
+/// service runs. Kept small: the response future carries them.
+#[derive(Debug, Default)]
+pub(crate) struct RateLimitHeaders {
+    /// `X-Ratelimit-Limit` and `X-Ratelimit-Remaining`, when a limit applied.
+    counts: Option<[HeaderValue; 2]>,
+    /// The headers the rules opt into (`X-Ratelimit-Reset`, IETF): usually none.
+    optional: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl RateLimitHeaders {
+    /// Adds the headers to `headers`, replacing any of the same name.
+    pub(crate) fn write_to(self, headers: &mut HeaderMap) {
+        let Some([limit, remaining]) = self.counts else {
+            return;
+        };
+        headers.reserve(2 + self.optional.len());
+        headers.insert(X_RATELIMIT_LIMIT, limit);
+        headers.insert(X_RATELIMIT_REMAINING, remaining);
+        for (name, value) in self.optional {
+            headers.insert(name, value);
+        }
+    }
+}
 
 /// A header value for `n`. Values below 1024 (most limits, counts and waits) come from a
 /// table made once, because a `HeaderValue` made from a number allocates and these are sent
@@ -67,25 +88,35 @@ pub(crate) fn whole_seconds_at_least_one(duration: Duration) -> u64 {
         .clamp(1, u128::from(u64::MAX)) as u64
 }
 
-/// The headers for a decision of `limit`.
+/// The headers for an admitted request's decision of `limit`.
 pub(crate) fn headers(
     limit: &Limit,
     decision: &Decision,
     options: ResponseOptions,
 ) -> RateLimitHeaders {
-    let mut headers = RateLimitHeaders::new();
-    headers.push((X_RATELIMIT_LIMIT, number(decision.limit)));
+    RateLimitHeaders {
+        counts: Some(counts(decision)),
+        optional: optional_headers(limit, decision, options),
+    }
+}
+
+/// `X-Ratelimit-Limit` and `X-Ratelimit-Remaining` for `decision`.
+fn counts(decision: &Decision) -> [HeaderValue; 2] {
     let remaining = if decision.allowed {
         decision.remaining
     } else {
         0
     };
-    headers.push((X_RATELIMIT_REMAINING, number(remaining)));
-    if !decision.allowed {
-        let retry_after = number(whole_seconds_at_least_one(decision.retry_after));
-        headers.push((X_RATELIMIT_RETRY_AFTER, retry_after.clone()));
-        headers.push((RETRY_AFTER, retry_after));
-    }
+    [number(decision.limit), number(remaining)]
+}
+
+/// The headers `options` ask for beyond the counts and `Retry-After`.
+fn optional_headers(
+    limit: &Limit,
+    decision: &Decision,
+    options: ResponseOptions,
+) -> Vec<(HeaderName, HeaderValue)> {
+    let mut headers = Vec::new();
     if options.reset_header {
         let reset = decision.reset_after.as_nanos().div_ceil(1_000_000_000);
         headers.push((
@@ -96,6 +127,11 @@ pub(crate) fn headers(
     if options.ietf_headers {
         let name = structured_string(limit.label());
         let window = limit.quota().map_or(0, |q| q.period().as_secs().max(1));
+        let remaining = if decision.allowed {
+            decision.remaining
+        } else {
+            0
+        };
         let reset = if decision.allowed {
             decision.reset_after.as_nanos().div_ceil(1_000_000_000)
         } else {
@@ -151,9 +187,16 @@ pub(crate) fn rejection(
         );
         response
     };
-    response
-        .headers_mut()
-        .extend(headers(limit, decision, options));
+    let [limit_count, remaining] = counts(decision);
+    let retry_after = number(retry_after);
+    let optional = optional_headers(limit, decision, options);
+    let headers = response.headers_mut();
+    headers.reserve(4 + optional.len());
+    headers.insert(X_RATELIMIT_LIMIT, limit_count);
+    headers.insert(X_RATELIMIT_REMAINING, remaining);
+    headers.insert(X_RATELIMIT_RETRY_AFTER, retry_after.clone());
+    headers.insert(RETRY_AFTER, retry_after);
+    headers.extend(optional);
     response
 }
 

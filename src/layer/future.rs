@@ -91,9 +91,7 @@ fn with_headers<B>(
     mut response: Response<B>,
     headers: RateLimitHeaders,
 ) -> Response<ResponseBody<B>> {
-    for (name, value) in headers {
-        response.headers_mut().insert(name, value);
-    }
+    headers.write_to(response.headers_mut());
     response.map(ResponseBody::inner)
 }
 

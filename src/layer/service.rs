@@ -189,7 +189,7 @@ fn plan<B>(rules: &Rules, verdict: &Verdict, request: &mut Request<B>) -> Plan {
             Plan::Reject(response::rejection(limit, decision, options, grpc))
         }
         Some((limit, decision)) => Plan::Admit(response::headers(limit, decision, options)),
-        None => Plan::Admit(RateLimitHeaders::new()),
+        None => Plan::Admit(RateLimitHeaders::default()),
     }
 }
 

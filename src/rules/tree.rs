@@ -51,10 +51,10 @@ pub(crate) struct Matched {
 }
 
 /// State id, then each value on the walk, length-prefixed so that no two walks collide.
-pub(crate) type StateKey = SmallVec<[u8; 64]>;
+pub(crate) type StateKey = SmallVec<[u8; 48]>;
 
 /// Every limit that applies, in walk order.
-pub(crate) type Matches = SmallVec<[Matched; 4]>;
+pub(crate) type Matches = SmallVec<[Matched; 2]>;
 
 /// The request's value for a source, computed on first use.
 pub(crate) trait Values {

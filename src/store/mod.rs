@@ -45,7 +45,7 @@ pub struct LimitCheck<'a> {
 }
 
 /// One decision per [`LimitCheck`], in order.
-pub type Decisions = SmallVec<[Decision; 4]>;
+pub type Decisions = SmallVec<[Decision; 2]>;
 
 /// A store's answer: at once, or later.
 ///
