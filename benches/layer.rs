@@ -25,7 +25,7 @@
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::Criterion;
 use http::{Request, Response};
 use std::convert::Infallible;
 use std::future::Future;
@@ -89,18 +89,52 @@ where
     }
 }
 
-fn bench<S, B>(c: &mut Criterion, id: &str, mut service: S)
-where
-    S: Service<Request<Body>, Response = Response<B>>,
-    S::Error: std::fmt::Debug,
-{
-    let mut i = 0u32;
-    c.bench_function(id, |b| {
-        b.iter(|| {
-            i = i.wrapping_add(1);
-            one_request(&mut service, i);
-        })
-    });
+/// What is done with each of the services measured.
+trait Visit {
+    fn visit<S, B>(&mut self, id: &str, service: S)
+    where
+        S: Service<Request<Body>, Response = Response<B>>,
+        S::Error: std::fmt::Debug;
+}
+
+/// Times each service with criterion.
+struct Time<'c>(&'c mut Criterion);
+
+impl Visit for Time<'_> {
+    fn visit<S, B>(&mut self, id: &str, mut service: S)
+    where
+        S: Service<Request<Body>, Response = Response<B>>,
+        S::Error: std::fmt::Debug,
+    {
+        let mut i = 0u32;
+        self.0.bench_function(id, |b| {
+            b.iter(|| {
+                i = i.wrapping_add(1);
+                one_request(&mut service, i);
+            })
+        });
+    }
+}
+
+/// Makes `requests` requests to the service named `id`, for an instruction counter to
+/// watch (`scripts/bench-instructions.sh`).
+struct Count {
+    id: String,
+    requests: u32,
+}
+
+impl Visit for Count {
+    fn visit<S, B>(&mut self, id: &str, mut service: S)
+    where
+        S: Service<Request<Body>, Response = Response<B>>,
+        S::Error: std::fmt::Debug,
+    {
+        if id == self.id {
+            for i in 0..self.requests {
+                one_request(&mut service, i);
+            }
+        }
+    }
 }
 
 fn tollgate(limit: LimitSpec) -> RateLimitLayer {
@@ -140,25 +174,22 @@ fn ready<S: Service<Request<Body>>>(mut service: S) -> S {
     service
 }
 
-fn layers(c: &mut Criterion) {
-    bench(c, "bare", ready(Hello));
-    bench(
-        c,
+/// Every service measured, by id.
+fn each_service(visitor: &mut impl Visit) {
+    visitor.visit("bare", ready(Hello));
+    visitor.visit(
         "tollgate",
         ready(tollgate(LimitSpec::per(Unit::Second, 1_000_000_000)).layer(Hello)),
     );
-    bench(
-        c,
+    visitor.visit(
         "tollgate-limited",
         ready(tollgate(LimitSpec::per(Unit::Hour, 1)).layer(Hello)),
     );
-    bench(
-        c,
+    visitor.visit(
         "governor",
         ready(governor(Duration::from_nanos(1), u32::MAX).layer(Hello)),
     );
-    bench(
-        c,
+    visitor.visit(
         "governor-limited",
         ready(governor(Duration::from_secs(3600), 1).layer(Hello)),
     );
@@ -172,9 +203,19 @@ fn config() -> Criterion {
         .without_plots()
 }
 
-criterion_group! {
-    name = benches;
-    config = config();
-    targets = layers
+/// With `LAYER_COUNT=<id>` (and optionally `LAYER_REQUESTS=<n>`, default 100,000), makes
+/// that many requests to one service and exits, for `scripts/bench-instructions.sh`;
+/// otherwise times every service with criterion.
+fn main() {
+    if let Ok(id) = std::env::var("LAYER_COUNT") {
+        let requests = std::env::var("LAYER_REQUESTS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(100_000);
+        each_service(&mut Count { id, requests });
+        return;
+    }
+    let mut criterion = config().configure_from_args();
+    each_service(&mut Time(&mut criterion));
+    criterion.final_summary();
 }
-criterion_main!(benches);
