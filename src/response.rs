@@ -29,6 +29,7 @@ const GRPC_RESOURCE_EXHAUSTED: HeaderValue = HeaderValue::from_static("8");
 /// INTERNAL.
 const GRPC_INTERNAL: HeaderValue = HeaderValue::from_static("13");
 const GRPC_CONTENT_TYPE: HeaderValue = HeaderValue::from_static("application/grpc");
+const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
 
 /// The rate-limit headers of an admitted request's response, prepared before the inner
 /// service runs. Kept small: the response future carries them.
@@ -174,30 +175,48 @@ pub(crate) fn rejection(
         );
         response
     } else {
-        // Written by hand: one allocation, the label's JSON prepared when the rules compiled.
-        let problem = format!(
-            r#"{{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"Rate limit exceeded; retry after {retry_after} second(s).","limit":{},"retry_after":{retry_after}}}"#,
-            limit.label_json()
-        );
-        let mut response = Response::new(Bytes::from(problem));
+        let mut response = Response::new(problem_document(limit.label_json(), retry_after));
         *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-        response.headers_mut().insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
         response
     };
     let [limit_count, remaining] = counts(decision);
     let retry_after = number(retry_after);
     let optional = optional_headers(limit, decision, options);
     let headers = response.headers_mut();
-    headers.reserve(4 + optional.len());
+    headers.reserve(5 + optional.len());
+    if !grpc {
+        headers.insert(CONTENT_TYPE, PROBLEM_JSON);
+    }
     headers.insert(X_RATELIMIT_LIMIT, limit_count);
     headers.insert(X_RATELIMIT_REMAINING, remaining);
     headers.insert(X_RATELIMIT_RETRY_AFTER, retry_after.clone());
     headers.insert(RETRY_AFTER, retry_after);
     headers.extend(optional);
     response
+}
+
+/// The `429` problem document (RFC 9457), written by hand in one allocation; the label's
+/// JSON was prepared when the rules compiled.
+fn problem_document(label_json: &str, retry_after: u64) -> Bytes {
+    const START: &str = r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"Rate limit exceeded; retry after "#;
+    const LIMIT: &str = r#" second(s).","limit":"#;
+    const RETRY_AFTER: &str = r#","retry_after":"#;
+    let mut digits = itoa::Buffer::new();
+    let retry_after = digits.format(retry_after);
+    let length = START.len() + LIMIT.len() + RETRY_AFTER.len() + 1;
+    let mut document = String::with_capacity(length + label_json.len() + 2 * retry_after.len());
+    for part in [
+        START,
+        retry_after,
+        LIMIT,
+        label_json,
+        RETRY_AFTER,
+        retry_after,
+        "}",
+    ] {
+        document.push_str(part);
+    }
+    Bytes::from(document)
 }
 
 /// The answer when the server records no peer address: a loud `500` that says how to fix it.
@@ -263,6 +282,24 @@ mod tests {
         assert_eq!(whole_seconds_at_least_one(Duration::from_nanos(1)), 1);
         assert_eq!(whole_seconds_at_least_one(Duration::from_secs(2)), 2);
         assert_eq!(whole_seconds_at_least_one(Duration::from_millis(2001)), 3);
+    }
+
+    #[test]
+    fn the_problem_document_is_the_json_it_claims_to_be() {
+        let document = problem_document(r#""api \"v2\"""#, 3600);
+        let parsed: serde_json::Value =
+            serde_json::from_slice(&document).expect("the document is JSON");
+        assert_eq!(
+            parsed,
+            serde_json::json!({
+                "type": "about:blank",
+                "title": "Too Many Requests",
+                "status": 429,
+                "detail": "Rate limit exceeded; retry after 3600 second(s).",
+                "limit": "api \"v2\"",
+                "retry_after": 3600
+            })
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use super::Value;
 use http::HeaderMap;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
@@ -150,6 +151,16 @@ impl ClientAddr {
     /// Significant bits of [`ip`](Self::ip): 32 for IPv4, the configured prefix for IPv6.
     pub fn prefix_len(&self) -> u8 {
         self.prefix
+    }
+}
+
+impl ClientAddr {
+    /// The address as a descriptor value, as [`Display`](fmt::Display) writes it.
+    pub(crate) fn to_value(self) -> Value<'static> {
+        match self.ip {
+            IpAddr::V4(ip) => Value::text(&Ipv4Text::new(ip)),
+            IpAddr::V6(_) => Value::display(self),
+        }
     }
 }
 

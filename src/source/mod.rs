@@ -127,7 +127,7 @@ impl<'a> RequestView<'a> {
         Ok(match source {
             Source::RemoteAddress => {
                 let peer = PeerAddr::from_extensions(self.extensions).ok_or(MissingPeerAddr)?;
-                Some(Value::display(client_ip.resolve(peer.ip(), self.headers)))
+                Some(client_ip.resolve(peer.ip(), self.headers).to_value())
             }
             Source::Method => Some(Value::Borrowed(self.method.as_str())),
             Source::Path => Some(Value::Borrowed(self.uri.path())),

@@ -1,3 +1,4 @@
+use arrayvec::ArrayString;
 use std::fmt::{self, Write};
 use std::ops::Deref;
 
@@ -13,23 +14,25 @@ pub enum Value<'a> {
     Owned(String),
 }
 
-/// Up to 47 bytes of text, inline.
+/// Up to 44 bytes of text, inline: room for any IPv6 address with its prefix length.
 #[derive(Clone, Copy)]
-pub struct InlineText {
-    bytes: [u8; 47],
-    len: u8,
-}
+pub struct InlineText(ArrayString<44>);
 
 impl Value<'_> {
     /// `value` as text, inline when it fits.
     pub fn display(value: impl fmt::Display) -> Value<'static> {
-        let mut inline = InlineText {
-            bytes: [0; 47],
-            len: 0,
-        };
+        let mut inline = InlineText(ArrayString::new());
         match write!(inline, "{value}") {
             Ok(()) => Value::Inline(inline),
             Err(_) => Value::Owned(value.to_string()),
+        }
+    }
+
+    /// A copy of `text`, inline when it fits.
+    pub fn text(text: &str) -> Value<'static> {
+        match ArrayString::from(text) {
+            Ok(inline) => Value::Inline(InlineText(inline)),
+            Err(_) => Value::Owned(text.to_owned()),
         }
     }
 }
@@ -50,39 +53,18 @@ impl Deref for InlineText {
     type Target = str;
 
     fn deref(&self) -> &str {
-        // Only whole `str`s are ever written, so the bytes are UTF-8.
-        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
+        &self.0
     }
 }
 
 impl Write for InlineText {
     fn write_str(&mut self, text: &str) -> fmt::Result {
-        let start = usize::from(self.len);
-        let end = start + text.len();
-        let slot = self.bytes.get_mut(start..end).ok_or(fmt::Error)?;
-        slot.copy_from_slice(text.as_bytes());
-        self.len = u8::try_from(end).map_err(|_| fmt::Error)?;
-        Ok(())
+        self.0.try_push_str(text).map_err(|_| fmt::Error)
     }
 }
 
 impl fmt::Debug for InlineText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&**self, f)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn short_text_stays_inline_and_long_text_is_owned() {
-        let ip = Value::display("2001:db8:1:2::/64");
-        assert!(matches!(ip, Value::Inline(_)));
-        assert_eq!(&*ip, "2001:db8:1:2::/64");
-        let long = Value::display("x".repeat(100));
-        assert!(matches!(long, Value::Owned(_)));
-        assert_eq!(long.len(), 100);
     }
 }
