@@ -63,7 +63,9 @@ fn number(n: u64) -> HeaderValue {
     const CACHED: u64 = 1024;
     static SMALL: OnceLock<Box<[HeaderValue]>> = OnceLock::new();
     if n >= CACHED {
-        return HeaderValue::from(n);
+        // One allocation of the digits' exact length: `HeaderValue::from(u64)` takes two.
+        let mut digits = itoa::Buffer::new();
+        return HeaderValue::from_str(digits.format(n)).expect("digits are a valid header value");
     }
     let small = SMALL.get_or_init(|| {
         // Leaked once per process (a few kilobytes), so that every clone is free.

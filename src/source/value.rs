@@ -68,3 +68,29 @@ impl fmt::Debug for InlineText {
         fmt::Debug::fmt(&**self, f)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_text_stays_inline_and_long_text_is_owned() {
+        let ip = Value::display("2001:db8:1:2::/64");
+        assert!(matches!(ip, Value::Inline(_)));
+        assert_eq!(&*ip, "2001:db8:1:2::/64");
+        let widest = Value::display("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128");
+        assert!(matches!(widest, Value::Inline(_)));
+        let long = Value::display("x".repeat(100));
+        assert!(matches!(long, Value::Owned(_)));
+        assert_eq!(long.len(), 100);
+    }
+
+    #[test]
+    fn copied_text_stays_inline_when_it_fits() {
+        assert!(matches!(Value::text("203.0.113.9"), Value::Inline(_)));
+        assert_eq!(&*Value::text("203.0.113.9"), "203.0.113.9");
+        let long = "y".repeat(45);
+        assert!(matches!(Value::text(&long), Value::Owned(_)));
+        assert_eq!(&*Value::text(&long), long);
+    }
+}
