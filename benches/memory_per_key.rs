@@ -552,13 +552,18 @@ fn main() {
         ("SlidingWindowCounter", size_of::<SlidingWindowCounter>()),
         ("Gcra", size_of::<Gcra>()),
         ("Nanos", size_of::<Nanos>()),
-        // The memory store's private entries: a u64 fingerprint, the idle time and the
-        // state, packed into two words or, for the sliding windows, a whole `State`.
+        // The memory store's private entries: a u64 fingerprint and the state: one timestamp
+        // (GCRA, leaky bucket); or the idle time and two words (token bucket, fixed window);
+        // or the idle time and a whole `State` (the sliding windows).
+        ("timestamp entry (u64, Nanos)", size_of::<(u64, Nanos)>()),
         (
             "packed entry (u64, Nanos, [u64; 2])",
             size_of::<(u64, Nanos, [u64; 2])>(),
         ),
-        ("general entry (u64, Nanos, State)", size_of::<(u64, Nanos, State)>()),
+        (
+            "general entry (u64, Nanos, State)",
+            size_of::<(u64, Nanos, State)>(),
+        ),
         (
             "VecDeque<(Nanos, u64)>",
             size_of::<VecDeque<(Nanos, u64)>>(),

@@ -37,7 +37,8 @@ fn sample(text: &str, series: &str) -> Option<f64> {
         .map(|value| value.parse().expect("a number"))
 }
 
-/// Answers `would deny` for requests marked [`ShadowDenied`], else `ok`.
+/// Answers `would deny` for requests marked [`ShadowDenied`], else `ok`; serves the
+/// Prometheus text at `/metrics`, outside the limits, as the demo server does.
 fn app<St: Store>(limiter: Limiter<St>) -> Router {
     let handler = |shadow: Option<Extension<ShadowDenied>>| async move {
         if shadow.is_some() {
@@ -46,9 +47,11 @@ fn app<St: Store>(limiter: Limiter<St>) -> Router {
             "ok"
         }
     };
+    let metrics = Router::new().route("/metrics", get(|| async { prometheus().render() }));
     Router::new()
         .route("/", get(handler))
         .layer(RateLimitLayer::new(limiter))
+        .merge(metrics)
 }
 
 /// The count of `tollgate_requests_total` for `domain`, `limit` and `outcome` in `text`.
@@ -72,7 +75,7 @@ descriptors:
 
 #[tokio::test]
 async fn a_burst_is_counted_per_limit_and_outcome() {
-    let metrics = prometheus();
+    prometheus();
     let rules = Rules::from_yaml(BURST).expect("valid rules");
     let limiter = Limiter::with_store(rules, MemoryStore::with_clock(ManualClock::new()));
     let addr = serve(app(limiter.clone())).await;
@@ -84,7 +87,9 @@ async fn a_burst_is_counted_per_limit_and_outcome() {
     assert_eq!(statuses, [ok, ok, ok, limited, limited]);
     limiter.record_tracked_keys();
 
-    let text = metrics.render();
+    let scrape = server::get(addr, "/metrics", &[]).await;
+    assert_eq!(scrape.status, StatusCode::OK);
+    let text = scrape.body;
     let requests = |limit: &str, outcome: &str| requests(&text, "metrics_burst", limit, outcome);
     assert_eq!(requests("per_client", "allowed"), Some(3.0), "{text}");
     assert_eq!(requests("per_client", "denied"), Some(2.0), "{text}");
