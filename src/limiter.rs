@@ -600,9 +600,10 @@ impl Verdict {
         fallback: &MemoryStore,
     ) -> Verdict {
         let Active { rules, observer } = active;
-        observer.store_failed(rules, bookings, error);
         let policy = |booking: &Booking| rules.limits[booking.limit].on_store_error();
         let closing = bookings.iter().filter(|b| policy(b) == OnStoreError::Deny);
+        let closed = closing.clone().any(|b| !b.shadow);
+        observer.store_failed(rules, bookings, error, closed);
         let shadow_denied = closing.clone().any(|b| b.shadow);
         if let Some(limit) = closing.clone().find(|b| !b.shadow).map(|b| b.limit) {
             let quota_limit = rules.limits[limit].quota().map_or(0, |q| q.limit());

@@ -182,6 +182,34 @@ descriptors:
 }
 
 #[tokio::test]
+async fn a_local_limit_refused_with_a_failing_closed_one_still_counts_one_outcome() {
+    let metrics = prometheus();
+    let rules = Rules::from_yaml(
+        r#"
+domain: metrics_closed_and_local
+sources: { user: { header: x-user } }
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 100, on_store_error: deny }
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 100, on_store_error: local }
+"#,
+    )
+    .expect("valid rules");
+    let addr = serve(app(Limiter::with_store(rules, DownStore))).await;
+    let reply = server::get(addr, "/", &[("x-user", "alice")]).await;
+    assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
+
+    let text = metrics.render();
+    let domain = "metrics_closed_and_local";
+    let requests = |limit: &str, outcome: &str| requests(&text, domain, limit, outcome);
+    assert_eq!(requests("remote_address", "denied"), Some(1.0), "{text}");
+    // Refused by the other limit before the fallback store decided it: admitted, uncharged.
+    assert_eq!(requests("user", "allowed"), Some(1.0), "{text}");
+    assert_eq!(requests("user", "denied"), Some(0.0), "{text}");
+}
+
+#[tokio::test]
 async fn shadow_mode_on_a_store_that_answers_later_counts_what_would_be_denied_and_queued() {
     let metrics = prometheus();
     let rules = Rules::from_yaml(

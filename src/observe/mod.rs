@@ -90,7 +90,17 @@ impl Observer {
 
     /// Reports that the store could not decide `bookings`, and what their `on_store_error`
     /// policies made of the request (the in-memory fallback reports its own decisions).
-    pub(crate) fn store_failed(&self, rules: &Rules, bookings: &[Booking], error: &StoreError) {
+    ///
+    /// `closed`: an enforced `deny` limit refuses the request, so the `local` limits are not
+    /// decided by the fallback store either; they count as admitted (charged nothing), as a
+    /// limit does when another one denies the request.
+    pub(crate) fn store_failed(
+        &self,
+        rules: &Rules,
+        bookings: &[Booking],
+        error: &StoreError,
+        closed: bool,
+    ) {
         // At debug: the store reports its own failures, once per outage, and a denial that
         // follows is reported as one.
         tracing::debug!(
@@ -109,6 +119,8 @@ impl Observer {
             {
                 self.instruments.count_store_error(booking.limit);
                 let outcome = match policy {
+                    OnStoreError::Local if closed => Outcome::Allowed,
+                    // Counted by the fallback store's decision.
                     OnStoreError::Local => continue,
                     OnStoreError::Deny if booking.shadow => Outcome::ShadowDenied,
                     OnStoreError::Deny => Outcome::Denied,

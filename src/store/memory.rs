@@ -26,8 +26,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 ///   slack (governor's keyed limiter needs 69 for an `IpAddr` key; see `BENCHMARKS.md`);
 /// - the token bucket and the fixed window: two words and the idle time, 32 bytes (69 per
 ///   key);
-/// - the sliding windows: the whole [`State`] (56 bytes, 120 per key, plus the log's
-///   entries).
+/// - the sliding windows: the whole 40-byte [`State`] and the idle time, 56 bytes (120 per
+///   key, plus the log's entries).
 ///
 /// Two keys would share one state only if their fingerprints were equal: among a million
 /// live keys the odds are about 1 in 37 million, and since the seed is secret, clients
@@ -230,7 +230,7 @@ impl<C: Clock> MemoryStore<C> {
         let guard_of = |fingerprint: u64| {
             shard_ids
                 .binary_search(&self.shard_of(fingerprint))
-                .unwrap_or_default()
+                .expect("every check's shard is locked")
         };
 
         // Several: charge only if every enforced limit has room. Room for all of them is made
@@ -444,7 +444,8 @@ impl Tracked for TimestampEntry {
 
 // The timestamp is the idle time: a decision's `reset_after` runs from now to it.
 impl PackedSlot for TimestampEntry {
-    fn new(fingerprint: u64, [at, _]: Words, _idle_at: Nanos) -> Self {
+    fn new(fingerprint: u64, [at, _]: Words, idle_at: Nanos) -> Self {
+        debug_assert_eq!(idle_at, Nanos::new(at), "the timestamp is the idle time");
         TimestampEntry {
             fingerprint,
             at: Nanos::new(at),
@@ -455,7 +456,8 @@ impl PackedSlot for TimestampEntry {
         [self.at.as_u64(), 0]
     }
 
-    fn update(&mut self, [at, _]: Words, _idle_at: Nanos) {
+    fn update(&mut self, [at, _]: Words, idle_at: Nanos) {
+        debug_assert_eq!(idle_at, Nanos::new(at), "the timestamp is the idle time");
         self.at = Nanos::new(at);
     }
 }
@@ -516,24 +518,18 @@ impl<C: Clock> Store for MemoryStore<C> {
     }
 
     fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
+        // Only the leaky bucket gives anything back (see `Algorithm::cancel`), and its state
+        // is a timestamp.
+        let Some(packed) = check.algorithm.packed().filter(|p| p.is_timestamp()) else {
+            return;
+        };
         let now = self.clock.now();
         let fingerprint = self.fingerprint(check);
         let capacity = self.generation_capacity;
         let mut generations = lock(&self.shards[self.shard_of(fingerprint)]);
-        let LimitCheck {
-            algorithm,
-            quota,
-            cost,
-            ..
-        } = *check;
-        // Only the leaky bucket gives anything back (see `Algorithm::cancel`), and its state
-        // is a timestamp.
-        let Some(packed) = algorithm.packed().filter(|p| p.is_timestamp()) else {
-            return;
-        };
         if let Some(entry) = generations.find::<TimestampEntry>(fingerprint, now, capacity) {
             let mut state = entry.state();
-            packed.cancel(&mut state, now, quota, cost, booked_until);
+            packed.cancel(&mut state, now, check.quota, check.cost, booked_until);
             entry.update(state, Nanos::new(state[0]));
         }
     }
@@ -670,6 +666,75 @@ mod tests {
             );
         }
         assert!(store.len() <= 1_600);
+    }
+
+    #[test]
+    fn every_algorithm_goes_idle_exactly_when_its_state_is_fresh_again() {
+        let quota = Quota::new(2, Duration::from_secs(1));
+        for algorithm in Algorithm::ALL {
+            let clock = ManualClock::new();
+            let store = MemoryStore::with_clock(clock.clone());
+            let first = decide(&store, &[check(b"k", algorithm, &quota)])[0];
+            assert!(first.allowed && !first.reset_after.is_zero(), "{algorithm}");
+            clock.advance(first.reset_after - Duration::from_nanos(1));
+            store.sweep();
+            assert_eq!(store.len(), 1, "{algorithm}: not idle 1 ns before");
+            clock.advance(Duration::from_nanos(1));
+            store.sweep();
+            assert!(store.is_empty(), "{algorithm}: idle at reset_after");
+        }
+    }
+
+    #[test]
+    fn a_cancelled_place_makes_the_queue_idle_sooner() {
+        let clock = ManualClock::new();
+        let store = MemoryStore::with_clock(clock.clone());
+        let quota = Quota::new(10, Duration::from_secs(1)).with_queue(1);
+        let queued = check(b"k", Algorithm::LeakyBucket, &quota);
+        decide(&store, &[queued]);
+        let second = decide(&store, &[queued])[0];
+        store.cancel(&queued, second.booked_until.expect("queued"));
+        clock.advance(Duration::from_millis(100));
+        store.sweep();
+        assert!(
+            store.is_empty(),
+            "drained when the first request's turn ends"
+        );
+    }
+
+    #[test]
+    fn one_key_under_two_algorithms_keeps_two_states() {
+        let store = MemoryStore::with_clock(ManualClock::new());
+        let quota = Quota::new(1, Duration::from_secs(60));
+        for algorithm in Algorithm::ALL {
+            let first = decide(&store, &[check(b"same key", algorithm, &quota)])[0];
+            assert!(first.allowed, "{algorithm} starts afresh");
+        }
+        assert_eq!(store.len(), Algorithm::ALL.len());
+    }
+
+    #[test]
+    fn limits_kept_in_different_tables_are_all_or_nothing_together() {
+        let store = MemoryStore::with_clock(ManualClock::new());
+        let wide = Quota::new(10, Duration::from_secs(60));
+        let narrow = Quota::new(1, Duration::from_secs(60));
+        let all = [
+            check(b"timestamp", Algorithm::Gcra, &wide),
+            check(b"packed", Algorithm::TokenBucket, &wide),
+            check(b"general", Algorithm::SlidingWindowLog, &narrow),
+        ];
+        assert!(decide(&store, &all).iter().all(|d| d.allowed));
+        for _ in 0..3 {
+            let decisions = decide(&store, &all);
+            assert!(decisions[0].allowed && decisions[1].allowed && !decisions[2].allowed);
+        }
+        for wide_only in [&all[..1], &all[1..2]] {
+            assert_eq!(
+                decide(&store, wide_only)[0].remaining,
+                8,
+                "denied requests charged nothing"
+            );
+        }
     }
 
     #[test]
