@@ -34,9 +34,12 @@ const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+
 /// The rate-limit headers of an admitted request's response, prepared before the inner
 /// service runs. Kept small: the response future carries them.
 #[derive(Debug, Default)]
-pub(crate) struct RateLimitHeaders {
-    /// `X-Ratelimit-Limit` and `X-Ratelimit-Remaining`, when a limit applied.
-    counts: Option<[HeaderValue; 2]>,
+pub(crate) struct RateLimitHeaders(Option<AdmittedHeaders>);
+
+#[derive(Debug)]
+struct AdmittedHeaders {
+    /// `X-Ratelimit-Limit` and `X-Ratelimit-Remaining`.
+    counts: [HeaderValue; 2],
     /// The headers the rules opt into (`X-Ratelimit-Reset`, IETF): usually none.
     optional: Vec<(HeaderName, HeaderValue)>,
 }
@@ -44,15 +47,17 @@ pub(crate) struct RateLimitHeaders {
 impl RateLimitHeaders {
     /// Adds the headers to `headers`, replacing any of the same name.
     pub(crate) fn write_to(self, headers: &mut HeaderMap) {
-        let Some([limit, remaining]) = self.counts else {
+        let Some(AdmittedHeaders {
+            counts: [limit, remaining],
+            optional,
+        }) = self.0
+        else {
             return;
         };
-        headers.reserve(2 + self.optional.len());
+        headers.reserve(2 + optional.len());
         headers.insert(X_RATELIMIT_LIMIT, limit);
         headers.insert(X_RATELIMIT_REMAINING, remaining);
-        for (name, value) in self.optional {
-            headers.insert(name, value);
-        }
+        headers.extend(optional);
     }
 }
 
@@ -97,20 +102,24 @@ pub(crate) fn headers(
     decision: &Decision,
     options: ResponseOptions,
 ) -> RateLimitHeaders {
-    RateLimitHeaders {
-        counts: Some(counts(decision)),
+    RateLimitHeaders(Some(AdmittedHeaders {
+        counts: counts(decision),
         optional: optional_headers(limit, decision, options),
-    }
+    }))
 }
 
 /// `X-Ratelimit-Limit` and `X-Ratelimit-Remaining` for `decision`.
 fn counts(decision: &Decision) -> [HeaderValue; 2] {
-    let remaining = if decision.allowed {
+    [number(decision.limit), number(remaining(decision))]
+}
+
+/// The requests the client may still send now: none after a denial.
+fn remaining(decision: &Decision) -> u64 {
+    if decision.allowed {
         decision.remaining
     } else {
         0
-    };
-    [number(decision.limit), number(remaining)]
+    }
 }
 
 /// The headers `options` ask for beyond the counts and `Retry-After`.
@@ -130,11 +139,7 @@ fn optional_headers(
     if options.ietf_headers {
         let name = structured_string(limit.label());
         let window = limit.quota().map_or(0, |q| q.period().as_secs().max(1));
-        let remaining = if decision.allowed {
-            decision.remaining
-        } else {
-            0
-        };
+        let remaining = remaining(decision);
         let reset = if decision.allowed {
             decision.reset_after.as_nanos().div_ceil(1_000_000_000)
         } else {

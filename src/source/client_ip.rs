@@ -12,6 +12,7 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::Value;
+use arrayvec::ArrayString;
 use http::HeaderMap;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
@@ -158,7 +159,7 @@ impl ClientAddr {
     /// The address as a descriptor value, as [`Display`](fmt::Display) writes it.
     pub(crate) fn to_value(self) -> Value<'static> {
         match self.ip {
-            IpAddr::V4(ip) => Value::text(&Ipv4Text::new(ip)),
+            IpAddr::V4(ip) => Value::text(&ipv4_text(ip)),
             IpAddr::V6(_) => Value::display(self),
         }
     }
@@ -169,7 +170,7 @@ impl fmt::Display for ClientAddr {
         match self.ip {
             // Written by hand: this runs on every request limited by client address, and
             // the formatting machinery costs several times as much for four small numbers.
-            IpAddr::V4(ip) => f.write_str(&Ipv4Text::new(ip)),
+            IpAddr::V4(ip) => f.write_str(&ipv4_text(ip)),
             IpAddr::V6(ip) if self.prefix < 128 => write!(f, "{ip}/{}", self.prefix),
             ip => write!(f, "{ip}"),
         }
@@ -177,45 +178,21 @@ impl fmt::Display for ClientAddr {
 }
 
 /// An IPv4 address in dotted decimal, written without the formatting machinery.
-struct Ipv4Text {
-    bytes: [u8; 15],
-    len: usize,
-}
-
-impl Ipv4Text {
-    fn new(ip: Ipv4Addr) -> Self {
-        let mut text = Ipv4Text {
-            bytes: [0; 15],
-            len: 0,
-        };
-        for (i, octet) in ip.octets().into_iter().enumerate() {
-            if i > 0 {
-                text.push(b'.');
-            }
-            if octet >= 100 {
-                text.push(b'0' + octet / 100);
-            }
-            if octet >= 10 {
-                text.push(b'0' + octet / 10 % 10);
-            }
-            text.push(b'0' + octet % 10);
+fn ipv4_text(ip: Ipv4Addr) -> ArrayString<15> {
+    let mut text = ArrayString::new();
+    for (i, octet) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            text.push('.');
         }
-        text
+        if octet >= 100 {
+            text.push(char::from(b'0' + octet / 100));
+        }
+        if octet >= 10 {
+            text.push(char::from(b'0' + octet / 10 % 10));
+        }
+        text.push(char::from(b'0' + octet % 10));
     }
-
-    fn push(&mut self, byte: u8) {
-        self.bytes[self.len] = byte;
-        self.len += 1;
-    }
-}
-
-impl std::ops::Deref for Ipv4Text {
-    type Target = str;
-
-    fn deref(&self) -> &str {
-        // Only ASCII digits and dots are ever written.
-        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
-    }
+    text
 }
 
 /// Trusted nets written as IPv4-mapped IPv6 must match canonicalized peers.
@@ -601,7 +578,7 @@ mod tests {
                 let mut octets = [10, 0, 0, 1];
                 octets[place] = octet;
                 let ip = Ipv4Addr::from(octets);
-                assert_eq!(&*Ipv4Text::new(ip), ip.to_string());
+                assert_eq!(ipv4_text(ip).as_str(), ip.to_string());
             }
         }
     }
