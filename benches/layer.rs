@@ -12,7 +12,7 @@
 //! |---|---|
 //! | `bare` | none: the cost of building the request and the response |
 //! | `tollgate` | one per-IP `token_bucket` of 1,000,000,000 per second: nothing is limited |
-//! | `tollgate-limited` | the same at 1 per hour: every request but the first gets 429 |
+//! | `tollgate-limited` | the same at 1 per hour: every request but each address's first gets 429 |
 //! | `governor` | tower_governor keyed by peer IP, one cell per nanosecond, burst `u32::MAX` |
 //! | `governor-limited` | tower_governor, one cell per hour, burst 1 |
 //!
@@ -164,7 +164,9 @@ fn governor(
     GovernorLayer::new(config)
 }
 
-/// Waits until `service` is ready (all of these are ready at once).
+/// Waits until `service` is ready (all of these are ready at once). The services here stay
+/// ready, so the benches call them again and again after this one readiness check, which
+/// tower does not promise in general.
 fn ready<S: Service<Request<Body>>>(mut service: S) -> S {
     let mut context = Context::from_waker(Waker::noop());
     match pin!(service.ready()).poll(&mut context) {

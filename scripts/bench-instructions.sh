@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instructions per request that each layer adds, in process (benches/layer.rs), counted by
-# valgrind: exact and repeatable to within a few tens of instructions, even on a noisy
+# valgrind: repeatable to about ±150 instructions per request from run to run, even on a noisy
 # machine where timings vary by tens of percent.
 #
 #   scripts/bench-instructions.sh
