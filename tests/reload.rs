@@ -296,7 +296,8 @@ async fn a_file_renamed_over_the_rules_is_reloaded() {
 
 /// Where close events are reported (Linux), a file written in place is read once its writer
 /// closes it: a writer pausing mid-file, longer than the debounce and than the cap on waiting
-/// for quiet, never has its prefix applied, even when that prefix is valid rules.
+/// for quiet (but not than the 5 s wait for a writer), never has its prefix applied, even
+/// when that prefix is valid rules.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[tokio::test]
 async fn a_write_paused_mid_file_is_applied_only_once_the_writer_closes_it() {
@@ -335,6 +336,30 @@ async fn a_write_paused_mid_file_is_applied_only_once_the_writer_closes_it() {
     );
     let stats = server.watcher.stats();
     assert_eq!((stats.applied, stats.failed), (2, 0), "{stats:?}");
+}
+
+/// Where close events are reported (Linux), a writer that never closes the file holds
+/// reloads back only for the poll interval: the file is then read once it stays the same.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[tokio::test]
+async fn a_writer_keeping_the_file_open_holds_reloads_back_only_for_the_poll_interval() {
+    let file = RulesDir::new(Layout::InPlace, &rules(1));
+    let configure = |b: RulesWatcherBuilder| {
+        b.debounce(Duration::from_millis(20))
+            .poll_interval(Duration::from_millis(300))
+    };
+    let server = Server::start(&file.path(), configure).await;
+    assert_eq!(server.post_limit().await, 1);
+
+    let mut writer = std::fs::File::create(file.path()).expect("open for writing");
+    writer.write_all(rules(5).as_bytes()).expect("write rules");
+    writer.flush().expect("flush");
+    let latency = server.until_post_limit(5).await;
+    eprintln!(
+        "file kept open: enforced {} ms after the write",
+        latency.as_millis()
+    );
+    drop(writer);
 }
 
 #[tokio::test]

@@ -12,9 +12,13 @@
 //!
 //! Replace the file atomically (write another file in the same directory, then rename it
 //! over the rules) and a half-written file is never read. On Linux, a file written in place
-//! is also safe: it is read only once its writer has closed it. Elsewhere no event tells
-//! that a writer is done, and a writer pausing longer than the debounce mid-file may have a
-//! prefix read, which is applied if it is valid rules on its own.
+//! is also safe: it is read only once its writer has closed it, if it does so within the
+//! [poll interval](RulesWatcherBuilder::poll_interval) (5 s without one). Elsewhere no event
+//! tells that a writer is done, and a writer pausing longer than the debounce mid-file may
+//! have a prefix read, which is applied if it is valid rules on its own. A writer that keeps
+//! the file open longer on Linux (a log-like writer, a stuck editor) does not stop reloads:
+//! a warning is logged, and until that writer closes the file it is read as elsewhere, once
+//! two readings a debounce apart agree.
 //!
 //! A file that cannot be read or does not compile never replaces working rules: every error
 //! is logged with `tracing` at error level, with line and column, and counted in

@@ -18,6 +18,11 @@ const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(150);
 /// once a debounce, until two readings agree.
 const QUIET_WAITS: u32 = 10;
 
+/// How long a writer may keep the file open before it is read anyway, when no poll interval
+/// is set (with one, the poll interval): long enough for a script or an editor to finish,
+/// short enough that a writer that never closes the file does not stop reloads for good.
+const WRITE_WAIT: Duration = Duration::from_secs(5);
+
 /// Keeps a limiter's rules in step with a rules file; see the [module docs](crate::reload).
 ///
 /// Watching stops when the watcher is dropped: keep it for as long as the server runs.
@@ -111,6 +116,9 @@ impl RulesWatcherBuilder {
     /// report no events, such as some network and FUSE mounts (default: never). The content
     /// is compared byte for byte, so an unchanged file costs one read.
     ///
+    /// The interval also bounds the wait for a writer to close the file (5 s without one):
+    /// see the [module docs](crate::reload).
+    ///
     /// # Panics
     ///
     /// When `interval` is zero.
@@ -165,7 +173,8 @@ impl RulesWatcherBuilder {
             inbox,
             debounce: self.debounce,
             poll_interval: self.poll_interval,
-            writing: false,
+            write_wait: self.poll_interval.unwrap_or(WRITE_WAIT),
+            writing: Writing::No,
         };
         let thread = std::thread::Builder::new()
             .name("tollgate-rules-watcher".to_owned())
@@ -198,9 +207,22 @@ struct Watch {
     inbox: Receiver<Signal>,
     debounce: Duration,
     poll_interval: Option<Duration>,
-    /// Whether bytes were written to the file in place and the writer has not closed it yet
-    /// (known where close events are reported: Linux).
-    writing: bool,
+    /// How long to wait for a writer to close the file before reading it anyway.
+    write_wait: Duration,
+    writing: Writing,
+}
+
+/// Whether the file is being written in place, as far as close events tell (only where they
+/// are reported: Linux).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writing {
+    /// No write is in progress.
+    No,
+    /// Bytes were written to the file in place and the writer has not closed it yet.
+    Open,
+    /// As `Open`, but the writer kept the file open longer than [`Watch::write_wait`]: the
+    /// file is read as where no close events are reported, until the writer closes it.
+    Overdue,
 }
 
 /// The watcher was dropped: the thread ends.
@@ -231,16 +253,14 @@ impl Watch {
 
     /// Reads the file, and puts its content in force once two readings agree, the second
     /// taken after the file was quiet for a debounce; a reading equal to the content in force
-    /// needs no second one. Nothing is read while a write to the file is open. A file that
-    /// never goes quiet is read again every debounce from `10 × debounce` on, until two
-    /// readings agree.
+    /// needs no second one. Nothing is read while a write to the file is open, for up to
+    /// [`Watch::write_wait`]. A file that never goes quiet is read again every debounce from
+    /// `10 × debounce` on, until two readings agree.
     fn reload_when_stable(&mut self) -> Result<(), Stopped> {
         let deadline = Instant::now() + self.debounce * QUIET_WAITS;
         let mut previous = None;
         loop {
-            if self.writing {
-                self.until_write_ends()?;
-            }
+            self.until_write_ends()?;
             // Before reading: a change made after the reading must not go unheard.
             if let Some(events) = &mut self.events {
                 events.follow();
@@ -275,13 +295,25 @@ impl Watch {
         }
     }
 
-    /// Waits, however long, until the writer closes the file or it is replaced: reading it
-    /// before could see a prefix, which may well be valid rules with limits missing.
+    /// Waits while a write is open, until the writer closes the file or it is replaced:
+    /// reading it before could see a prefix, which may well be valid rules with limits
+    /// missing. A writer that keeps the file open (a log-like writer, a stuck editor) must not
+    /// stop reloads: after [`Watch::write_wait`] the wait ends with a warning, and the
+    /// writing is [overdue](Writing::Overdue).
     fn until_write_ends(&mut self) -> Result<(), Stopped> {
-        while self.writing {
-            match self.wait(None) {
+        let give_up = Instant::now() + self.write_wait;
+        while self.writing == Writing::Open {
+            match self.wait(Some(give_up)) {
                 Wake::Changed(change) => self.note(change),
-                Wake::TimedOut => {}
+                Wake::TimedOut => {
+                    tracing::warn!(
+                        path = %self.reloader.path().display(),
+                        "the rules file has been open for writing for {:?}: reading it \
+                         anyway, once two readings a debounce apart agree",
+                        self.write_wait
+                    );
+                    self.writing = Writing::Overdue;
+                }
                 Wake::Stopped => return Err(Stopped),
             }
         }
@@ -289,11 +321,13 @@ impl Watch {
     }
 
     fn note(&mut self, change: Change) {
-        match change {
-            Change::Written => self.writing = true,
-            Change::WriteEnded => self.writing = false,
-            Change::Other => {}
-        }
+        self.writing = match (change, self.writing) {
+            // The same writer, as far as events tell: it is not waited for again.
+            (Change::Written, Writing::Overdue) => Writing::Overdue,
+            (Change::Written, _) => Writing::Open,
+            (Change::WriteEnded, _) => Writing::No,
+            (Change::Other, writing) => writing,
+        };
     }
 
     /// Waits for a signal, until `deadline` if any.
