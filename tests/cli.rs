@@ -149,6 +149,27 @@ fn check_and_explain_say_when_nothing_is_enforced() {
 }
 
 #[test]
+fn check_marks_every_limit_shadow_under_a_shadow_mode_file() {
+    let file = rules_file(
+        "domain: shop\nshadow_mode: true\ndescriptors:\n  - key: path\n    rate_limit: { unit: second, requests_per_unit: 1 }\n  - key: method\n    shadow_mode: true\n    rate_limit: { unit: second, requests_per_unit: 2 }\n",
+    );
+    let output = tollgate(&["check", file.to_str().expect("a UTF-8 path")]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let text = stdout(&output);
+    let column = text
+        .lines()
+        .find_map(|line| line.find("SHADOW"))
+        .unwrap_or_else(|| panic!("no SHADOW column in {text}"));
+    let shadow: Vec<&str> = text
+        .lines()
+        .skip_while(|line| !line.starts_with("NAME"))
+        .skip(1)
+        .map(|line| line[column..].split("  ").next().unwrap_or_default())
+        .collect();
+    assert_eq!(shadow, ["yes (file)", "yes"], "{text}");
+}
+
+#[test]
 fn check_reports_a_file_that_cannot_be_read() {
     let output = tollgate(&["check", "/nonexistent/rules.yaml"]);
     assert_eq!(output.status.code(), Some(1));

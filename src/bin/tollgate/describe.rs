@@ -51,6 +51,18 @@ pub(crate) fn period(duration: Duration) -> String {
     format!("{}{unit}", nanos / size)
 }
 
+/// Whether the limit only counts and reports: `yes` when its own `shadow_mode` says so,
+/// `yes (file)` when only the file's top-level `shadow_mode` (`file_wide`) does, else `no`.
+pub(crate) fn shadow(limit: &Limit, file_wide: bool) -> &'static str {
+    if limit.is_shadow() {
+        "yes"
+    } else if file_wide {
+        "yes (file)"
+    } else {
+        "no"
+    }
+}
+
 /// The policy as the rules file spells it.
 pub(crate) fn on_store_error(policy: OnStoreError) -> String {
     match policy {

@@ -91,7 +91,7 @@ fn check(file: &Path) -> ExitCode {
             limit.descriptor().to_owned(),
             describe::algorithm(limit).to_owned(),
             describe::quota(limit),
-            if limit.is_shadow() { "yes" } else { "no" }.to_owned(),
+            describe::shadow(limit, rules.shadow_mode()).to_owned(),
             describe::on_store_error(limit.on_store_error()),
             describe::list(limit.replaces()),
         ]);
