@@ -26,8 +26,9 @@ done
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "==> cargo clippy"
+echo "==> cargo clippy (all features, then the default ones users build)"
 cargo clippy --all-targets --all-features -- -D warnings
+cargo clippy --all-targets -- -D warnings
 
 echo "==> cargo test --all-features"
 cargo test --all-features

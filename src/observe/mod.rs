@@ -109,6 +109,8 @@ impl Observer {
             %error,
             "the rate-limit store failed; on_store_error decides"
         );
+        #[cfg(not(feature = "metrics"))]
+        let _ = closed;
         for booking in bookings {
             let policy = rules.limits[booking.limit].on_store_error();
             let shadow_denied = booking.shadow && policy == OnStoreError::Deny;
