@@ -133,7 +133,11 @@ impl<C: Clock> MemoryStore<C> {
     /// A store that reads the time from `clock`.
     pub fn with_clock(clock: C) -> Self {
         let parallelism = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let shard_count = (parallelism * 4).next_power_of_two();
+        Self::with_shards(clock, (parallelism * 4).next_power_of_two())
+    }
+
+    /// A store of `shard_count` shards (a power of two).
+    fn with_shards(clock: C, shard_count: usize) -> Self {
         let mut store = MemoryStore {
             shards: (0..shard_count)
                 .map(|_| Shard(Mutex::new(Generations::default())))
@@ -636,9 +640,9 @@ mod tests {
     }
 
     #[test]
-    fn idle_keys_go_on_sweep_and_as_shards_fill() {
+    fn idle_keys_go_on_sweep() {
         let clock = ManualClock::new();
-        let store = MemoryStore::with_clock(clock.clone()).with_max_keys(1_600);
+        let store = MemoryStore::with_clock(clock.clone());
         let quota = Quota::new(1, Duration::from_secs(1));
         for i in 0..500u32 {
             decide(
@@ -650,22 +654,29 @@ mod tests {
         clock.advance(Duration::from_secs(1));
         store.sweep();
         assert!(store.is_empty(), "full buckets are the same as never seen");
+    }
 
+    #[test]
+    fn idle_keys_make_room_before_a_generation_is_forgotten() {
+        // One shard, so that a generation holds exactly half the ceiling: 800 keys.
+        let clock = ManualClock::new();
+        let store = MemoryStore::with_shards(clock.clone(), 1).with_max_keys(1_600);
+        let brief = Quota::new(1, Duration::from_secs(1));
         for i in 0..500u32 {
             decide(
                 &store,
-                &[check(&i.to_le_bytes(), Algorithm::TokenBucket, &quota)],
+                &[check(&i.to_le_bytes(), Algorithm::TokenBucket, &brief)],
             );
         }
         clock.advance(Duration::from_secs(1));
         let busy = Quota::new(1, Duration::from_secs(3_600));
-        for i in 500..5_000u32 {
-            decide(
-                &store,
-                &[check(&i.to_le_bytes(), Algorithm::TokenBucket, &busy)],
-            );
+        for i in 500..1_100u32 {
+            decide(&store, &[check(&i.to_le_bytes(), Algorithm::Gcra, &busy)]);
         }
-        assert!(store.len() <= 1_600);
+        // The 801st key found the young generation full: its 500 idle keys went and the busy
+        // ones stayed young. Had the generation rolled instead, the idle keys would still be
+        // counted in the old one (1,100 keys).
+        assert_eq!(store.len(), 600);
     }
 
     #[test]
