@@ -5,6 +5,7 @@ use crate::rules::{Limit, ResponseOptions};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Response, StatusCode};
+use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -81,6 +82,40 @@ fn number(n: u64) -> HeaderValue {
     small[usize::try_from(n).unwrap_or_default()].clone()
 }
 
+/// [`number`] for a limit's size, which repeats on every response of that limit: the last
+/// few made on this thread are kept, so a large one is not formatted and allocated again.
+fn limit_number(n: u64) -> HeaderValue {
+    thread_local! {
+        static RECENT: RefCell<RecentNumbers> = const { RefCell::new(RecentNumbers::new()) };
+    }
+    RECENT.with_borrow_mut(|recent| recent.get_or_make(n))
+}
+
+/// The last few numbers made into header values, replaced in turn.
+struct RecentNumbers {
+    kept: [Option<(u64, HeaderValue)>; 4],
+    next: usize,
+}
+
+impl RecentNumbers {
+    const fn new() -> Self {
+        RecentNumbers {
+            kept: [const { None }; 4],
+            next: 0,
+        }
+    }
+
+    fn get_or_make(&mut self, n: u64) -> HeaderValue {
+        if let Some((_, value)) = self.kept.iter().flatten().find(|(kept, _)| *kept == n) {
+            return value.clone();
+        }
+        let value = number(n);
+        self.kept[self.next] = Some((n, value.clone()));
+        self.next = (self.next + 1) % self.kept.len();
+        value
+    }
+}
+
 /// Whether a request is a gRPC call (`content-type: application/grpc*`).
 pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
     headers
@@ -110,7 +145,7 @@ pub(crate) fn headers(
 
 /// `X-Ratelimit-Limit` and `X-Ratelimit-Remaining` for `decision`.
 fn counts(decision: &Decision) -> [HeaderValue; 2] {
-    [number(decision.limit), number(remaining(decision))]
+    [limit_number(decision.limit), number(remaining(decision))]
 }
 
 /// The requests the client may still send now: none after a denial.
@@ -307,6 +342,20 @@ mod tests {
                 "retry_after": 3600
             })
         );
+    }
+
+    #[test]
+    fn numbers_are_written_whatever_their_size_and_however_often() {
+        for n in [0, 7, 1023, 1024, 3600, 1_000_000_000, u64::MAX] {
+            assert_eq!(number(n), n.to_string().as_str());
+        }
+        // More distinct limits than are kept, twice over, in turn.
+        let limits = [5_000, 60_000, 1_000_000, 86_400, 2_000_000_000, 1024];
+        for _ in 0..2 {
+            for n in limits {
+                assert_eq!(limit_number(n), n.to_string().as_str());
+            }
+        }
     }
 
     #[test]
