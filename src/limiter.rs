@@ -295,7 +295,7 @@ impl<St: Store> Limiter<St> {
         if bookings.is_empty() {
             return Ok(Started::Ready {
                 verdict: Verdict::unlimited(),
-                queued: Bookings::new(),
+                queued: None,
             });
         }
         // Requests that no limit applies to pay for neither.
@@ -356,6 +356,10 @@ pub(crate) struct Booking {
 
 pub(crate) type Bookings = SmallVec<[Booking; 2]>;
 
+/// The bookings that hold queue places, boxed: only requests that a shaping leaky bucket
+/// delays have any, and every other request should not carry their size from step to step.
+pub(crate) type Queued = Option<Box<Bookings>>;
+
 /// What the store is asked about `bookings`, one check each, in order.
 fn checks<'a>(rules: &'a Rules, bookings: &'a [Booking]) -> SmallVec<[LimitCheck<'a>; 4]> {
     bookings
@@ -380,7 +384,7 @@ pub(crate) enum Started<F> {
     /// Decided: the verdict, and the queue places it booked (see [`QueuePlaces`]).
     Ready {
         verdict: Verdict,
-        queued: Bookings,
+        queued: Queued,
     },
     Pending(PendingVerdict<F>),
 }
@@ -397,11 +401,7 @@ impl<F> PendingVerdict<F>
 where
     F: std::future::Future<Output = Result<Decisions, StoreError>>,
 {
-    pub(crate) async fn finish(
-        self,
-        active: &Active,
-        fallback: &MemoryStore,
-    ) -> (Verdict, Bookings) {
+    pub(crate) async fn finish(self, active: &Active, fallback: &MemoryStore) -> (Verdict, Queued) {
         let PendingVerdict {
             future,
             bookings,
@@ -420,11 +420,12 @@ pub(crate) struct QueuePlaces<St: Store> {
     limiter: Limiter<St>,
     /// The rules the places were booked under.
     active: Arc<Active>,
-    bookings: Bookings,
+    /// `None` once released.
+    bookings: Queued,
 }
 
 impl<St: Store> QueuePlaces<St> {
-    pub(crate) fn new(limiter: Limiter<St>, active: Arc<Active>, bookings: Bookings) -> Self {
+    pub(crate) fn new(limiter: Limiter<St>, active: Arc<Active>, bookings: Queued) -> Self {
         QueuePlaces {
             limiter,
             active,
@@ -434,14 +435,17 @@ impl<St: Store> QueuePlaces<St> {
 
     /// The request's turn has come: the places are used, not given back.
     pub(crate) fn release(mut self) {
-        self.bookings.clear();
+        self.bookings = None;
     }
 }
 
 impl<St: Store> Drop for QueuePlaces<St> {
     fn drop(&mut self) {
-        let checks = checks(&self.active.rules, &self.bookings);
-        for (check, booking) in checks.iter().zip(&self.bookings) {
+        let Some(bookings) = &self.bookings else {
+            return;
+        };
+        let checks = checks(&self.active.rules, bookings);
+        for (check, booking) in checks.iter().zip(bookings.iter()) {
             if let Some(booked_until) = booking.booked_until {
                 self.limiter.shared.store.cancel(check, booked_until);
             }
@@ -522,7 +526,7 @@ impl Verdict {
         result: Result<Decisions, StoreError>,
         fallback: &MemoryStore,
         start: DecisionStart,
-    ) -> (Verdict, Bookings) {
+    ) -> (Verdict, Queued) {
         let Active { rules, observer } = active;
         let result = result.and_then(|decisions| {
             if decisions.len() == bookings.len() {
@@ -547,11 +551,11 @@ impl Verdict {
                     booking.booked_until = decisions.next().and_then(|d| d.booked_until);
                     verdict.is_allowed() && booking.booked_until.is_some() && !booking.shadow
                 });
-                (verdict, bookings)
+                (verdict, (!bookings.is_empty()).then(|| Box::new(bookings)))
             }
             Err(error) => (
                 Verdict::on_store_error(active, &bookings, &error, fallback),
-                Bookings::new(),
+                None,
             ),
         };
         observer.finished(rules, &verdict, start);
