@@ -84,31 +84,30 @@ struct Generations {
 /// One generation's keys, by the shape of their state.
 #[derive(Default)]
 struct Tables {
-    timestamps: HashTable<TimestampEntry>,
-    packed: HashTable<PackedEntry>,
-    general: HashTable<GeneralEntry>,
+    timestamps: HashTable<Entry<Timestamp>>,
+    packed: HashTable<Entry<Packed>>,
+    general: HashTable<Entry<General>>,
 }
 
-/// A key whose state is one timestamp that is also the time it goes idle (GCRA's
-/// theoretical arrival time, the time a leaky bucket has drained): 16 bytes in the table.
-struct TimestampEntry {
+/// A tracked key: its fingerprint, which is also its hash in the table, and its state.
+struct Entry<S> {
     fingerprint: u64,
-    at: Nanos,
+    slot: S,
 }
 
-/// A key whose state packs into two words (token bucket, fixed window): 32 bytes in the
-/// table.
-struct PackedEntry {
-    fingerprint: u64,
-    /// From this time on the state is the same as a key never seen.
+/// A state that is one timestamp which is also the time the key goes idle (GCRA's
+/// theoretical arrival time, the time a leaky bucket has drained): 16 bytes an entry.
+struct Timestamp(Nanos);
+
+/// A state packed into two words (token bucket, fixed window), and when it goes idle: 32
+/// bytes an entry.
+struct Packed {
     idle_at: Nanos,
     state: Words,
 }
 
-/// A key whose state does not pack (the sliding windows).
-struct GeneralEntry {
-    fingerprint: u64,
-    /// From this time on the state is the same as a key never seen.
+/// A state that does not pack (the sliding windows), and when it goes idle.
+struct General {
     idle_at: Nanos,
     state: State,
 }
@@ -191,9 +190,9 @@ impl<C: Clock> MemoryStore<C> {
             for tables in [&mut generations.young, &mut generations.old] {
                 tables.retain_active(now);
                 // Give the buckets back too, not only the keys.
-                tables.timestamps.shrink_to_fit(TimestampEntry::fingerprint);
-                tables.packed.shrink_to_fit(PackedEntry::fingerprint);
-                tables.general.shrink_to_fit(GeneralEntry::fingerprint);
+                tables.timestamps.shrink_to_fit(|e| e.fingerprint);
+                tables.packed.shrink_to_fit(|e| e.fingerprint);
+                tables.general.shrink_to_fit(|e| e.fingerprint);
             }
         }
     }
@@ -297,26 +296,23 @@ impl Generations {
         } = *check;
         if let Some(packed) = algorithm.packed() {
             return if packed.is_timestamp() {
-                self.decide_packed::<TimestampEntry>(
-                    packed,
-                    fingerprint,
-                    check,
-                    now,
-                    capacity,
-                    charge,
-                )
+                self.decide_packed::<Timestamp>(packed, fingerprint, check, now, capacity, charge)
             } else {
-                self.decide_packed::<PackedEntry>(packed, fingerprint, check, now, capacity, charge)
+                self.decide_packed::<Packed>(packed, fingerprint, check, now, capacity, charge)
             };
         }
         let idle_at = |decision: &Decision| now.plus(saturating_nanos(decision.reset_after));
-        if let Some(entry) = self.find::<GeneralEntry>(fingerprint, now, capacity) {
+        if let Some(General {
+            idle_at: entry_idle_at,
+            state,
+        }) = self.find::<General>(fingerprint, now, capacity)
+        {
             if charge == Charge::No {
-                return algorithm.peek(&entry.state, now, quota, cost);
+                return algorithm.peek(state, now, quota, cost);
             }
-            let decision = algorithm.acquire(&mut entry.state, now, quota, cost);
+            let decision = algorithm.acquire(state, now, quota, cost);
             if decision.allowed {
-                entry.idle_at = idle_at(&decision);
+                *entry_idle_at = idle_at(&decision);
             }
             return decision;
         }
@@ -327,21 +323,13 @@ impl Generations {
         let decision = algorithm.acquire(&mut state, now, quota, cost);
         if decision.allowed && !decision.reset_after.is_zero() {
             let idle_at = idle_at(&decision);
-            self.insert(
-                GeneralEntry {
-                    fingerprint,
-                    idle_at,
-                    state,
-                },
-                now,
-                capacity,
-            );
+            self.insert(fingerprint, General { idle_at, state }, now, capacity);
         }
         decision
     }
 
-    /// [`Generations::decide`] for a state kept packed in entries of kind `E`.
-    fn decide_packed<E: PackedSlot>(
+    /// [`Generations::decide`] for a state kept packed as `S`.
+    fn decide_packed<S: PackedSlot>(
         &mut self,
         packed: PackedAlgorithm,
         fingerprint: u64,
@@ -351,43 +339,48 @@ impl Generations {
         charge: Charge,
     ) -> Decision {
         let LimitCheck { quota, cost, .. } = *check;
-        let charged = |decision: &Decision| charge == Charge::IfAdmitted && decision.allowed;
-        let idle_at = |decision: &Decision| now.plus(saturating_nanos(decision.reset_after));
-        if let Some(entry) = self.find::<E>(fingerprint, now, capacity) {
-            let (state, decision) = packed.transition(Some(&entry.state()), now, quota, cost);
-            if charged(&decision) {
-                entry.update(state, idle_at(&decision));
-            }
+        let slot = self.find::<S>(fingerprint, now, capacity);
+        let (state, decision) =
+            packed.transition(slot.as_ref().map(|s| s.state()).as_ref(), now, quota, cost);
+        if charge == Charge::No || !decision.allowed {
             return decision;
         }
-        let (state, decision) = packed.transition(None, now, quota, cost);
-        if charged(&decision) && !decision.reset_after.is_zero() {
-            let entry = E::new(fingerprint, state, idle_at(&decision));
-            self.insert(entry, now, capacity);
+        let charged = S::new(state, now.plus(saturating_nanos(decision.reset_after)));
+        match slot {
+            Some(slot) => *slot = charged,
+            // A key whose state is the same as never seen is not worth remembering.
+            None if decision.reset_after.is_zero() => {}
+            None => self.insert(fingerprint, charged, now, capacity),
         }
         decision
     }
 
-    /// The entry with `fingerprint`, moved to the young generation if it was in the old one.
-    fn find<E: Tracked>(
-        &mut self,
-        fingerprint: u64,
-        now: Nanos,
-        capacity: usize,
-    ) -> Option<&mut E> {
-        let same = |entry: &E| entry.fingerprint() == fingerprint;
-        if let Ok(old) = E::table(&mut self.old).find_entry(fingerprint, same) {
-            let (entry, _) = old.remove();
-            self.insert(entry, now, capacity);
-        }
-        E::table(&mut self.young).find_mut(fingerprint, same)
+    /// The state of the key with `fingerprint`, moved to the young generation if it was in
+    /// the old one. A key found young (the common case) costs one probe.
+    fn find<S: Slot>(&mut self, fingerprint: u64, now: Nanos, capacity: usize) -> Option<&mut S> {
+        let same = |entry: &Entry<S>| entry.fingerprint == fingerprint;
+        let index = match S::table(&mut self.young).find_bucket_index(fingerprint, same) {
+            Some(index) => index,
+            None => {
+                let (old, _) = S::table(&mut self.old)
+                    .find_entry(fingerprint, same)
+                    .ok()?
+                    .remove();
+                self.insert(fingerprint, old.slot, now, capacity);
+                S::table(&mut self.young).find_bucket_index(fingerprint, same)?
+            }
+        };
+        S::table(&mut self.young)
+            .get_bucket_mut(index)
+            .map(|entry| &mut entry.slot)
     }
 
-    /// Adds `entry` to the young generation, making room first when it is full. Each
+    /// Adds a key to the young generation, making room first when it is full. Each
     /// generation so holds at most `capacity` keys.
-    fn insert<E: Tracked>(&mut self, entry: E, now: Nanos, capacity: usize) {
+    fn insert<S: Slot>(&mut self, fingerprint: u64, slot: S, now: Nanos, capacity: usize) {
         self.reserve(1, now, capacity);
-        E::table(&mut self.young).insert_unique(entry.fingerprint(), entry, E::fingerprint);
+        let entry = Entry { fingerprint, slot };
+        S::table(&mut self.young).insert_unique(fingerprint, entry, |e| e.fingerprint);
     }
 
     /// Makes room for `keys` more keys in the young generation: idle keys go, and if that
@@ -409,106 +402,74 @@ impl Tables {
 
     /// Drops the keys that are idle at `now`.
     fn retain_active(&mut self, now: Nanos) {
-        self.timestamps.retain(|entry| entry.idle_at() > now);
-        self.packed.retain(|entry| entry.idle_at() > now);
-        self.general.retain(|entry| entry.idle_at() > now);
+        self.timestamps.retain(|entry| entry.slot.idle_at() > now);
+        self.packed.retain(|entry| entry.slot.idle_at() > now);
+        self.general.retain(|entry| entry.slot.idle_at() > now);
     }
 }
 
-/// An entry of one of a generation's tables.
-trait Tracked: Sized {
-    /// The entry's key fingerprint, which is also its hash in the table.
-    fn fingerprint(&self) -> u64;
+/// A shape of state, kept in one of a generation's tables.
+trait Slot: Sized {
     /// From this time on the state is the same as a key never seen.
     fn idle_at(&self) -> Nanos;
-    /// The table of `tables` that holds this kind of entry.
-    fn table(tables: &mut Tables) -> &mut HashTable<Self>;
+    /// The table of `tables` that holds this shape.
+    fn table(tables: &mut Tables) -> &mut HashTable<Entry<Self>>;
 }
 
-/// An entry that keeps a packed state.
-trait PackedSlot: Tracked {
-    fn new(fingerprint: u64, state: Words, idle_at: Nanos) -> Self;
+/// A shape that holds a packed state.
+trait PackedSlot: Slot {
+    fn new(state: Words, idle_at: Nanos) -> Self;
     fn state(&self) -> Words;
-    fn update(&mut self, state: Words, idle_at: Nanos);
 }
 
-impl Tracked for TimestampEntry {
-    fn fingerprint(&self) -> u64 {
-        self.fingerprint
-    }
-
+impl Slot for Timestamp {
     fn idle_at(&self) -> Nanos {
-        self.at
+        self.0
     }
 
-    fn table(tables: &mut Tables) -> &mut HashTable<Self> {
+    fn table(tables: &mut Tables) -> &mut HashTable<Entry<Self>> {
         &mut tables.timestamps
     }
 }
 
 // The timestamp is the idle time: a decision's `reset_after` runs from now to it.
-impl PackedSlot for TimestampEntry {
-    fn new(fingerprint: u64, [at, _]: Words, idle_at: Nanos) -> Self {
+impl PackedSlot for Timestamp {
+    fn new([at, _]: Words, idle_at: Nanos) -> Self {
         debug_assert_eq!(idle_at, Nanos::new(at), "the timestamp is the idle time");
-        TimestampEntry {
-            fingerprint,
-            at: Nanos::new(at),
-        }
+        Timestamp(Nanos::new(at))
     }
 
     fn state(&self) -> Words {
-        [self.at.as_u64(), 0]
-    }
-
-    fn update(&mut self, [at, _]: Words, idle_at: Nanos) {
-        debug_assert_eq!(idle_at, Nanos::new(at), "the timestamp is the idle time");
-        self.at = Nanos::new(at);
+        [self.0.as_u64(), 0]
     }
 }
 
-impl Tracked for PackedEntry {
-    fn fingerprint(&self) -> u64 {
-        self.fingerprint
-    }
-
+impl Slot for Packed {
     fn idle_at(&self) -> Nanos {
         self.idle_at
     }
 
-    fn table(tables: &mut Tables) -> &mut HashTable<Self> {
+    fn table(tables: &mut Tables) -> &mut HashTable<Entry<Self>> {
         &mut tables.packed
     }
 }
 
-impl PackedSlot for PackedEntry {
-    fn new(fingerprint: u64, state: Words, idle_at: Nanos) -> Self {
-        PackedEntry {
-            fingerprint,
-            idle_at,
-            state,
-        }
+impl PackedSlot for Packed {
+    fn new(state: Words, idle_at: Nanos) -> Self {
+        Packed { idle_at, state }
     }
 
     fn state(&self) -> Words {
         self.state
     }
-
-    fn update(&mut self, state: Words, idle_at: Nanos) {
-        self.state = state;
-        self.idle_at = idle_at;
-    }
 }
 
-impl Tracked for GeneralEntry {
-    fn fingerprint(&self) -> u64 {
-        self.fingerprint
-    }
-
+impl Slot for General {
     fn idle_at(&self) -> Nanos {
         self.idle_at
     }
 
-    fn table(tables: &mut Tables) -> &mut HashTable<Self> {
+    fn table(tables: &mut Tables) -> &mut HashTable<Entry<Self>> {
         &mut tables.general
     }
 }
@@ -531,10 +492,10 @@ impl<C: Clock> Store for MemoryStore<C> {
         let fingerprint = self.fingerprint(check);
         let capacity = self.generation_capacity;
         let mut generations = lock(&self.shards[self.shard_of(fingerprint)]);
-        if let Some(entry) = generations.find::<TimestampEntry>(fingerprint, now, capacity) {
-            let mut state = entry.state();
+        if let Some(slot) = generations.find::<Timestamp>(fingerprint, now, capacity) {
+            let mut state = slot.state();
             packed.cancel(&mut state, now, check.quota, check.cost, booked_until);
-            entry.update(state, Nanos::new(state[0]));
+            *slot = Timestamp::new(state, Nanos::new(state[0]));
         }
     }
 }
