@@ -34,15 +34,8 @@ MODES=(bare tollgate tollgate-limited governor governor-limited)
 BIN=target/release/examples/bench_server
 URL="http://127.0.0.1:${PORT}/"
 
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
-}
-
-if ! command -v wrk >/dev/null 2>&1; then
-  echo "==> installing wrk"
-  as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk
-fi
+source scripts/require.sh
+require wrk wrk
 
 echo "==> cargo build --release --example bench_server"
 cargo build --release --example bench_server

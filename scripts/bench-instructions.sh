@@ -19,15 +19,8 @@ LOW=${LOW:-20000}
 HIGH=${HIGH:-60000}
 SERVICES=(bare tollgate tollgate-limited governor governor-limited)
 
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
-}
-
-if ! command -v valgrind >/dev/null 2>&1; then
-  echo "==> installing valgrind"
-  as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind
-fi
+source scripts/require.sh
+require valgrind valgrind
 
 echo "==> cargo bench --bench layer --no-run"
 BIN=$(cargo bench --bench layer --no-run --message-format=json 2>/dev/null \

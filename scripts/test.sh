@@ -5,16 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
-}
+source scripts/require.sh
 
 # The Redis store's tests start their own redis-server processes.
-if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
-  echo "==> installing redis-server"
-  as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server
-fi
+require redis-server redis-server
+require redis-cli redis-server
 
 for component in rustfmt clippy; do
   if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
