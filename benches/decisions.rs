@@ -52,12 +52,15 @@
 //!
 //! A key set is built, and a store filled, only when a benchmark that needs it runs.
 
+#[path = "common/keys.rs"]
+mod keys;
 use criterion::{criterion_group, criterion_main, Criterion};
 use governor::clock::Clock as _;
 use governor::DefaultKeyedRateLimiter;
+use keys::KeyKind;
 use std::cell::OnceCell;
 use std::hint::black_box;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Barrier;
@@ -65,9 +68,6 @@ use std::time::{Duration, Instant, SystemTime};
 use tollgate::algorithm::{Algorithm, Quota};
 use tollgate::clock::{Clock as _, SystemClock};
 use tollgate::store::{Acquisition, LimitCheck, MemoryStore, Store};
-
-/// A state id, as the rules compiler would make one (any 8 bytes do).
-const STATE_ID: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// The key ceiling of the measured stores: the largest key set fits whole.
 const MAX_KEYS: usize = 4_000_000;
@@ -99,20 +99,11 @@ const KEY_SETS: [KeySet; 3] = [
     },
 ];
 
-#[derive(Clone, Copy)]
-enum KeyKind {
-    /// `10.x.y.z`, the client address for a `remote_address` descriptor.
-    Ipv4,
-    /// `user-000000` to `user-999999`.
-    UserId,
-}
-
-impl KeyKind {
-    fn name(self) -> &'static str {
-        match self {
-            KeyKind::Ipv4 => "ipv4",
-            KeyKind::UserId => "user_id",
-        }
+/// The kind of key's name in benchmark ids.
+fn kind_name(kind: KeyKind) -> &'static str {
+    match kind {
+        KeyKind::Ipv4 => "ipv4",
+        KeyKind::UserId => "user_id",
     }
 }
 
@@ -203,26 +194,20 @@ impl Keys {
             KeyKind::Ipv4 => GovernorKeys::Ip(Vec::with_capacity(n)),
             KeyKind::UserId => GovernorKeys::User(Vec::with_capacity(n)),
         };
+        let mut key = Vec::new();
         for i in 0..n {
             let v = value_index(i, n);
-            let value = match &mut governor {
-                GovernorKeys::Ip(ips) => {
-                    let octets = [10, (v >> 16) as u8, (v >> 8) as u8, v as u8];
-                    let ip = Ipv4Addr::from(octets);
-                    ips.push(IpAddr::V4(ip));
-                    ip.to_string()
-                }
+            match &mut governor {
+                GovernorKeys::Ip(ips) => ips.push(keys::ip(v)),
                 GovernorKeys::User(users) => {
-                    let user = format!("user-{v:06}");
-                    users.push(user.clone());
-                    user
+                    let mut user = String::new();
+                    keys::write_user_id(&mut user, v);
+                    users.push(user);
                 }
-            };
+            }
+            kind.write_key(&mut key, v);
             offsets.push(bytes.len());
-            bytes.extend_from_slice(&STATE_ID.to_le_bytes());
-            let len = u32::try_from(value.len()).expect("short value");
-            bytes.extend_from_slice(&len.to_le_bytes());
-            bytes.extend_from_slice(value.as_bytes());
+            bytes.extend_from_slice(&key);
         }
         offsets.push(bytes.len());
         Keys {
@@ -430,7 +415,7 @@ fn decisions(c: &mut Criterion) {
         for kind in [KeyKind::Ipv4, KeyKind::UserId] {
             let keys = OnceCell::new();
             for verdict in [Verdict::Allowed, Verdict::Denied] {
-                let group_name = format!("{}/{}/{}", set.name, kind.name(), verdict.name());
+                let group_name = format!("{}/{}/{}", set.name, kind_name(kind), verdict.name());
                 let mut group = c.benchmark_group(&group_name);
                 for limiter in limiters() {
                     let fixture = OnceCell::new();
@@ -465,7 +450,7 @@ fn default_ceiling(c: &mut Criterion) {
         let group_name = format!(
             "default_ceiling/{}/{}/{}",
             set.name,
-            kind.name(),
+            kind_name(kind),
             verdict.name()
         );
         let mut group = c.benchmark_group(&group_name);

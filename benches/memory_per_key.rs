@@ -39,16 +39,17 @@
 //!
 //! It prints the machine, the date, the sizes of the public state types, and a markdown table.
 
+#[path = "common/keys.rs"]
+mod keys;
 #[path = "common/machine.rs"]
 mod machine;
+use keys::KeyKind;
 use machine::{cpu_model, memory_total, utc_now};
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::VecDeque;
-use std::fmt::Write as _;
-use std::io::Write as _;
 use std::mem::size_of;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -155,58 +156,11 @@ const KEYS: usize = 1_000_000;
 const FULL_LOG_KEYS: usize = 100_000;
 const FULL_LOG_REQUESTS: usize = 10;
 
-/// A state id, as the rules compiler would make one (any 8 bytes do).
-const STATE_ID: u64 = 0x9e37_79b9_7f4a_7c15;
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum KeyKind {
-    /// `10.x.y.z`, the client address for a `remote_address` descriptor.
-    Ipv4,
-    /// `user-000000` to `user-999999`.
-    UserId,
-}
-
-impl KeyKind {
-    fn name(self) -> &'static str {
-        match self {
-            KeyKind::Ipv4 => "IPv4 address",
-            KeyKind::UserId => "user ID",
-        }
-    }
-
-    /// Writes the state key of the `i`th distinct value into `buf`, as the descriptor walk
-    /// builds it: state id, value length (u32 little-endian), value.
-    fn write_key(self, buf: &mut Vec<u8>, i: usize) {
-        buf.clear();
-        buf.extend_from_slice(&STATE_ID.to_le_bytes());
-        buf.extend_from_slice(&[0; 4]);
-        let result = match self {
-            KeyKind::Ipv4 => write!(
-                buf,
-                "10.{}.{}.{}",
-                (i >> 16) & 0xff,
-                (i >> 8) & 0xff,
-                i & 0xff
-            ),
-            KeyKind::UserId => write!(buf, "user-{i:06}"),
-        };
-        result.expect("writing to a Vec does not fail");
-        let len = u32::try_from(buf.len() - 12).expect("short value");
-        buf[8..12].copy_from_slice(&len.to_le_bytes());
-    }
-
-    /// The `i`th distinct IPv4 address (`10.x.y.z`, as in [`KeyKind::write_key`]), as an
-    /// [`IpAddr`]: governor's natural key for a client address.
-    fn ip(i: usize) -> IpAddr {
-        let low = u32::try_from(i & 0xff_ffff).expect("24 bits fit a u32");
-        IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | low))
-    }
-
-    /// Writes the `i`th distinct user ID (`user-000000`, as in [`KeyKind::write_key`]) into
-    /// `buf`: governor's natural key for a user.
-    fn write_user_id(buf: &mut String, i: usize) {
-        buf.clear();
-        write!(buf, "user-{i:06}").expect("writing to a String does not fail");
+/// The kind of key's name in the tables.
+fn kind_name(kind: KeyKind) -> &'static str {
+    match kind {
+        KeyKind::Ipv4 => "IPv4 address",
+        KeyKind::UserId => "user ID",
     }
 }
 
@@ -243,13 +197,13 @@ impl Case {
                 KeyKind::Ipv4 => "IpAddr",
                 KeyKind::UserId => "String",
             };
-            format!("{} (`{key_type}`)", self.kind.name())
+            format!("{} (`{key_type}`)", kind_name(self.kind))
         } else if self.requests_per_key == 1 {
-            self.kind.name().to_owned()
+            kind_name(self.kind).to_owned()
         } else {
             format!(
                 "{}, {} requests each (full log)",
-                self.kind.name(),
+                kind_name(self.kind),
                 self.requests_per_key
             )
         }
@@ -499,13 +453,13 @@ where
 fn run_governor(case: Case) -> Measured {
     assert_eq!(case.requests_per_key, 1, "one request per key");
     match case.kind {
-        KeyKind::Ipv4 => fill_governor::<IpAddr, _>(case, |limiter, i| {
-            limiter.check_key(&KeyKind::ip(i)).is_ok()
-        }),
+        KeyKind::Ipv4 => {
+            fill_governor::<IpAddr, _>(case, |limiter, i| limiter.check_key(&keys::ip(i)).is_ok())
+        }
         KeyKind::UserId => {
             let mut buf = String::with_capacity(64);
             fill_governor::<String, _>(case, move |limiter, i| {
-                KeyKind::write_user_id(&mut buf, i);
+                keys::write_user_id(&mut buf, i);
                 limiter.check_key(&buf).is_ok()
             })
         }
@@ -669,7 +623,7 @@ fn main() {
             let rss = |r: Option<f64>| r.map_or_else(|| "n/a".to_owned(), |r| format!("{r:.1}"));
             println!(
                 "| {} | {algorithm} | {tollgate:.1} ({}) | {governor:.1} ({}) | {:.2} | {:+.1} |",
-                kind.name(),
+                kind_name(kind),
                 rss(tollgate_rss),
                 rss(governor_rss),
                 tollgate / governor,
