@@ -1,8 +1,8 @@
 //! The `tollgate` command, run as a user runs it: `check` and `explain` on real files.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::Write;
+use std::process::Command;
+use tempfile::NamedTempFile;
 
 const RULES: &str = r#"
 domain: shop
@@ -30,31 +30,28 @@ descriptors:
     rate_limit: { unlimited: true }
 "#;
 
-/// Writes `text` to a file of its own in the temporary directory.
-fn rules_file(text: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let name = format!(
-        "tollgate-cli-{}-{}.yaml",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    );
-    let path = std::env::temp_dir().join(name);
-    std::fs::write(&path, text).expect("a writable temporary directory");
-    path
+/// A temporary file holding `text`, removed when dropped.
+fn rules_file(text: &str) -> NamedTempFile {
+    let mut file = tempfile::Builder::new()
+        .prefix("tollgate-cli-")
+        .suffix(".yaml")
+        .tempfile()
+        .expect("a writable temporary directory");
+    file.write_all(text.as_bytes())
+        .expect("the rules are written");
+    file
 }
 
-fn tollgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tollgate"))
+fn path_of(file: &NamedTempFile) -> &str {
+    file.path().to_str().expect("a UTF-8 temporary path")
+}
+
+/// Runs the binary with `args`: its exit code, standard output and standard error.
+fn tollgate(args: &[&str]) -> (Option<i32>, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_tollgate"))
         .args(args)
         .output()
-        .expect("the tollgate binary runs")
-}
-
-/// Runs `tollgate explain` on [`RULES`] with `args` describing the request.
-fn explain(args: &[&str]) -> (Option<i32>, String, String) {
-    let file = rules_file(RULES);
-    let file = file.to_str().expect("a UTF-8 temporary path");
-    let output = tollgate(&[&["explain", file], args].concat());
+        .expect("the tollgate binary runs");
     (
         output.status.code(),
         String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -62,20 +59,31 @@ fn explain(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
+/// Runs `tollgate <command>` on a file holding `rules`, followed by `args`.
+fn tollgate_on(command: &str, rules: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let file = rules_file(rules);
+    tollgate(&[&[command, path_of(&file)], args].concat())
 }
 
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
+/// Runs `tollgate explain` on [`RULES`] with `args` describing the request.
+fn explain(args: &[&str]) -> (Option<i32>, String, String) {
+    tollgate_on("explain", RULES, args)
 }
+
+/// A login request from a client that no proxy forwards.
+const LOGIN: [&str; 6] = [
+    "--method",
+    "POST",
+    "--path",
+    "/auth/login",
+    "--ip",
+    "203.0.113.9",
+];
 
 #[test]
 fn check_lists_every_limit_in_an_aligned_table() {
-    let file = rules_file(RULES);
-    let output = tollgate(&["check", file.to_str().expect("a UTF-8 path")]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let text = stdout(&output);
+    let (code, text, errors) = tollgate_on("check", RULES, &[]);
+    assert_eq!(code, Some(0), "{errors}");
     assert!(text.contains("valid, domain `shop`, 4 limit(s)"), "{text}");
     let lines: Vec<&str> = text.lines().skip(2).collect();
     assert_eq!(lines.len(), 5, "{text}");
@@ -117,11 +125,10 @@ fn check_reports_every_error_with_its_line_and_column() {
     let file = rules_file(
         "domain: shop\ndescriptors:\n  - key: nope\n    rate_limit: { unit: minute, requests_per_unit: 5 }\n  - key: remote_address\n    rate_limit: { unit: second }\n",
     );
-    let output = tollgate(&["check", file.to_str().expect("a UTF-8 path")]);
-    assert_eq!(output.status.code(), Some(1));
-    assert!(stdout(&output).is_empty());
-    let errors = stderr(&output);
-    let shown = file.display().to_string();
+    let (code, text, errors) = tollgate(&["check", path_of(&file)]);
+    assert_eq!(code, Some(1));
+    assert!(text.is_empty());
+    let shown = file.path().display().to_string();
     assert!(
         errors.contains("error(s) in the rate-limit rules"),
         "{errors}"
@@ -134,28 +141,25 @@ fn check_reports_every_error_with_its_line_and_column() {
 
 #[test]
 fn check_and_explain_say_when_nothing_is_enforced() {
-    let file = rules_file(
-        "domain: shop\nshadow_mode: true\ndescriptors:\n  - key: path\n    rate_limit: { unit: second, requests_per_unit: 1 }\n",
-    );
-    let file = file.to_str().expect("a UTF-8 path");
-    for output in [tollgate(&["check", file]), tollgate(&["explain", file])] {
-        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let rules = "domain: shop\nshadow_mode: true\ndescriptors:\n  - key: path\n    rate_limit: { unit: second, requests_per_unit: 1 }\n";
+    for command in ["check", "explain"] {
+        let (code, text, errors) = tollgate_on(command, rules, &[]);
+        assert_eq!(code, Some(0), "{errors}");
         assert!(
-            stdout(&output).contains("shadow_mode: true: every limit only counts and reports"),
-            "{}",
-            stdout(&output)
+            text.contains("shadow_mode: true: every limit only counts and reports"),
+            "{text}"
         );
     }
 }
 
 #[test]
 fn check_marks_every_limit_shadow_under_a_shadow_mode_file() {
-    let file = rules_file(
+    let (code, text, errors) = tollgate_on(
+        "check",
         "domain: shop\nshadow_mode: true\ndescriptors:\n  - key: path\n    rate_limit: { unit: second, requests_per_unit: 1 }\n  - key: method\n    shadow_mode: true\n    rate_limit: { unit: second, requests_per_unit: 2 }\n",
+        &[],
     );
-    let output = tollgate(&["check", file.to_str().expect("a UTF-8 path")]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let text = stdout(&output);
+    assert_eq!(code, Some(0), "{errors}");
     let column = text
         .lines()
         .find_map(|line| line.find("SHADOW"))
@@ -171,16 +175,16 @@ fn check_marks_every_limit_shadow_under_a_shadow_mode_file() {
 
 #[test]
 fn check_reports_a_file_that_cannot_be_read() {
-    let output = tollgate(&["check", "/nonexistent/rules.yaml"]);
-    assert_eq!(output.status.code(), Some(1));
-    assert!(stderr(&output).contains("cannot read the rules file"));
+    let (code, _, errors) = tollgate(&["check", "/nonexistent/rules.yaml"]);
+    assert_eq!(code, Some(1));
+    assert!(errors.contains("cannot read the rules file"));
 }
 
 #[test]
 fn usage_errors_exit_with_2() {
-    assert_eq!(tollgate(&[]).status.code(), Some(2));
-    assert_eq!(tollgate(&["check"]).status.code(), Some(2));
-    assert_eq!(tollgate(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(tollgate(&[]).0, Some(2));
+    assert_eq!(tollgate(&["check"]).0, Some(2));
+    assert_eq!(tollgate(&["frobnicate"]).0, Some(2));
     let (code, _, errors) = explain(&["--header", "no separator"]);
     assert_eq!(code, Some(2), "{errors}");
     let (code, _, errors) = explain(&["--method", "BAD METHOD"]);
@@ -189,14 +193,7 @@ fn usage_errors_exit_with_2() {
 
 #[test]
 fn explain_lists_the_limits_a_request_meets_with_their_state_keys() {
-    let (code, text, errors) = explain(&[
-        "--method",
-        "POST",
-        "--path",
-        "/auth/login",
-        "--ip",
-        "203.0.113.9",
-    ]);
+    let (code, text, errors) = explain(&LOGIN);
     assert_eq!(code, Some(0), "{errors}");
     assert!(text.contains("request: POST /auth/login"), "{text}");
     assert!(text.contains("client:  203.0.113.9\n"), "{text}");
@@ -234,17 +231,12 @@ fn explain_lists_the_limits_a_request_meets_with_their_state_keys() {
 
 #[test]
 fn explain_says_when_no_limit_applies() {
-    let rules = rules_file(
-        "domain: shop\ndescriptors:\n  - key: path\n    value: /search\n    rate_limit: { unit: second, requests_per_unit: 1 }\n",
-    );
-    let output = tollgate(&[
+    let (code, text, errors) = tollgate_on(
         "explain",
-        rules.to_str().expect("a UTF-8 path"),
-        "--path",
-        "/home",
-    ]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let text = stdout(&output);
+        "domain: shop\ndescriptors:\n  - key: path\n    value: /search\n    rate_limit: { unit: second, requests_per_unit: 1 }\n",
+        &["--path", "/home"],
+    );
+    assert_eq!(code, Some(0), "{errors}");
     assert!(text.contains("result:  no limit applies"), "{text}");
     assert!(text.contains("client:  unknown (no --ip)"), "{text}");
     assert!(!text.contains("LIMIT"), "{text}");
@@ -252,16 +244,8 @@ fn explain_says_when_no_limit_applies() {
 
 #[test]
 fn explain_says_when_a_request_is_exempt() {
-    let (code, text, errors) = explain(&[
-        "--path",
-        "/auth/login",
-        "--method",
-        "POST",
-        "--ip",
-        "203.0.113.9",
-        "--header",
-        "x-api-key: internal-batch",
-    ]);
+    let (code, text, errors) =
+        explain(&[&LOGIN[..], &["--header", "x-api-key: internal-batch"]].concat());
     assert_eq!(code, Some(0), "{errors}");
     assert!(text.contains("exempt (unlimited)"), "{text}");
     assert!(text.contains("api_key=internal-batch"), "{text}");
@@ -328,13 +312,11 @@ fn explain_asks_for_the_client_address_when_the_rules_need_it() {
 
 #[test]
 fn explain_reports_invalid_rules_like_check() {
-    let file = rules_file("domain: shop\ndescriptors:\n  - key: nope\n");
-    let output = tollgate(&[
+    let (code, _, errors) = tollgate_on(
         "explain",
-        file.to_str().expect("a UTF-8 path"),
-        "--ip",
-        "192.0.2.1",
-    ]);
-    assert_eq!(output.status.code(), Some(1));
-    assert!(stderr(&output).contains(":3:"), "{}", stderr(&output));
+        "domain: shop\ndescriptors:\n  - key: nope\n",
+        &["--ip", "192.0.2.1"],
+    );
+    assert_eq!(code, Some(1));
+    assert!(errors.contains(":3:"), "{errors}");
 }

@@ -62,6 +62,18 @@ fn requests(text: &str, domain: &str, limit: &str, outcome: &str) -> Option<f64>
     sample(text, &series)
 }
 
+/// The count of `tollgate_store_errors_total` for `domain` and `limit` in `text`.
+fn store_errors(text: &str, domain: &str, limit: &str) -> Option<f64> {
+    let series = format!(r#"tollgate_store_errors_total{{domain="{domain}",limit="{limit}"}}"#);
+    sample(text, &series)
+}
+
+/// How many decisions `tollgate_decision_seconds` timed for `domain` in `text`.
+fn decisions(text: &str, domain: &str) -> Option<f64> {
+    let series = format!(r#"tollgate_decision_seconds_count{{domain="{domain}"}}"#);
+    sample(text, &series)
+}
+
 const BURST: &str = r#"
 domain: metrics_burst
 sources: { user: { header: x-user } }
@@ -99,8 +111,7 @@ async fn a_burst_is_counted_per_limit_and_outcome() {
     assert_eq!(requests("user", "allowed"), Some(1.0), "{text}");
     assert_eq!(requests("user", "shadow_denied"), Some(4.0), "{text}");
     assert_eq!(requests("user", "denied"), Some(0.0), "{text}");
-    let decisions = r#"tollgate_decision_seconds_count{domain="metrics_burst"}"#;
-    assert_eq!(sample(&text, decisions), Some(5.0), "{text}");
+    assert_eq!(decisions(&text, "metrics_burst"), Some(5.0), "{text}");
     let keys = r#"tollgate_tracked_keys{domain="metrics_burst"}"#;
     assert_eq!(sample(&text, keys), Some(2.0), "{text}");
     for request_value in ["alice", "127.0.0.1"] {
@@ -134,11 +145,7 @@ descriptors:
     assert_eq!(statuses, [StatusCode::OK, StatusCode::TOO_MANY_REQUESTS]);
 
     let text = metrics.render();
-    let errors = |limit: &str| {
-        let series =
-            format!(r#"tollgate_store_errors_total{{domain="metrics_down",limit="{limit}"}}"#);
-        sample(&text, &series)
-    };
+    let errors = |limit: &str| store_errors(&text, "metrics_down", limit);
     assert_eq!(errors("remote_address"), Some(2.0), "{text}");
     assert_eq!(errors("root"), Some(2.0), "{text}");
     // The `allow` policy admitted both; the local fallback decided the `local` limit.
@@ -177,8 +184,8 @@ descriptors:
     assert_eq!(requests("denied"), Some(1.0), "{text}");
     assert_eq!(requests("shadow_denied"), Some(1.0), "{text}");
     assert_eq!(requests("allowed"), Some(0.0), "{text}");
-    let errors = r#"tollgate_store_errors_total{domain="metrics_closed",limit="remote_address"}"#;
-    assert_eq!(sample(&text, errors), Some(2.0), "{text}");
+    let errors = store_errors(&text, "metrics_closed", "remote_address");
+    assert_eq!(errors, Some(2.0), "{text}");
 }
 
 #[tokio::test]
@@ -249,6 +256,5 @@ descriptors:
     assert_eq!(requests("shaped", "shadow_delayed"), Some(2.0), "{text}");
     assert_eq!(requests("shaped", "shadow_denied"), Some(2.0), "{text}");
     assert_eq!(requests("shaped", "delayed"), Some(0.0), "{text}");
-    let decisions = r#"tollgate_decision_seconds_count{domain="metrics_later"}"#;
-    assert_eq!(sample(&text, decisions), Some(5.0), "{text}");
+    assert_eq!(decisions(&text, "metrics_later"), Some(5.0), "{text}");
 }

@@ -135,6 +135,18 @@ fn repoint(link: &Path, target: &Path) {
     std::fs::rename(&new, link).expect("re-point the symlink");
 }
 
+/// `store/v1/rules.yaml` holding [`rules(1)`](rules) and `store/v2/rules.yaml` to be
+/// written: two versions, each in a directory of its own.
+#[cfg(unix)]
+fn versions(store: &Path) -> [PathBuf; 2] {
+    let [v1, v2] = ["v1", "v2"].map(|version| {
+        std::fs::create_dir(store.join(version)).expect("version dir");
+        store.join(version).join("rules.yaml")
+    });
+    std::fs::write(&v1, rules(1)).expect("write rules");
+    [v1, v2]
+}
+
 /// Does `step` every 20 ms on a thread of its own until dropped.
 struct Busy {
     stop: Arc<AtomicBool>,
@@ -420,24 +432,20 @@ async fn a_symlink_into_another_directory_is_followed_when_re_pointed() {
     let home = tempfile::tempdir().expect("temp dir");
     let elsewhere = tempfile::tempdir().expect("temp dir");
     let path = home.path().join("rules.yaml");
-    let target = |version: &str| elsewhere.path().join(version).join("rules.yaml");
-    for version in ["v1", "v2"] {
-        std::fs::create_dir(elsewhere.path().join(version)).expect("version dir");
-    }
-    std::fs::write(target("v1"), rules(1)).expect("write rules");
-    symlink(target("v1"), &path);
+    let [v1, v2] = versions(elsewhere.path());
+    symlink(&v1, &path);
     let server = Server::start(&path, |b| b).await;
 
     // Only the watch on the far directory hears an edit made there in place.
-    std::fs::write(target("v1"), rules(5)).expect("write rules");
+    std::fs::write(&v1, rules(5)).expect("write rules");
     server.until_post_limit(5).await;
 
-    std::fs::write(target("v2"), rules(7)).expect("write rules");
-    repoint(&path, &target("v2"));
+    std::fs::write(&v2, rules(7)).expect("write rules");
+    repoint(&path, &v2);
     server.until_post_limit(7).await;
 
     // The watch moved to the new target's directory.
-    std::fs::write(target("v2"), rules(9)).expect("write rules");
+    std::fs::write(&v2, rules(9)).expect("write rules");
     server.until_post_limit(9).await;
 }
 
@@ -449,20 +457,16 @@ async fn a_two_hop_symlink_chain_is_followed_when_the_middle_hop_is_re_pointed()
     let [home, middle, store] = [(), (), ()].map(|()| tempfile::tempdir().expect("temp dir"));
     let path = home.path().join("rules.yaml");
     let current = middle.path().join("current.yaml");
-    let target = |version: &str| store.path().join(version).join("rules.yaml");
-    for version in ["v1", "v2"] {
-        std::fs::create_dir(store.path().join(version)).expect("version dir");
-    }
-    std::fs::write(target("v1"), rules(1)).expect("write rules");
-    symlink(target("v1"), &current);
+    let [v1, v2] = versions(store.path());
+    symlink(&v1, &current);
     symlink(&current, &path);
     let server = Server::start(&path, |b| b).await;
 
-    std::fs::write(target("v2"), rules(7)).expect("write rules");
-    repoint(&current, &target("v2"));
+    std::fs::write(&v2, rules(7)).expect("write rules");
+    repoint(&current, &v2);
     server.until_post_limit(7).await;
 
-    std::fs::write(target("v2"), rules(9)).expect("write rules");
+    std::fs::write(&v2, rules(9)).expect("write rules");
     server.until_post_limit(9).await;
 }
 

@@ -1,9 +1,8 @@
 //! The rules file and the rules builder: what compiles, to what, and how every kind of
 //! mistake is reported (all at once, each with its line, column and path).
 
+use std::io::Write;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tollgate::algorithm::{Algorithm, Quota};
@@ -13,6 +12,8 @@ use tollgate::rules::{
 };
 use tollgate::store::MemoryStore;
 use tollgate::Limiter;
+
+use tempfile::NamedTempFile;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -201,36 +202,29 @@ fn nested_descriptors(levels: usize) -> String {
     yaml
 }
 
-/// A file in the temporary directory, removed on drop.
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn with_contents(contents: &[u8]) -> Self {
-        let file = TempFile::unique_path();
-        std::fs::write(&file.0, contents).expect("write a temporary rules file");
-        file
-    }
-
-    /// A unique path in the temporary directory, with nothing written there.
-    fn unique_path() -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let name = format!(
-            "tollgate-rules-test-{}-{}.yaml",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        TempFile(std::env::temp_dir().join(name))
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
+/// A temporary file holding `contents`, removed when dropped.
+fn file_with(contents: &[u8]) -> NamedTempFile {
+    let mut file = NamedTempFile::new().expect("a temporary rules file");
+    file.write_all(contents)
+        .expect("write a temporary rules file");
+    file
 }
 
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+/// The paths of all `errors`, in order.
+fn paths(errors: &RuleErrors) -> Vec<&str> {
+    errors.errors().iter().map(RuleError::path).collect()
+}
+
+/// Rules with one `path` entry per item of `limits` (the entry `descriptors[i]` for item
+/// `i`), whose rate_limit flow mapping holds the item's fields.
+fn one_limit_per_path(limits: &[&str]) -> String {
+    let mut yaml = String::from("domain: t\ndescriptors:\n");
+    for (index, fields) in limits.iter().enumerate() {
+        yaml.push_str(&format!(
+            "  - key: path\n    value: /{index}\n    rate_limit: {{ {fields} }}\n"
+        ));
     }
+    yaml
 }
 
 /// What a limit is, for comparing two rule sets.
@@ -747,7 +741,7 @@ fn errors_through_an_alias_keep_a_whole_message() {
 
 #[test]
 fn errors_from_a_file_name_the_file() {
-    let file = TempFile::with_contents(MANY_MISTAKES.as_bytes());
+    let file = file_with(MANY_MISTAKES.as_bytes());
     let errors = Rules::from_file(file.path()).expect_err("the file has mistakes");
     let shown = errors.to_string();
     let name = file.path().display().to_string();
@@ -763,7 +757,7 @@ fn errors_from_a_file_name_the_file() {
         "{shown}"
     );
 
-    let good = TempFile::with_contents(SEED.as_bytes());
+    let good = file_with(SEED.as_bytes());
     let rules = Rules::from_file(good.path()).expect("the seed example loads from a file");
     assert_eq!(rules.limits().len(), 1);
 }
@@ -984,7 +978,7 @@ fn oversized_rules_are_refused_before_parsing() {
     assert_eq!(at_limit.len(), MAX_FILE_BYTES);
     assert_eq!(compile(&at_limit).limits().len(), 1);
 
-    let file = TempFile::with_contents(huge.as_bytes());
+    let file = file_with(huge.as_bytes());
     let errors = Rules::from_file(file.path()).expect_err("a huge file is refused");
     assert!(
         errors
@@ -1083,7 +1077,7 @@ fn deeply_nested_flow_collections_are_refused() {
 fn rules_file_that_is_not_utf8_is_refused() {
     let mut bytes = b"domain: \xff\xfe\n".to_vec();
     bytes.extend_from_slice(one_limit("unit: minute, requests_per_unit: 1").as_bytes());
-    let file = TempFile::with_contents(&bytes);
+    let file = file_with(&bytes);
     let errors = Rules::from_file(file.path()).expect_err("the file is not UTF-8");
     let shown = errors.to_string();
     assert!(
@@ -1096,7 +1090,7 @@ fn rules_file_that_is_not_utf8_is_refused() {
 #[test]
 fn empty_rules_file_is_refused() {
     for contents in ["", "\n\n", "# only a comment\n", "---\n"] {
-        let file = TempFile::with_contents(contents.as_bytes());
+        let file = file_with(contents.as_bytes());
         let errors = Rules::from_file(file.path()).expect_err("an empty file has no domain");
         assert!(!errors.errors().is_empty());
         assert!(
@@ -1110,15 +1104,16 @@ fn empty_rules_file_is_refused() {
 
 #[test]
 fn missing_rules_file_is_refused_naming_the_path() {
-    let missing = TempFile::unique_path();
-    assert!(!missing.path().exists());
-    let errors = Rules::from_file(missing.path()).expect_err("the file does not exist");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let missing = dir.path().join("rules.yaml");
+    assert!(!missing.exists());
+    let errors = Rules::from_file(&missing).expect_err("the file does not exist");
     let error = only_error(&errors);
     assert_eq!(error.line(), None);
     assert!(error.message().contains("cannot read"), "{error}");
     let shown = errors.to_string();
     assert!(
-        shown.contains(&missing.path().display().to_string()),
+        shown.contains(&missing.display().to_string()),
         "the report should name the file: {shown}"
     );
 }
@@ -1359,7 +1354,7 @@ fn builder_mistakes_are_reported_with_a_path_and_no_line() {
         "descriptors[7].descriptors[1].rate_limit.replaces[0]",
         "descriptors[8].rate_limit",
     ];
-    let mut actual: Vec<&str> = errors.errors().iter().map(RuleError::path).collect();
+    let mut actual = paths(&errors);
     expected.sort_unstable();
     actual.sort_unstable();
     assert_eq!(actual, expected, "{errors}");
@@ -1503,45 +1498,30 @@ fn an_endless_rules_file_is_refused_without_reading_it_all() {
 
 #[test]
 fn a_zero_rate_takes_no_burst() {
-    let errors = Rules::from_yaml(
-        "domain: t\ndescriptors:\n  - key: method\n    rate_limit: { unit: second, requests_per_unit: 0, algorithm: token_bucket, burst: 3 }\n",
-    )
-    .expect_err("a burst would admit requests that the zero rate forbids");
-    assert_eq!(errors.errors().len(), 1);
-    assert_eq!(errors.errors()[0].path(), "descriptors[0].rate_limit.burst");
+    // A burst would admit requests that the zero rate forbids.
+    let errors = reject(&one_limit(
+        "unit: second, requests_per_unit: 0, algorithm: token_bucket, burst: 3",
+    ));
+    assert_eq!(
+        only_error(&errors).path(),
+        "descriptors[0].rate_limit.burst"
+    );
 }
 
 #[test]
 fn every_algorithm_and_its_options_compile() {
-    let rules = Rules::from_yaml(
-        r#"
-domain: t
-sources: { weight: { header: x-weight } }
-descriptors:
-  - key: path
-    value: /a
-    rate_limit: { unit: second, requests_per_unit: 5, algorithm: token_bucket, burst: 10, cost: 2 }
-  - key: path
-    value: /b
-    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, queue: 10, max_delay: 2s }
-  - key: path
-    value: /c
-    rate_limit: { unit: second, requests_per_unit: 5, algorithm: fixed_window }
-  - key: path
-    value: /d
-    rate_limit: { unit: minute, requests_per_unit: 5, algorithm: sliding_window_log, cost: weight }
-  - key: path
-    value: /e
-    rate_limit: { unit: minute, requests_per_unit: 5, algorithm: sliding_window_counter }
-  - key: path
-    value: /f
-    rate_limit: { unit: minute, requests_per_unit: 5, algorithm: gcra, burst: 2 }
-  - key: path
-    value: /g
-    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, queue: 3, mode: police }
-"#,
-    )
-    .expect("valid rules");
+    let limits = one_limit_per_path(&[
+        "unit: second, requests_per_unit: 5, algorithm: token_bucket, burst: 10, cost: 2",
+        "unit: second, requests_per_unit: 5, algorithm: leaky_bucket, queue: 10, max_delay: 2s",
+        "unit: second, requests_per_unit: 5, algorithm: fixed_window",
+        "unit: minute, requests_per_unit: 5, algorithm: sliding_window_log, cost: weight",
+        "unit: minute, requests_per_unit: 5, algorithm: sliding_window_counter",
+        "unit: minute, requests_per_unit: 5, algorithm: gcra, burst: 2",
+        "unit: second, requests_per_unit: 5, algorithm: leaky_bucket, queue: 3, mode: police",
+    ]);
+    let rules = compile(&format!(
+        "sources: {{ weight: {{ header: x-weight }} }}\n{limits}"
+    ));
     let algorithms: Vec<Algorithm> = rules
         .limits()
         .iter()
@@ -1559,34 +1539,17 @@ descriptors:
 
 #[test]
 fn options_that_do_not_fit_the_algorithm_are_rejected() {
-    let errors = Rules::from_yaml(
-        r#"
-domain: t
-descriptors:
-  - key: path
-    value: /a
-    rate_limit: { unit: second, requests_per_unit: 5, algorithm: fixed_window, queue: 3 }
-  - key: path
-    value: /b
-    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, burst: 3 }
-  - key: path
-    value: /c
-    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, mode: police, max_delay: 1s }
-  - key: path
-    value: /d
-    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, max_delay: soon }
-  - key: path
-    value: /e
-    rate_limit: { unit: second, requests_per_unit: 5, cost: 0 }
-  - key: path
-    value: /f
-    rate_limit: { unit: second, requests_per_unit: 5, cost: nowhere }
-"#,
-    )
-    .expect_err("every entry has a mistake");
-    let paths: Vec<&str> = errors.errors().iter().map(RuleError::path).collect();
+    // Every entry has a mistake.
+    let errors = reject(&one_limit_per_path(&[
+        "unit: second, requests_per_unit: 5, algorithm: fixed_window, queue: 3",
+        "unit: second, requests_per_unit: 5, algorithm: leaky_bucket, burst: 3",
+        "unit: second, requests_per_unit: 5, algorithm: leaky_bucket, mode: police, max_delay: 1s",
+        "unit: second, requests_per_unit: 5, algorithm: leaky_bucket, max_delay: soon",
+        "unit: second, requests_per_unit: 5, cost: 0",
+        "unit: second, requests_per_unit: 5, cost: nowhere",
+    ]));
     assert_eq!(
-        paths,
+        paths(&errors),
         [
             "descriptors[0].rate_limit.queue",
             "descriptors[1].rate_limit.burst",
@@ -1597,10 +1560,9 @@ descriptors:
         ],
         "{errors}"
     );
-    let unknown_mode = Rules::from_yaml(
-        "domain: t\ndescriptors:\n  - key: path\n    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, mode: sideways }\n",
-    )
-    .expect_err("no such mode");
+    let unknown_mode = reject(&one_limit(
+        "unit: second, requests_per_unit: 5, algorithm: leaky_bucket, mode: sideways",
+    ));
     assert!(
         unknown_mode.to_string().contains("sideways"),
         "{unknown_mode}"
@@ -1609,22 +1571,13 @@ descriptors:
 
 #[test]
 fn bookings_beyond_a_hundred_years_are_refused() {
-    let errors = Rules::from_yaml(
-        r#"
-domain: t
-descriptors:
-  - key: path
-    value: /a
-    rate_limit: { unit: year, requests_per_unit: 1, algorithm: gcra, burst: 200 }
-  - key: path
-    value: /b
-    rate_limit: { unit: day, requests_per_unit: 1, algorithm: leaky_bucket, queue: 100000 }
-"#,
-    )
-    .expect_err("both book too far ahead");
-    let paths: Vec<&str> = errors.errors().iter().map(RuleError::path).collect();
+    // Both book too far ahead.
+    let errors = reject(&one_limit_per_path(&[
+        "unit: year, requests_per_unit: 1, algorithm: gcra, burst: 200",
+        "unit: day, requests_per_unit: 1, algorithm: leaky_bucket, queue: 100000",
+    ]));
     assert_eq!(
-        paths,
+        paths(&errors),
         [
             "descriptors[0].rate_limit.burst",
             "descriptors[1].rate_limit.queue"
