@@ -2,7 +2,7 @@
 --
 -- The same arithmetic as src/algorithm/*.rs, in integer ticks. Lua numbers are doubles:
 -- the Rust side picks each limit's tick so that every value stays below 2^53, and the
--- helpers below divide exactly.
+-- helpers of prelude.lua divide exactly.
 --
 -- KEYS[i]  the state key of check i
 -- ARGV[1]  now in base units, or "" to read Redis's clock (TIME, in microseconds)
@@ -11,18 +11,6 @@
 --          (0 when a tick is longer than a millisecond: then ARGV is ms per tick, negated)
 -- Returns  { now (base units), then per check: allowed, limit, remaining, reset_after,
 --          retry_after, delay, booked_until (-1: none) } with durations in the check's ticks.
-
-local function idiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
-  return q
-end
-
-local function cdiv(a, b)
-  local q = idiv(a, b)
-  if q * b < a then q = q + 1 end
-  return q
-end
 
 local function num(s) return string.format('%.0f', s) end
 
@@ -243,13 +231,7 @@ end
 local algorithms = { token_bucket, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter, gcra }
 local state_fields = { 2, 1, 2, 0, 3, 1 }
 
-local now_base
-if ARGV[1] == '' then
-  local time = redis.call('TIME')
-  now_base = tonumber(time[1]) * 1000000 + tonumber(time[2])
-else
-  now_base = tonumber(ARGV[1])
-end
+local now_base = now_in_base_units()
 
 local checks = {}
 for i = 1, #KEYS do

@@ -262,8 +262,14 @@ impl RedisStoreBuilder {
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 connection,
-                acquire: Script::new(include_str!("acquire.lua")),
-                cancel: Script::new(include_str!("cancel.lua")),
+                acquire: Script::new(concat!(
+                    include_str!("prelude.lua"),
+                    include_str!("acquire.lua")
+                )),
+                cancel: Script::new(concat!(
+                    include_str!("prelude.lua"),
+                    include_str!("cancel.lua")
+                )),
                 prefix: self.prefix,
                 timeout: self.timeout,
                 breaker: Breaker::new(self.breaker_threshold, self.breaker_cooldown),
