@@ -8,12 +8,9 @@ use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::routing::get;
 use axum::{Extension, Router};
-use bytes::Bytes;
+use common::server::{self, serve, serve_without_connect_info, Reply};
 use common::stores::{DownStore, LaterStore};
-use http::{HeaderMap, StatusCode};
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use http::{HeaderMap, Method, StatusCode};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tollgate::clock::ManualClock;
@@ -45,77 +42,20 @@ fn app() -> Router {
         .route("/users/{id}", get(|| async { "user" }))
 }
 
-/// Serves `router` on a fresh loopback port, with connect info unless told otherwise.
-async fn serve(router: Router, connect_info: bool) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("local addr");
-    tokio::spawn(async move {
-        if connect_info {
-            axum::serve(
-                listener,
-                router.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .await
-        } else {
-            axum::serve(listener, router).await
-        }
-    });
-    addr
+/// Serves [`app`] behind the rules in `yaml` (on a memory store), with connect info.
+async fn serve_app(yaml: &str) -> SocketAddr {
+    let (layer, _) = layer(yaml);
+    serve(app().layer(layer)).await
 }
 
-struct Reply {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: String,
+/// Sends `GET /` with the header `name: value` (any bytes, not only UTF-8).
+async fn get_with(addr: SocketAddr, name: &str, value: impl AsRef<[u8]>) -> Reply {
+    server::send(addr, Method::GET, "/", &[(name, value.as_ref())]).await
 }
 
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-
-    fn number(&self, name: &str) -> u64 {
-        self.header(name)
-            .unwrap_or_else(|| panic!("missing header {name}"))
-            .parse()
-            .unwrap_or_else(|_| panic!("header {name} is not a number"))
-    }
-}
-
-async fn send(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &[u8])]) -> Reply {
-    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let mut request = http::Request::builder()
-        .method(method)
-        .uri(format!("http://{addr}{path}"));
-    for (name, value) in headers {
-        request = request.header(
-            *name,
-            http::HeaderValue::from_bytes(value).expect("header value"),
-        );
-    }
-    let response = client
-        .request(request.body(Empty::new()).expect("request"))
-        .await
-        .expect("response");
-    let status = response.status();
-    let headers = response.headers().clone();
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    Reply {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    }
-}
-
-async fn get_path(addr: SocketAddr, path: &str) -> Reply {
-    send(addr, "GET", path, &[]).await
+/// The status of `GET /` from a client that the proxy names in `X-Forwarded-For`.
+async fn forwarded_for(addr: SocketAddr, client: impl AsRef<[u8]>) -> StatusCode {
+    get_with(addr, "x-forwarded-for", client).await.status
 }
 
 const PER_CLIENT: &str = r#"
@@ -127,10 +67,9 @@ descriptors:
 
 #[tokio::test]
 async fn exactly_the_limit_is_admitted_with_counting_headers() {
-    let (layer, _) = layer(PER_CLIENT);
-    let addr = serve(app().layer(layer), true).await;
+    let addr = serve_app(PER_CLIENT).await;
     for expected_remaining in (0..5).rev() {
-        let reply = get_path(addr, "/").await;
+        let reply = server::get(addr, "/", &[]).await;
         assert_eq!(reply.status, StatusCode::OK);
         assert_eq!(reply.body, "ok");
         assert_eq!(reply.number("x-ratelimit-limit"), 5);
@@ -139,7 +78,7 @@ async fn exactly_the_limit_is_admitted_with_counting_headers() {
     }
     for _ in 0..3 {
         assert_eq!(
-            get_path(addr, "/").await.status,
+            server::get(addr, "/", &[]).await.status,
             StatusCode::TOO_MANY_REQUESTS
         );
     }
@@ -147,12 +86,11 @@ async fn exactly_the_limit_is_admitted_with_counting_headers() {
 
 #[tokio::test]
 async fn denial_is_problem_json_with_retry_headers() {
-    let (layer, _) = layer(PER_CLIENT);
-    let addr = serve(app().layer(layer), true).await;
+    let addr = serve_app(PER_CLIENT).await;
     for _ in 0..5 {
-        get_path(addr, "/").await;
+        server::get(addr, "/", &[]).await;
     }
-    let reply = get_path(addr, "/").await;
+    let reply = server::get(addr, "/", &[]).await;
     assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(
         reply.header("content-type"),
@@ -180,43 +118,41 @@ descriptors:
     rate_limit: { unit: second, requests_per_unit: 2, algorithm: token_bucket }
 "#,
     );
-    let addr = serve(app().layer(layer), true).await;
+    let addr = serve(app().layer(layer)).await;
     clock.advance(Duration::from_millis(300));
-    get_path(addr, "/").await;
-    get_path(addr, "/").await;
-    let denied = get_path(addr, "/").await;
+    server::get(addr, "/", &[]).await;
+    server::get(addr, "/", &[]).await;
+    let denied = server::get(addr, "/", &[]).await;
     assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
     // One token takes 500 ms: rounded up to a whole second, never 0.
     let retry_after = denied.number("retry-after");
     assert_eq!(retry_after, 1);
     clock.advance(Duration::from_millis(499));
     assert_eq!(
-        get_path(addr, "/").await.status,
+        server::get(addr, "/", &[]).await.status,
         StatusCode::TOO_MANY_REQUESTS
     );
     assert_eq!(
-        get_path(addr, "/").await.number("retry-after"),
+        server::get(addr, "/", &[]).await.number("retry-after"),
         1,
         "never 0 while denied"
     );
     clock.advance(Duration::from_secs(retry_after) - Duration::from_millis(499));
-    assert_eq!(get_path(addr, "/").await.status, StatusCode::OK);
+    assert_eq!(server::get(addr, "/", &[]).await.status, StatusCode::OK);
 }
 
 #[tokio::test]
 async fn forwarded_for_from_an_untrusted_peer_is_ignored() {
-    let (layer, _) = layer(PER_CLIENT);
-    let addr = serve(app().layer(layer), true).await;
+    let addr = serve_app(PER_CLIENT).await;
     let mut statuses = Vec::new();
     for i in 0..8 {
         let spoofed = format!("203.0.113.{i}");
-        let reply = send(
+        let reply = server::get(
             addr,
-            "GET",
             "/",
             &[
-                ("x-forwarded-for", spoofed.as_bytes()),
-                ("forwarded", b"for=198.51.100.1"),
+                ("x-forwarded-for", &spoofed),
+                ("forwarded", "for=198.51.100.1"),
             ],
         )
         .await;
@@ -236,18 +172,15 @@ descriptors:
 
 #[tokio::test]
 async fn forwarded_for_from_a_trusted_proxy_is_honoured() {
-    let (layer, _) = layer(BEHIND_PROXY);
-    let addr = serve(app().layer(layer), true).await;
-    let from = |ip: &'static str| async move {
-        send(addr, "GET", "/", &[("x-forwarded-for", ip.as_bytes())])
-            .await
-            .status
-    };
-    assert_eq!(from("203.0.113.1").await, StatusCode::OK);
-    assert_eq!(from("203.0.113.1").await, StatusCode::OK);
-    assert_eq!(from("203.0.113.1").await, StatusCode::TOO_MANY_REQUESTS);
+    let addr = serve_app(BEHIND_PROXY).await;
+    assert_eq!(forwarded_for(addr, "203.0.113.1").await, StatusCode::OK);
+    assert_eq!(forwarded_for(addr, "203.0.113.1").await, StatusCode::OK);
     assert_eq!(
-        from("203.0.113.2").await,
+        forwarded_for(addr, "203.0.113.1").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        forwarded_for(addr, "203.0.113.2").await,
         StatusCode::OK,
         "another client has its own limit"
     );
@@ -256,11 +189,9 @@ async fn forwarded_for_from_a_trusted_proxy_is_honoured() {
 #[tokio::test]
 async fn only_the_header_the_proxy_writes_is_believed() {
     let yaml = BEHIND_PROXY.replace("trusted_proxies:", "header: forwarded\n  trusted_proxies:");
-    let (layer, _) = layer(&yaml);
-    let addr = serve(app().layer(layer), true).await;
-    let forwarded = |value: &'static [u8]| async move {
-        send(addr, "GET", "/", &[("forwarded", value)]).await.status
-    };
+    let addr = serve_app(&yaml).await;
+    let forwarded =
+        |value: &'static [u8]| async move { get_with(addr, "forwarded", value).await.status };
     // RFC 7239, walking from the right past trusted hops.
     assert_eq!(
         forwarded(b"for=203.0.113.1, for=127.0.0.1").await,
@@ -277,31 +208,25 @@ async fn only_the_header_the_proxy_writes_is_believed() {
         ("x-forwarded-for", b"198.51.100.9".as_slice()),
     ];
     assert_eq!(
-        send(addr, "GET", "/", &spoofed).await.status,
+        server::send(addr, Method::GET, "/", &spoofed).await.status,
         StatusCode::TOO_MANY_REQUESTS
     );
 }
 
 #[tokio::test]
 async fn ipv6_clients_in_one_slash_64_share_a_limit() {
-    let (layer, _) = layer(BEHIND_PROXY);
-    let addr = serve(app().layer(layer), true).await;
-    let from = |ip: &'static str| async move {
-        send(addr, "GET", "/", &[("x-forwarded-for", ip.as_bytes())])
-            .await
-            .status
-    };
-    assert_eq!(from("2001:db8:1:2::1").await, StatusCode::OK);
+    let addr = serve_app(BEHIND_PROXY).await;
+    assert_eq!(forwarded_for(addr, "2001:db8:1:2::1").await, StatusCode::OK);
     assert_eq!(
-        from("2001:db8:1:2:ffff:ffff:ffff:ffff").await,
+        forwarded_for(addr, "2001:db8:1:2:ffff:ffff:ffff:ffff").await,
         StatusCode::OK
     );
     assert_eq!(
-        from("[2001:db8:1:2::abcd]:443").await,
+        forwarded_for(addr, "[2001:db8:1:2::abcd]:443").await,
         StatusCode::TOO_MANY_REQUESTS
     );
     assert_eq!(
-        from("2001:db8:1:3::1").await,
+        forwarded_for(addr, "2001:db8:1:3::1").await,
         StatusCode::OK,
         "the next /64 is another client"
     );
@@ -309,8 +234,7 @@ async fn ipv6_clients_in_one_slash_64_share_a_limit() {
 
 #[tokio::test]
 async fn hostile_forwarding_headers_neither_panic_nor_choose_the_key() {
-    let (layer, _) = layer(BEHIND_PROXY);
-    let addr = serve(app().layer(layer), true).await;
+    let addr = serve_app(BEHIND_PROXY).await;
     let long = "1.2.3.4,".repeat(8_000);
     let hostile: [&[u8]; 4] = [
         b"\xff\xfe not utf-8",
@@ -320,11 +244,7 @@ async fn hostile_forwarding_headers_neither_panic_nor_choose_the_key() {
     ];
     let mut statuses = Vec::new();
     for value in hostile {
-        statuses.push(
-            send(addr, "GET", "/", &[("x-forwarded-for", value)])
-                .await
-                .status,
-        );
+        statuses.push(forwarded_for(addr, value).await);
     }
     // Every hostile header falls back to the trusted peer itself: one client, limit 2.
     assert_eq!(
@@ -340,7 +260,7 @@ async fn hostile_forwarding_headers_neither_panic_nor_choose_the_key() {
 
 #[tokio::test]
 async fn a_request_denied_by_one_limit_consumes_none_of_the_others() {
-    let (layer, _) = layer(
+    let addr = serve_app(
         r#"
 domain: test
 sources:
@@ -355,18 +275,20 @@ descriptors:
       - key: remote_address
         rate_limit: { unit: minute, requests_per_unit: 1, name: login }
 "#,
-    );
-    let addr = serve(app().layer(layer), true).await;
+    )
+    .await;
     assert_eq!(
-        send(addr, "POST", "/auth/login", &[]).await.status,
+        server::request(addr, Method::POST, "/auth/login", &[])
+            .await
+            .status,
         StatusCode::OK
     );
     for _ in 0..5 {
-        let denied = send(addr, "POST", "/auth/login", &[]).await;
+        let denied = server::request(addr, Method::POST, "/auth/login", &[]).await;
         assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
         assert!(denied.body.contains("login"));
     }
-    let plain = get_path(addr, "/").await;
+    let plain = server::get(addr, "/", &[]).await;
     assert_eq!(plain.status, StatusCode::OK);
     assert_eq!(
         plain.number("x-ratelimit-remaining"),
@@ -378,8 +300,8 @@ descriptors:
 #[tokio::test]
 async fn a_server_without_connect_info_fails_loudly() {
     let (layer, _) = layer(PER_CLIENT);
-    let addr = serve(app().layer(layer), false).await;
-    let reply = get_path(addr, "/").await;
+    let addr = serve_without_connect_info(app().layer(layer)).await;
+    let reply = server::get(addr, "/", &[]).await;
     assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert!(
         reply.body.contains("into_make_service_with_connect_info"),
@@ -399,14 +321,20 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 2 }
 "#,
     );
-    let addr = serve(app().route_layer(layer), true).await;
-    assert_eq!(get_path(addr, "/users/1").await.status, StatusCode::OK);
-    assert_eq!(get_path(addr, "/users/2").await.status, StatusCode::OK);
+    let addr = serve(app().route_layer(layer)).await;
     assert_eq!(
-        get_path(addr, "/users/3").await.status,
+        server::get(addr, "/users/1", &[]).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        server::get(addr, "/users/2", &[]).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        server::get(addr, "/users/3", &[]).await.status,
         StatusCode::TOO_MANY_REQUESTS
     );
-    let other = get_path(addr, "/").await;
+    let other = server::get(addr, "/", &[]).await;
     assert_eq!(other.status, StatusCode::OK);
     assert!(
         other.header("x-ratelimit-limit").is_none(),
@@ -438,21 +366,14 @@ descriptors:
 "#,
     );
     // Layers run outside-in: authentication first, then the limit.
-    let addr = serve(
-        app().layer(layer).layer(middleware::from_fn(authenticate)),
-        true,
-    )
-    .await;
-    let as_user = |user: &'static str| async move {
-        send(addr, "GET", "/", &[("authorization", user.as_bytes())])
-            .await
-            .status
-    };
+    let addr = serve(app().layer(layer).layer(middleware::from_fn(authenticate))).await;
+    let as_user =
+        |user: &'static str| async move { get_with(addr, "authorization", user).await.status };
     assert_eq!(as_user("Bearer alice").await, StatusCode::OK);
     assert_eq!(as_user("Bearer alice").await, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(as_user("Bearer bob").await, StatusCode::OK);
     assert_eq!(
-        get_path(addr, "/").await.status,
+        server::get(addr, "/", &[]).await.status,
         StatusCode::OK,
         "anonymous requests do not match"
     );
@@ -460,7 +381,7 @@ descriptors:
 
 #[tokio::test]
 async fn header_query_method_and_host_sources() {
-    let (layer, _) = layer(
+    let addr = serve_app(
         r#"
 domain: test
 sources:
@@ -478,33 +399,35 @@ descriptors:
       - key: host
         rate_limit: { unit: minute, requests_per_unit: 1 }
 "#,
-    );
-    let addr = serve(app().layer(layer), true).await;
-    let keyed = |key: &'static str| async move {
-        send(addr, "GET", "/", &[("x-api-key", key.as_bytes())])
-            .await
-            .status
-    };
+    )
+    .await;
+    let keyed = |key: &'static str| async move { get_with(addr, "x-api-key", key).await.status };
     assert_eq!(keyed("k1").await, StatusCode::OK);
     assert_eq!(keyed("k1").await, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(keyed("k2").await, StatusCode::OK);
-    assert_eq!(get_path(addr, "/?tenant=acme").await.status, StatusCode::OK);
     assert_eq!(
-        get_path(addr, "/?x=1&tenant=ac%6De").await.status,
+        server::get(addr, "/?tenant=acme", &[]).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        server::get(addr, "/?x=1&tenant=ac%6De", &[]).await.status,
         StatusCode::TOO_MANY_REQUESTS,
         "percent-decoded"
     );
     assert_eq!(
-        get_path(addr, "/?tenant=other").await.status,
+        server::get(addr, "/?tenant=other", &[]).await.status,
         StatusCode::OK
     );
-    assert_eq!(send(addr, "POST", "/", &[]).await.status, StatusCode::OK);
     assert_eq!(
-        send(addr, "POST", "/", &[]).await.status,
+        server::request(addr, Method::POST, "/", &[]).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        server::request(addr, Method::POST, "/", &[]).await.status,
         StatusCode::TOO_MANY_REQUESTS
     );
     assert_eq!(
-        send(addr, "POST", "/", &[("host", b"other.example")])
+        server::request(addr, Method::POST, "/", &[("host", "other.example")])
             .await
             .status,
         StatusCode::OK
@@ -532,16 +455,16 @@ descriptors:
             }
         }),
     );
-    let addr = serve(router.layer(layer), true).await;
-    assert_eq!(get_path(addr, "/").await.body, "ok");
-    let second = get_path(addr, "/").await;
+    let addr = serve(router.layer(layer)).await;
+    assert_eq!(server::get(addr, "/", &[]).await.body, "ok");
+    let second = server::get(addr, "/", &[]).await;
     assert_eq!(second.status, StatusCode::OK);
     assert_eq!(second.body, "shadow-denied");
 }
 
 #[tokio::test]
 async fn ietf_and_reset_headers_when_configured() {
-    let (layer, _) = layer(
+    let addr = serve_app(
         r#"
 domain: test
 response: { ietf_headers: true, reset_header: true }
@@ -549,9 +472,9 @@ descriptors:
   - key: remote_address
     rate_limit: { unit: minute, requests_per_unit: 2, name: per-client }
 "#,
-    );
-    let addr = serve(app().layer(layer), true).await;
-    let first = get_path(addr, "/").await;
+    )
+    .await;
+    let first = server::get(addr, "/", &[]).await;
     assert_eq!(
         first.header("ratelimit-policy"),
         Some(r#""per-client";q=2;w=60"#)
@@ -575,19 +498,15 @@ fn the_service_is_clone_send_sync_and_fits_service_builder() {
 async fn a_store_that_answers_later_is_awaited_before_serving() {
     let rules = Rules::from_yaml(PER_CLIENT).expect("valid rules");
     let store = LaterStore(MemoryStore::with_clock(ManualClock::new()));
-    let addr = serve(
-        app().layer(RateLimitLayer::new(Limiter::with_store(rules, store))),
-        true,
-    )
-    .await;
+    let addr = serve(app().layer(RateLimitLayer::new(Limiter::with_store(rules, store)))).await;
     let mut remaining = Vec::new();
     for _ in 0..5 {
-        let reply = get_path(addr, "/").await;
+        let reply = server::get(addr, "/", &[]).await;
         assert_eq!(reply.status, StatusCode::OK);
         remaining.push(reply.number("x-ratelimit-remaining"));
     }
     assert_eq!(remaining, [4, 3, 2, 1, 0]);
-    let denied = get_path(addr, "/").await;
+    let denied = server::get(addr, "/", &[]).await;
     assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(denied.number("retry-after"), 60);
 }
@@ -599,19 +518,19 @@ async fn store_failures_follow_the_on_store_error_policy() {
         let rules = Rules::from_yaml(&yaml).expect("valid rules");
         RateLimitLayer::new(Limiter::with_store(rules, DownStore))
     };
-    let open = serve(app().layer(policy("allow")), true).await;
-    let reply = get_path(open, "/").await;
+    let open = serve(app().layer(policy("allow"))).await;
+    let reply = server::get(open, "/", &[]).await;
     assert_eq!(reply.status, StatusCode::OK, "fail open");
     assert!(reply.header("x-ratelimit-remaining").is_none());
-    let closed = serve(app().layer(policy("deny")), true).await;
-    let reply = get_path(closed, "/").await;
+    let closed = serve(app().layer(policy("deny"))).await;
+    let reply = server::get(closed, "/", &[]).await;
     assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS, "fail closed");
     assert_eq!(reply.number("retry-after"), 1);
-    let local = serve(app().layer(policy("local")), true).await;
+    let local = serve(app().layer(policy("local"))).await;
     let statuses = [
-        get_path(local, "/").await,
-        get_path(local, "/").await,
-        get_path(local, "/").await,
+        server::get(local, "/", &[]).await,
+        server::get(local, "/", &[]).await,
+        server::get(local, "/", &[]).await,
     ];
     assert_eq!(
         statuses.iter().map(|r| r.status).collect::<Vec<_>>(),
@@ -629,18 +548,14 @@ async fn store_failures_follow_the_on_store_error_policy() {
 async fn each_limit_may_have_its_own_failure_policy() {
     let yaml = "domain: t\ndescriptors:\n  - key: method\n    rate_limit: { unit: minute, requests_per_unit: 5 }\n  - key: path\n    value: /auth/login\n    rate_limit: { unit: minute, requests_per_unit: 5, on_store_error: deny }\n";
     let rules = Rules::from_yaml(yaml).expect("valid rules");
-    let addr = serve(
-        app().layer(RateLimitLayer::new(Limiter::with_store(rules, DownStore))),
-        true,
-    )
-    .await;
+    let addr = serve(app().layer(RateLimitLayer::new(Limiter::with_store(rules, DownStore)))).await;
     assert_eq!(
-        get_path(addr, "/").await.status,
+        server::get(addr, "/", &[]).await.status,
         StatusCode::OK,
         "the default fails open"
     );
     assert_eq!(
-        get_path(addr, "/auth/login").await.status,
+        server::get(addr, "/auth/login", &[]).await.status,
         StatusCode::TOO_MANY_REQUESTS,
         "the login limit fails closed"
     );
@@ -674,7 +589,7 @@ async fn recording_server(
     );
     let rules = Rules::from_yaml(yaml).expect("valid rules");
     (
-        serve(router.layer(RateLimitLayer::from_rules(rules)), true).await,
+        serve(router.layer(RateLimitLayer::from_rules(rules))).await,
         arrivals,
     )
 }
@@ -694,7 +609,7 @@ async fn a_leaky_bucket_releases_queued_requests_in_order_at_the_outflow_rate() 
     for seq in 0..6 {
         let seq_header = seq.to_string();
         replies.push(tokio::spawn(async move {
-            let reply = send(addr, "GET", "/slow", &[("x-seq", seq_header.as_bytes())]).await;
+            let reply = server::get(addr, "/slow", &[("x-seq", &seq_header)]).await;
             (reply.status, std::time::Instant::now())
         }));
         // Arrive in a known order, well within one 100 ms interval.
@@ -750,21 +665,21 @@ async fn a_client_that_goes_away_frees_its_place_in_the_queue() {
     let (addr, arrivals) = recording_server(&yaml).await;
     let start = std::time::Instant::now();
     assert_eq!(
-        send(addr, "GET", "/slow", &[("x-seq", b"served")])
+        server::get(addr, "/slow", &[("x-seq", "served")])
             .await
             .status,
         StatusCode::OK
     );
     // Queued for about 500 ms; the queue (one place) is now full until the first slot passes.
     let impatient =
-        tokio::spawn(async move { send(addr, "GET", "/slow", &[("x-seq", b"impatient")]).await });
+        tokio::spawn(async move { server::get(addr, "/slow", &[("x-seq", "impatient")]).await });
     tokio::time::sleep(Duration::from_millis(20)).await;
     impatient.abort();
     // Without the freed place every request before the 500 ms mark would find the queue full.
     let mut status = StatusCode::TOO_MANY_REQUESTS;
     while status != StatusCode::OK && start.elapsed() < Duration::from_millis(400) {
         tokio::time::sleep(Duration::from_millis(2)).await;
-        status = send(addr, "GET", "/slow", &[("x-seq", b"next")])
+        status = server::get(addr, "/slow", &[("x-seq", "next")])
             .await
             .status;
     }
@@ -790,7 +705,7 @@ async fn a_client_that_goes_away_frees_its_place_in_the_queue() {
 
 #[tokio::test]
 async fn weighted_requests_cost_what_their_source_says() {
-    let (layer, _) = layer(
+    let addr = serve_app(
         r#"
 domain: test
 sources: { weight: { header: x-weight } }
@@ -798,11 +713,9 @@ descriptors:
   - key: remote_address
     rate_limit: { unit: minute, requests_per_unit: 5, algorithm: sliding_window_log, cost: weight }
 "#,
-    );
-    let addr = serve(app().layer(layer), true).await;
-    let weighing = |weight: &'static [u8]| async move {
-        send(addr, "GET", "/", &[("x-weight", weight)]).await
-    };
+    )
+    .await;
+    let weighing = |weight: &'static [u8]| async move { get_with(addr, "x-weight", weight).await };
     assert_eq!(weighing(b"3").await.number("x-ratelimit-remaining"), 2);
     assert_eq!(
         weighing(b"3").await.status,
@@ -817,7 +730,9 @@ descriptors:
         "counts as 1"
     );
     assert_eq!(
-        get_path(addr, "/").await.number("x-ratelimit-remaining"),
+        server::get(addr, "/", &[])
+            .await
+            .number("x-ratelimit-remaining"),
         0,
         "no weight counts as 1"
     );

@@ -4,6 +4,7 @@
 mod common;
 
 use common::redis_server::{RedisCluster, RedisServer};
+use common::stores::decide;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use tokio::task::JoinSet;
 use tollgate::clock::ManualClock;
 use tollgate::rules::Rules;
 use tollgate::store::RedisStore;
-use tollgate::Limiter;
+use tollgate::{Limiter, Verdict};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -59,9 +60,34 @@ fn rules(yaml: &str) -> Rules {
 
 /// One limit per `user`, `rate_limit` being the YAML flow mapping's inside.
 fn per_user(domain: &str, rate_limit: &str) -> Rules {
-    rules(&format!(
+    rules(&per_user_yaml(domain, rate_limit))
+}
+
+/// [`per_user`], with `policy` (`allow`, `deny` or `local`) deciding while the store fails.
+fn per_user_on_store_error(domain: &str, policy: &str, rate_limit: &str) -> Rules {
+    let yaml = per_user_yaml(domain, rate_limit);
+    rules(&format!("defaults: {{ on_store_error: {policy} }}\n{yaml}"))
+}
+
+fn per_user_yaml(domain: &str, rate_limit: &str) -> String {
+    format!(
         "domain: {domain}\nsources: {{ user: {{ header: x-user }} }}\ndescriptors:\n  - key: user\n    rate_limit: {{ {rate_limit} }}\n"
-    ))
+    )
+}
+
+/// A limiter with one limit per `user` (see [`per_user`]) on `server`.
+async fn per_user_limiter(
+    server: &RedisServer,
+    domain: &str,
+    rate_limit: &str,
+) -> Limiter<RedisStore> {
+    Limiter::with_store(per_user(domain, rate_limit), store(server).await)
+}
+
+/// The remaining count of a verdict that must be an admission.
+fn admitted_remaining(verdict: Verdict) -> Option<u64> {
+    assert!(verdict.is_allowed());
+    verdict.decision().map(|d| d.remaining)
 }
 
 /// Waits, if needed, until the current hour has more than `margin` left: fixed and sliding
@@ -108,16 +134,11 @@ fn two_limiters_sharing_one_redis_admit_exactly_the_limit_between_them() {
             "algorithm: leaky_bucket, queue: 99, mode: police",
         ];
         for variant in variants {
-            let rules = || {
-                per_user(
-                    "shared",
-                    &format!("unit: hour, requests_per_unit: 100, {variant}"),
-                )
-            };
+            let rate_limit = format!("unit: hour, requests_per_unit: 100, {variant}");
             // Two servers of a fleet: two limiters, two connections, one Redis.
             let fleet = [
-                Limiter::with_store(rules(), store(&server).await),
-                Limiter::with_store(rules(), store(&server).await),
+                per_user_limiter(&server, "shared", &rate_limit).await,
+                per_user_limiter(&server, "shared", &rate_limit).await,
             ];
             away_from_hour_edge(Duration::from_secs(10)).await;
             let mut tasks = JoinSet::new();
@@ -206,19 +227,14 @@ fn one_round_trip_per_request() {
 fn script_flush_is_survived() {
     let server = RedisServer::start();
     runtime().block_on(async {
-        let limiter = Limiter::with_store(
-            per_user(
-                "flush",
-                "unit: hour, requests_per_unit: 10, algorithm: token_bucket",
-            ),
-            store(&server).await,
-        );
-        let remaining = |verdict: tollgate::Verdict| {
-            assert!(verdict.is_allowed());
-            verdict.decision().map(|d| d.remaining)
-        };
+        let limiter = per_user_limiter(
+            &server,
+            "flush",
+            "unit: hour, requests_per_unit: 10, algorithm: token_bucket",
+        )
+        .await;
         assert_eq!(
-            remaining(limiter.check(&[("user", "u1")], 1).await),
+            admitted_remaining(limiter.check(&[("user", "u1")], 1).await),
             Some(9)
         );
         let loads = server.calls("script|load");
@@ -227,13 +243,13 @@ fn script_flush_is_survived() {
             Some("OK")
         );
         assert_eq!(
-            remaining(limiter.check(&[("user", "u1")], 1).await),
+            admitted_remaining(limiter.check(&[("user", "u1")], 1).await),
             Some(8),
             "decided by Redis after reloading the script, on the state kept"
         );
         assert_eq!(server.calls("script|load"), loads + 1, "reloaded once");
         assert_eq!(
-            remaining(limiter.check(&[("user", "u1")], 1).await),
+            admitted_remaining(limiter.check(&[("user", "u1")], 1).await),
             Some(7)
         );
         assert_eq!(server.calls("script|load"), loads + 1, "and only once");
@@ -313,9 +329,11 @@ fn killing_redis_mid_load_follows_each_failure_policy() {
     let mut server = RedisServer::start();
     let runtime = runtime();
     let limiter = |policy: &str| {
-        let rules = rules(&format!(
-            "domain: outage\ndefaults: {{ on_store_error: {policy} }}\nsources: {{ user: {{ header: x-user }} }}\ndescriptors:\n  - key: user\n    rate_limit: {{ unit: hour, requests_per_unit: 2, algorithm: token_bucket }}\n"
-        ));
+        let rules = per_user_on_store_error(
+            "outage",
+            policy,
+            "unit: hour, requests_per_unit: 2, algorithm: token_bucket",
+        );
         let store = runtime
             .block_on(
                 RedisStore::builder(server.url())
@@ -411,31 +429,7 @@ fn killing_redis_mid_load_follows_each_failure_policy() {
         // limiter admits only once Redis decides; the allow-policy one reports a decision only
         // when Redis made it.
         for (name, limiter) in [("allow", &open), ("deny", &closed)] {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            for i in 0.. {
-                let user = format!("probe-{i}");
-                let verdict = limiter.check(&[("user", &user)], 1).await;
-                if verdict.is_allowed() && verdict.decision().is_some() {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "{name}: Redis still not used 10 s after it came back"
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            let user = format!("fresh-{name}");
-            let verdicts = [
-                limiter.check(&[("user", &user)], 1).await,
-                limiter.check(&[("user", &user)], 1).await,
-                limiter.check(&[("user", &user)], 1).await,
-            ];
-            let allowed = verdicts.map(|v| v.is_allowed());
-            assert_eq!(
-                allowed,
-                [true, true, false],
-                "{name}: the limit of 2 holds again"
-            );
+            let verdicts = decides_again(limiter, name).await;
             let remaining = verdicts.map(|v| v.decision().map(|d| d.remaining));
             assert_eq!(
                 remaining,
@@ -451,13 +445,12 @@ fn killing_redis_mid_load_follows_each_failure_policy() {
 fn over_limit_cache_answers_without_a_round_trip() {
     let server = RedisServer::start();
     runtime().block_on(async {
-        let limiter = Limiter::with_store(
-            per_user(
-                "cached",
-                "unit: hour, requests_per_unit: 1, algorithm: token_bucket",
-            ),
-            store(&server).await,
-        );
+        let limiter = per_user_limiter(
+            &server,
+            "cached",
+            "unit: hour, requests_per_unit: 1, algorithm: token_bucket",
+        )
+        .await;
         let evalsha = || server.calls("evalsha");
         // The first call loads the script (EVALSHA, NOSCRIPT, SCRIPT LOAD, EVALSHA).
         assert!(limiter.check(&[("user", "warm-up")], 1).await.is_allowed());
@@ -492,15 +485,10 @@ fn over_limit_cache_answers_without_a_round_trip() {
 fn leaky_bucket_delays_come_from_redis() {
     let server = RedisServer::start();
     runtime().block_on(async {
-        let rules = || {
-            per_user(
-                "shaped",
-                "unit: second, requests_per_unit: 10, algorithm: leaky_bucket, queue: 5",
-            )
-        };
+        let rate_limit = "unit: second, requests_per_unit: 10, algorithm: leaky_bucket, queue: 5";
         let fleet = [
-            Limiter::with_store(rules(), store(&server).await),
-            Limiter::with_store(rules(), store(&server).await),
+            per_user_limiter(&server, "shaped", rate_limit).await,
+            per_user_limiter(&server, "shaped", rate_limit).await,
         ];
         // Warm both connections up (script loaded), on another key.
         for limiter in &fleet {
@@ -583,14 +571,13 @@ fn redis_cluster_with_three_masters() {
             Limiter::with_store(two_limits(second), store),
         ];
         let request = [("user", "u1"), ("tenant", "t1")];
-        let remaining = |verdict: tollgate::Verdict| {
-            assert!(verdict.is_allowed());
-            verdict.decision().map(|d| d.remaining)
-        };
         // Both limits of a request share the domain's slot: one script call decides them.
         for limiter in &limiters {
             for left in [5, 4, 3] {
-                assert_eq!(remaining(limiter.check(&request, 1).await), Some(left));
+                assert_eq!(
+                    admitted_remaining(limiter.check(&request, 1).await),
+                    Some(left)
+                );
             }
         }
         for (domain, slot, node) in [(first, slot, owner), (second, second_slot, second_owner)] {
@@ -621,7 +608,7 @@ fn redis_cluster_with_three_masters() {
         for limiter in &limiters {
             for left in [2, 1, 0] {
                 assert_eq!(
-                    remaining(limiter.check(&request, 1).await),
+                    admitted_remaining(limiter.check(&request, 1).await),
                     Some(left),
                     "the counts carry over"
                 );
@@ -637,7 +624,7 @@ fn redis_cluster_with_three_masters() {
         );
         // Other keys of the moved domain land on the new master too.
         assert_eq!(
-            remaining(
+            admitted_remaining(
                 limiters[0]
                     .check(&[("user", "u2"), ("tenant", "t1")], 1)
                     .await
@@ -656,8 +643,10 @@ async fn fail_closed(
     failures: u32,
     cooldown: Duration,
 ) -> Limiter<RedisStore> {
-    let rules = rules(
-        "domain: hung\ndefaults: { on_store_error: deny }\nsources: { user: { header: x-user } }\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 2, algorithm: token_bucket }\n",
+    let rules = per_user_on_store_error(
+        "hung",
+        "deny",
+        "unit: hour, requests_per_unit: 2, algorithm: token_bucket",
     );
     let store = RedisStore::builder(server.url())
         .timeout(timeout)
@@ -671,13 +660,15 @@ async fn fail_closed(
     limiter
 }
 
-/// Waits (at most 10 s, every 50 ms) until a fail-closed limiter admits again, i.e. Redis
-/// decides again; then checks that its limit of 2 holds.
-async fn decides_again(limiter: &Limiter<RedisStore>, name: &str) {
+/// Waits (at most 10 s, every 50 ms) until Redis decides again (a check is admitted with a
+/// decision: under `allow` or `deny`, only Redis makes one); then checks that the limit of 2
+/// holds for a fresh user. That user's three verdicts.
+async fn decides_again(limiter: &Limiter<RedisStore>, name: &str) -> [Verdict; 3] {
     let deadline = Instant::now() + Duration::from_secs(10);
     for i in 0.. {
         let user = format!("probe-{i}");
-        if limiter.check(&[("user", &user)], 1).await.is_allowed() {
+        let verdict = limiter.check(&[("user", &user)], 1).await;
+        if verdict.is_allowed() && verdict.decision().is_some() {
             break;
         }
         assert!(
@@ -687,15 +678,17 @@ async fn decides_again(limiter: &Limiter<RedisStore>, name: &str) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let user = format!("fresh-{name}");
-    let mut allowed = Vec::new();
-    for _ in 0..3 {
-        allowed.push(limiter.check(&[("user", &user)], 1).await.is_allowed());
-    }
+    let verdicts = [
+        limiter.check(&[("user", &user)], 1).await,
+        limiter.check(&[("user", &user)], 1).await,
+        limiter.check(&[("user", &user)], 1).await,
+    ];
     assert_eq!(
-        allowed,
+        verdicts.map(|v| v.is_allowed()),
         [true, true, false],
         "{name}: the limit of 2 holds again"
     );
+    verdicts
 }
 
 #[test]
@@ -863,13 +856,12 @@ fn a_full_limit_charges_no_other_limit_of_the_request() {
 fn the_over_limit_cache_denies_only_costs_known_to_be_too_large() {
     let server = RedisServer::start();
     runtime().block_on(async {
-        let limiter = Limiter::with_store(
-            per_user(
-                "weights",
-                "unit: hour, requests_per_unit: 5, algorithm: token_bucket",
-            ),
-            store(&server).await,
-        );
+        let limiter = per_user_limiter(
+            &server,
+            "weights",
+            "unit: hour, requests_per_unit: 5, algorithm: token_bucket",
+        )
+        .await;
         assert!(limiter.check(&[("user", "u1")], 3).await.is_allowed());
         assert!(
             !limiter.check(&[("user", "u1")], 3).await.is_allowed(),
@@ -891,7 +883,7 @@ fn the_over_limit_cache_denies_only_costs_known_to_be_too_large() {
 #[test]
 fn a_cancelled_queue_place_is_given_back_in_redis() {
     use tollgate::algorithm::{Algorithm, Quota};
-    use tollgate::store::{Acquisition, LimitCheck, Store};
+    use tollgate::store::{LimitCheck, Store};
 
     let server = RedisServer::start();
     runtime().block_on(async {
@@ -907,11 +899,7 @@ fn a_cancelled_queue_place_is_given_back_in_redis() {
             shadow: false,
         };
         let acquire = || async {
-            let decisions = match store.acquire(&[check]) {
-                Acquisition::Ready(result) => result,
-                Acquisition::Pending(pending) => pending.await,
-            }
-            .expect("Redis decides");
+            let decisions = decide(&store, &[check]).await.expect("Redis decides");
             decisions[0]
         };
         let first = acquire().await;
@@ -951,9 +939,7 @@ fn a_cancelled_queue_place_is_given_back_in_redis() {
 fn the_local_policy_decides_in_memory_while_redis_is_down() {
     let mut server = RedisServer::start();
     let runtime = runtime();
-    let rules = rules(
-        "domain: local\ndefaults: { on_store_error: local }\nsources: { user: { header: x-user } }\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 2 }\n",
-    );
+    let rules = per_user_on_store_error("local", "local", "unit: hour, requests_per_unit: 2");
     let store = runtime
         .block_on(
             RedisStore::builder(server.url())
@@ -1005,7 +991,7 @@ async fn checks_for(limiter: &Limiter<RedisStore>, user: &str, count: usize) -> 
 #[test]
 fn a_key_holding_garbage_or_deleted_counts_as_never_seen_and_trips_nothing() {
     use tollgate::algorithm::{Algorithm, Quota};
-    use tollgate::store::{Acquisition, LimitCheck, Store};
+    use tollgate::store::LimitCheck;
 
     let server = RedisServer::start();
     runtime().block_on(async {
@@ -1033,11 +1019,9 @@ fn a_key_holding_garbage_or_deleted_counts_as_never_seen_and_trips_nothing() {
                     .cli(&["SET", "tollgate:{g}:6b:us", garbage])
                     .expect("set");
             }
-            let decisions = match store.acquire(&[check]) {
-                Acquisition::Ready(result) => result,
-                Acquisition::Pending(pending) => pending.await,
-            }
-            .expect("decided by Redis, as a key never seen");
+            let decisions = decide(&store, &[check])
+                .await
+                .expect("decided by Redis, as a key never seen");
             assert!(decisions[0].allowed);
             assert_eq!(
                 decisions[0].remaining, 2,
@@ -1046,11 +1030,7 @@ fn a_key_holding_garbage_or_deleted_counts_as_never_seen_and_trips_nothing() {
         }
         // Keys deleted under us: the state starts afresh, nothing fails.
         server.cli(&["FLUSHALL"]).expect("flushall");
-        let decisions = match store.acquire(&[check]) {
-            Acquisition::Ready(result) => result,
-            Acquisition::Pending(pending) => pending.await,
-        }
-        .expect("decided by Redis");
+        let decisions = decide(&store, &[check]).await.expect("decided by Redis");
         assert_eq!(decisions[0].remaining, 2);
     });
 }

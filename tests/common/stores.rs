@@ -42,3 +42,14 @@ impl Store for DownStore {
 
     fn cancel(&self, _: &LimitCheck<'_>, _: Nanos) {}
 }
+
+/// `store`'s decisions on `checks`, whether it answers at once or later.
+pub async fn decide<S: Store>(
+    store: &S,
+    checks: &[LimitCheck<'_>],
+) -> Result<Decisions, StoreError> {
+    match store.acquire(checks) {
+        Acquisition::Ready(result) => result,
+        Acquisition::Pending(pending) => pending.await,
+    }
+}
