@@ -691,6 +691,17 @@ mod tests {
         }
     }
 
+    /// How many of `attempts` requests with `values` are admitted.
+    fn admitted<St: Store>(
+        limiter: &Limiter<St>,
+        values: &[(&str, &str)],
+        attempts: usize,
+    ) -> usize {
+        (0..attempts)
+            .filter(|_| check(limiter, values).is_allowed())
+            .count()
+    }
+
     const RULES: &str = r#"
 domain: test
 sources:
@@ -712,10 +723,7 @@ descriptors:
     #[test]
     fn exactly_the_limit_is_admitted_per_value() {
         let (limiter, clock) = limiter(RULES);
-        let admitted = (0..10)
-            .filter(|_| check(&limiter, &[("remote_address", "1.1.1.1")]).is_allowed())
-            .count();
-        assert_eq!(admitted, 3);
+        assert_eq!(admitted(&limiter, &[("remote_address", "1.1.1.1")], 10), 3);
         assert!(check(&limiter, &[("remote_address", "2.2.2.2")]).is_allowed());
         clock.advance(Duration::from_secs(60));
         assert!(check(&limiter, &[("remote_address", "1.1.1.1")]).is_allowed());
@@ -776,12 +784,7 @@ descriptors:
 "#,
         );
         let premium = [("remote_address", "1.1.1.1"), ("plan", "premium")];
-        assert_eq!(
-            (0..10)
-                .filter(|_| check(&limiter, &premium).is_allowed())
-                .count(),
-            5
-        );
+        assert_eq!(admitted(&limiter, &premium, 10), 5);
     }
 
     #[test]
@@ -822,11 +825,7 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 3 }
 "#,
         );
-        let count = |user: &str| {
-            (0..10)
-                .filter(|_| check(&limiter, &[("user", user)]).is_allowed())
-                .count()
-        };
+        let count = |user: &str| admitted(&limiter, &[("user", user)], 10);
         assert_eq!(count("alice"), 1);
         assert_eq!(count("bot-1"), 2);
         assert_eq!(count("bot-special"), 3);
