@@ -140,10 +140,10 @@ impl<S: Clone, St> RateLimit<S, St> {
     }
 }
 
-/// When a request delayed by `delay` from now is released. Fixed at decision time, so that a
-/// future first polled late still keeps its turn.
-fn release_at(delay: Duration) -> tokio::time::Instant {
-    tokio::time::Instant::now() + delay
+/// When a request delayed by `delay` from now is released (`None`: at once). Fixed at
+/// decision time, so that a future first polled late still keeps its turn.
+fn release_at(delay: Duration) -> Option<tokio::time::Instant> {
+    (!delay.is_zero()).then(|| tokio::time::Instant::now() + delay)
 }
 
 /// Waits for the request's turn in the queue, then calls the inner service. Dropped while
@@ -152,7 +152,7 @@ fn release_at(delay: Duration) -> tokio::time::Instant {
 /// The wait is a Tokio timer: servers that queue requests run on a Tokio runtime with time
 /// enabled (as axum and tonic servers do).
 async fn wait_then_call<S, St, ReqBody>(
-    release_at: tokio::time::Instant,
+    release_at: Option<tokio::time::Instant>,
     places: QueuePlaces<St>,
     mut inner: S,
     request: Request<ReqBody>,
@@ -162,7 +162,10 @@ where
     S: Service<Request<ReqBody>>,
     St: Store,
 {
-    tokio::time::sleep_until(release_at).await;
+    // A request a networked store admitted without a delay starts no timer.
+    if let Some(release_at) = release_at {
+        tokio::time::sleep_until(release_at).await;
+    }
     places.release();
     Waited::Served(inner.call(request).await, headers)
 }
