@@ -296,20 +296,20 @@ struct Planned {
 
 impl Inner {
     /// Runs `script` with `keys`, then `now` and `args` as arguments, within the timeout.
-    async fn invoke<T: redis::FromRedisValue>(
+    async fn invoke<'k, T: redis::FromRedisValue>(
         &self,
         script: &Script,
-        keys: &[Vec<u8>],
+        keys: impl IntoIterator<Item = &'k [u8]>,
         now: &str,
-        args: &[i64],
+        args: impl IntoIterator<Item = i64>,
     ) -> Result<T, StoreError> {
         let mut invocation = script.prepare_invoke();
         for key in keys {
-            invocation.key(key.as_slice());
+            invocation.key(key);
         }
         invocation.arg(now);
         for arg in args {
-            invocation.arg(*arg);
+            invocation.arg(arg);
         }
         let call = async {
             match self.connection.clone() {
@@ -508,11 +508,11 @@ impl Store for RedisStore {
             .then(|| checks.iter().map(OwnedCheck::from).collect());
         let store = self.clone();
         Acquisition::Pending(Box::pin(async move {
-            let keys: Vec<Vec<u8>> = planned.iter().map(|p| p.key.clone()).collect();
-            let args: Vec<i64> = planned.iter().flat_map(|p| p.args).collect();
+            let keys = planned.iter().map(|p| p.key.as_slice());
+            let args = planned.iter().flat_map(|p| p.args);
             let reply: Vec<i64> = store
                 .inner
-                .invoke(&store.inner.acquire, &keys, &now, &args)
+                .invoke(&store.inner.acquire, keys, &now, args)
                 .await?;
             if reply.len() != 1 + 7 * planned.len() {
                 return Err(StoreError::new(
@@ -561,10 +561,10 @@ impl Store for RedisStore {
         ];
         let store = self.clone();
         runtime.spawn(async move {
-            let keys = [planned.key];
+            let key = [planned.key.as_slice()];
             if let Err(error) = store
                 .inner
-                .invoke::<i64>(&store.inner.cancel, &keys, &now, &args)
+                .invoke::<i64>(&store.inner.cancel, key, &now, args)
                 .await
             {
                 tracing::debug!(%error, "could not give a queue place back");
