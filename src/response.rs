@@ -131,6 +131,15 @@ pub(crate) fn whole_seconds_at_least_one(duration: Duration) -> u64 {
         .clamp(1, u128::from(u64::MAX)) as u64
 }
 
+/// Whole milliseconds, rounded up, and at least 1: gRPC's retry pushback, and what the logs
+/// report of a wait.
+pub(crate) fn millis_at_least_one(duration: Duration) -> u64 {
+    duration
+        .as_nanos()
+        .div_ceil(1_000_000)
+        .clamp(1, u128::from(u64::MAX)) as u64
+}
+
 /// The headers for an admitted request's decision of `limit`.
 pub(crate) fn headers(
     limit: &Limit,
@@ -209,12 +218,11 @@ pub(crate) fn rejection(
             limit.label()
         );
         // Rounded up like Retry-After: a client that waits this long is admitted.
-        let pushback_ms = decision.retry_after.as_nanos().div_ceil(1_000_000).max(1);
+        let pushback_ms = millis_at_least_one(decision.retry_after);
         let mut response = grpc_status(GRPC_RESOURCE_EXHAUSTED, &message);
-        response.headers_mut().insert(
-            GRPC_RETRY_PUSHBACK_MS,
-            number(u64::try_from(pushback_ms).unwrap_or(u64::MAX)),
-        );
+        response
+            .headers_mut()
+            .insert(GRPC_RETRY_PUSHBACK_MS, number(pushback_ms));
         response
     } else {
         let mut response = Response::new(problem_document(limit.label_json(), retry_after));
@@ -324,6 +332,9 @@ mod tests {
         assert_eq!(whole_seconds_at_least_one(Duration::from_nanos(1)), 1);
         assert_eq!(whole_seconds_at_least_one(Duration::from_secs(2)), 2);
         assert_eq!(whole_seconds_at_least_one(Duration::from_millis(2001)), 3);
+        assert_eq!(millis_at_least_one(Duration::ZERO), 1);
+        assert_eq!(millis_at_least_one(Duration::from_micros(1_001)), 2);
+        assert_eq!(millis_at_least_one(Duration::from_millis(7)), 7);
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod throttle;
 use crate::algorithm::Decision;
 use crate::clock::Clock;
 use crate::limiter::{Booking, Denial, Verdict};
+use crate::response;
 use crate::rules::{OnStoreError, Rules};
 use crate::store::StoreError;
 use std::fmt;
@@ -40,7 +41,10 @@ pub(crate) struct Observer {
     instruments: Instruments,
 }
 
+// Padded to a cache line: in a flood, each denial writes to its limit's throttle, and one
+// limit's writes must not slow its neighbours'.
 #[derive(Debug, Default)]
+#[repr(align(64))]
 struct LimitLogs {
     denied: LogThrottle,
     store_denied: LogThrottle,
@@ -72,17 +76,14 @@ impl Observer {
         decisions: &[Decision],
         verdict: &Verdict,
     ) {
-        #[cfg(feature = "metrics")]
+        let log_shadow_denials = verdict.is_shadow_denied() && tracing::enabled!(Level::INFO);
         for (booking, decision) in bookings.iter().zip(decisions) {
-            let outcome = Outcome::of(decision, booking.shadow, verdict.is_allowed());
-            self.instruments.count(booking.limit, outcome);
-        }
-        if verdict.is_shadow_denied() && tracing::enabled!(Level::INFO) {
-            let shadow_denials = bookings
-                .iter()
-                .zip(decisions)
-                .filter(|(booking, decision)| booking.shadow && !decision.allowed);
-            for (booking, _) in shadow_denials {
+            #[cfg(feature = "metrics")]
+            self.instruments.count(
+                booking.limit,
+                Outcome::of(decision, booking.shadow, verdict.is_allowed()),
+            );
+            if log_shadow_denials && booking.shadow && !decision.allowed {
                 self.shadow_denied(rules, booking.limit);
             }
         }
@@ -151,7 +152,8 @@ impl Observer {
         };
         let domain = rules.domain();
         let limit = rules.limits[index].label();
-        let retry_after_ms = u64::try_from(decision.retry_after.as_millis()).unwrap_or(u64::MAX);
+        // As the client is told it (gRPC's pushback): rounded up.
+        let retry_after_ms = response::millis_at_least_one(decision.retry_after);
         if denial == Denial::OverLimit {
             tracing::debug!(domain, limit, retry_after_ms, "rate limited");
         }
@@ -159,29 +161,28 @@ impl Observer {
             return;
         }
         let logs = &self.limits[index];
+        let throttle = match denial {
+            Denial::OverLimit => &logs.denied,
+            Denial::StoreError => &logs.store_denied,
+        };
+        let Some(suppressed) = throttle.admit(self.clock.now()) else {
+            return;
+        };
         match denial {
-            Denial::OverLimit => {
-                if let Some(suppressed) = logs.denied.admit(self.clock.now()) {
-                    tracing::warn!(
-                        domain,
-                        limit,
-                        retry_after_ms,
-                        suppressed,
-                        "rate limited: requests over this limit are denied"
-                    );
-                }
-            }
-            Denial::StoreError => {
-                if let Some(suppressed) = logs.store_denied.admit(self.clock.now()) {
-                    tracing::warn!(
-                        domain,
-                        limit,
-                        retry_after_ms,
-                        suppressed,
-                        "the rate-limit store failed: requests under this limit are denied (on_store_error: deny)"
-                    );
-                }
-            }
+            Denial::OverLimit => tracing::warn!(
+                domain,
+                limit,
+                retry_after_ms,
+                suppressed,
+                "rate limited: requests over this limit are denied"
+            ),
+            Denial::StoreError => tracing::warn!(
+                domain,
+                limit,
+                retry_after_ms,
+                suppressed,
+                "the rate-limit store failed: requests under this limit are denied (on_store_error: deny)"
+            ),
         }
     }
 
