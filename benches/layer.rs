@@ -23,6 +23,9 @@
 //! cargo bench --bench layer
 //! ```
 
+#[path = "common/layers.rs"]
+mod layers;
+
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use criterion::Criterion;
@@ -34,12 +37,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-use tollgate::algorithm::Algorithm;
-use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, Unit};
-use tollgate::RateLimitLayer;
 use tower::{Layer, Service, ServiceExt};
-use tower_governor::governor::GovernorConfigBuilder;
-use tower_governor::GovernorLayer;
 
 /// The handler behind every layer: a static body, as the HTTP bench's server answers.
 #[derive(Clone)]
@@ -137,33 +135,6 @@ impl Visit for Count {
     }
 }
 
-fn tollgate(limit: LimitSpec) -> RateLimitLayer {
-    let rules = Rules::builder("bench")
-        .descriptor(
-            DescriptorSpec::key("remote_address")
-                .rate_limit(limit.algorithm(Algorithm::TokenBucket)),
-        )
-        .build()
-        .expect("valid bench rules");
-    RateLimitLayer::from_rules(rules)
-}
-
-fn governor(
-    period: Duration,
-    burst: u32,
-) -> GovernorLayer<
-    tower_governor::key_extractor::PeerIpKeyExtractor,
-    governor::middleware::NoOpMiddleware<governor::clock::QuantaInstant>,
-    Body,
-> {
-    let config = GovernorConfigBuilder::default()
-        .period(period)
-        .burst_size(burst)
-        .finish()
-        .expect("a non-zero period and burst");
-    GovernorLayer::new(config)
-}
-
 /// Waits until `service` is ready (all of these are ready at once). The services here stay
 /// ready, so the benches call them again and again after this one readiness check, which
 /// tower does not promise in general.
@@ -179,21 +150,15 @@ fn ready<S: Service<Request<Body>>>(mut service: S) -> S {
 /// Every service measured, by id.
 fn each_service(visitor: &mut impl Visit) {
     visitor.visit("bare", ready(Hello));
-    visitor.visit(
-        "tollgate",
-        ready(tollgate(LimitSpec::per(Unit::Second, 1_000_000_000)).layer(Hello)),
-    );
+    visitor.visit("tollgate", ready(layers::tollgate(false).layer(Hello)));
     visitor.visit(
         "tollgate-limited",
-        ready(tollgate(LimitSpec::per(Unit::Hour, 1)).layer(Hello)),
+        ready(layers::tollgate(true).layer(Hello)),
     );
-    visitor.visit(
-        "governor",
-        ready(governor(Duration::from_nanos(1), u32::MAX).layer(Hello)),
-    );
+    visitor.visit("governor", ready(layers::governor(false).layer(Hello)));
     visitor.visit(
         "governor-limited",
-        ready(governor(Duration::from_secs(3600), 1).layer(Hello)),
+        ready(layers::governor(true).layer(Hello)),
     );
 }
 

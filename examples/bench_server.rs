@@ -23,16 +23,13 @@
 //! workers (default 1), and the whole server (accept loop included) runs on them, so that
 //! the server and the load generator can be pinned to different cores.
 
+#[path = "../benches/common/layers.rs"]
+mod layers;
+
 use axum::routing::get;
 use axum::Router;
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::time::Duration;
-use tollgate::algorithm::Algorithm;
-use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, Unit};
-use tollgate::RateLimitLayer;
-use tower_governor::governor::GovernorConfigBuilder;
-use tower_governor::GovernorLayer;
 
 const MODES: &str = "bare, tollgate, tollgate-limited, governor, governor-limited";
 
@@ -81,39 +78,13 @@ fn app(mode: &str) -> Option<Router> {
     let router = Router::new().route("/", get(|| async { "hello, world\n" }));
     let app = match mode {
         "bare" => router,
-        "tollgate" => router.layer(tollgate_per_ip(LimitSpec::per(Unit::Second, 1_000_000_000))),
-        "tollgate-limited" => router.layer(tollgate_per_ip(LimitSpec::per(Unit::Hour, 1))),
-        "governor" => {
-            let config = GovernorConfigBuilder::default()
-                .period(Duration::from_nanos(1))
-                .burst_size(u32::MAX)
-                .finish()
-                .expect("a non-zero period and burst");
-            router.layer(GovernorLayer::new(config))
-        }
-        "governor-limited" => {
-            let config = GovernorConfigBuilder::default()
-                .period(Duration::from_secs(3600))
-                .burst_size(1)
-                .finish()
-                .expect("a non-zero period and burst");
-            router.layer(GovernorLayer::new(config))
-        }
+        "tollgate" => router.layer(layers::tollgate(false)),
+        "tollgate-limited" => router.layer(layers::tollgate(true)),
+        "governor" => router.layer(layers::governor(false)),
+        "governor-limited" => router.layer(layers::governor(true)),
         _ => return None,
     };
     Some(app)
-}
-
-/// A tollgate layer with one per-client-IP token bucket.
-fn tollgate_per_ip(limit: LimitSpec) -> RateLimitLayer {
-    let rules = Rules::builder("bench")
-        .descriptor(
-            DescriptorSpec::key("remote_address")
-                .rate_limit(limit.algorithm(Algorithm::TokenBucket)),
-        )
-        .build()
-        .expect("valid bench rules");
-    RateLimitLayer::from_rules(rules)
 }
 
 async fn serve(app: Router, mode: &str, listen: &str, workers: usize) -> ExitCode {

@@ -1,0 +1,51 @@
+//! The limiting layers the HTTP benches put in front of one route, keyed by the peer address
+//! (shared by `benches/layer.rs` and `examples/bench_server.rs`).
+
+use axum::body::Body;
+use std::time::Duration;
+use tollgate::algorithm::Algorithm;
+use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, Unit};
+use tollgate::RateLimitLayer;
+use tower_governor::governor::GovernorConfigBuilder;
+use tower_governor::GovernorLayer;
+
+/// tower_governor's layer as the benches build it.
+pub type Governor = GovernorLayer<
+    tower_governor::key_extractor::PeerIpKeyExtractor,
+    governor::middleware::NoOpMiddleware<governor::clock::QuantaInstant>,
+    Body,
+>;
+
+/// tollgate with one per-IP token bucket: 1,000,000,000 per second (nothing is limited), or,
+/// when `limited`, 1 per hour (every request but each address's first gets 429).
+pub fn tollgate(limited: bool) -> RateLimitLayer {
+    let limit = if limited {
+        LimitSpec::per(Unit::Hour, 1)
+    } else {
+        LimitSpec::per(Unit::Second, 1_000_000_000)
+    };
+    let rules = Rules::builder("bench")
+        .descriptor(
+            DescriptorSpec::key("remote_address")
+                .rate_limit(limit.algorithm(Algorithm::TokenBucket)),
+        )
+        .build()
+        .expect("valid bench rules");
+    RateLimitLayer::from_rules(rules)
+}
+
+/// tower_governor keyed by peer IP: one cell per nanosecond with a burst of `u32::MAX`
+/// (nothing is limited), or, when `limited`, one cell per hour with a burst of 1.
+pub fn governor(limited: bool) -> Governor {
+    let (period, burst) = if limited {
+        (Duration::from_secs(3600), 1)
+    } else {
+        (Duration::from_nanos(1), u32::MAX)
+    };
+    let config = GovernorConfigBuilder::default()
+        .period(period)
+        .burst_size(burst)
+        .finish()
+        .expect("a non-zero period and burst");
+    GovernorLayer::new(config)
+}
