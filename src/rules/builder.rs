@@ -225,7 +225,7 @@ impl LimitSpec {
     /// `requests` per `period`, in whole milliseconds.
     pub fn every(period: Duration, requests: u64) -> Self {
         LimitSpec(RawRateLimit {
-            period: Some(unlocated(format!("{}ms", period.as_millis()))),
+            period: Some(unlocated(Unit::format_period(period))),
             requests_per_unit: Some(unlocated(requests)),
             ..RawRateLimit::default()
         })
@@ -271,7 +271,7 @@ impl LimitSpec {
 
     /// The longest a request may wait in a leaky bucket's queue, in whole milliseconds.
     pub fn max_delay(mut self, max_delay: Duration) -> Self {
-        self.0.max_delay = Some(unlocated(format!("{}ms", max_delay.as_millis())));
+        self.0.max_delay = Some(unlocated(Unit::format_period(max_delay)));
         self
     }
 

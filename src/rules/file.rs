@@ -282,3 +282,33 @@ pub enum OnStoreError {
     /// until the shared store is back.
     Local,
 }
+
+impl OnStoreError {
+    /// The name used in rules files.
+    ///
+    /// ```
+    /// use tollgate::rules::OnStoreError;
+    ///
+    /// assert_eq!(OnStoreError::Local.name(), "local");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            OnStoreError::Allow => "allow",
+            OnStoreError::Deny => "deny",
+            OnStoreError::Local => "local",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OnStoreError;
+
+    #[test]
+    fn store_error_policies_are_named_as_the_rules_file_spells_them() {
+        for policy in [OnStoreError::Allow, OnStoreError::Deny, OnStoreError::Local] {
+            let read: OnStoreError = serde_saphyr::from_str(policy.name()).expect("a policy");
+            assert_eq!(read, policy);
+        }
+    }
+}
