@@ -55,17 +55,19 @@ const SHADOW_MODE: &str =
     "shadow_mode: true: every limit only counts and reports; nothing is denied or delayed";
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
-        Command::Check { file } => check(&file),
-        Command::Explain { file, request } => explain(&file, &request),
-    }
-}
-
-fn check(file: &Path) -> ExitCode {
+    let command = Cli::parse().command;
+    let (Command::Check { file } | Command::Explain { file, .. }) = &command;
     let rules = match load(file) {
         Ok(rules) => rules,
         Err(code) => return code,
     };
+    match &command {
+        Command::Check { file } => check(file, &rules),
+        Command::Explain { request, .. } => explain(&rules, request),
+    }
+}
+
+fn check(file: &Path, rules: &Rules) -> ExitCode {
     let count = rules.limits().len();
     println!(
         "{}: valid, domain `{}`, {count} limit(s)",
@@ -92,7 +94,7 @@ fn check(file: &Path) -> ExitCode {
             describe::algorithm(limit).to_owned(),
             describe::quota(limit),
             describe::shadow(limit, rules.shadow_mode()).to_owned(),
-            describe::on_store_error(limit.on_store_error()),
+            limit.on_store_error().name().to_owned(),
             describe::list(limit.replaces()),
         ]);
     }
@@ -100,11 +102,7 @@ fn check(file: &Path) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn explain(file: &Path, args: &RequestArgs) -> ExitCode {
-    let rules = match load(file) {
-        Ok(rules) => rules,
-        Err(code) => return code,
-    };
+fn explain(rules: &Rules, args: &RequestArgs) -> ExitCode {
     let request = match args.request() {
         Ok(request) => request,
         Err(message) => return usage_error(&message),
@@ -118,7 +116,7 @@ fn explain(file: &Path, args: &RequestArgs) -> ExitCode {
         }
     };
     println!("request: {} {}", request.method(), request.uri());
-    println!("client:  {}", client(&rules, &request));
+    println!("client:  {}", client(rules, &request));
     if let Some(exemption) = explanation.exemption() {
         println!(
             "result:  exempt (unlimited): {} matches the unlimited entry `{}`; no limit applies",

@@ -1,6 +1,6 @@
 //! Text tables with aligned columns.
 
-use std::fmt;
+use std::fmt::{self, Write};
 
 /// Rows under a header, written with each column as wide as its widest cell.
 pub(crate) struct Table<const N: usize> {
@@ -34,7 +34,7 @@ impl<const N: usize> fmt::Display for Table<N> {
         for line in lines() {
             let mut text = String::new();
             for (cell, width) in line.iter().zip(widths) {
-                text.push_str(&format!("{cell:width$}  "));
+                write!(text, "{cell:width$}  ")?;
             }
             writeln!(f, "{}", text.trim_end())?;
         }
