@@ -93,11 +93,9 @@ impl DirectoryEvents {
     /// been re-pointed.
     pub(super) fn follow(&mut self) {
         let links = links(&self.path);
-        let mut dirs: Vec<PathBuf> = Vec::new();
+        let mut dirs = Vec::new();
         for dir in links.iter().filter_map(|link| link.parent()) {
-            if !dirs.iter().any(|known| known == dir) {
-                dirs.push(dir.to_path_buf());
-            }
+            push_new(&mut dirs, dir.to_path_buf());
         }
         // Before watching, so that the first events of a new directory already count.
         *self.links.lock().unwrap_or_else(PoisonError::into_inner) = links;

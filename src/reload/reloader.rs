@@ -70,33 +70,28 @@ impl Reloader {
     /// Reads the file; when its bytes differ from those in force and compile, puts their
     /// rules in force. Working rules are never replaced by a file that fails.
     pub(crate) fn reload(&self) -> Outcome {
-        let in_force = lock(&self.in_force);
-        let reading = Rules::read_file(&self.path);
-        self.settle(in_force, reading)
+        self.reload_if(|_| true)
+            .unwrap_or_else(|_| unreachable!("every reading is confirmed"))
     }
 
     /// As [`Reloader::reload`], but a reading whose bytes differ from those in force is used
     /// only when `confirmed` accepts it; otherwise it is handed back, neither applied nor
     /// counted, for the watcher to compare with a later reading.
+    ///
+    /// Then counts and logs the outcome, with the bytes in force unlocked first, so that
+    /// compiling never delays `stats()` and counting never waits on a reading.
     pub(crate) fn reload_if(
         &self,
         confirmed: impl FnOnce(&Reading) -> bool,
     ) -> Result<Outcome, Reading> {
-        let in_force = lock(&self.in_force);
+        let mut in_force = lock(&self.in_force);
         let reading = Rules::read_file(&self.path);
         let unchanged = matches!((&reading, &*in_force), (Ok(bytes), Some(old)) if bytes == old);
         if !unchanged && !confirmed(&reading) {
             return Err(reading);
         }
-        Ok(self.settle(in_force, reading))
-    }
-
-    /// Puts a reading's rules in force when they changed and compile, then counts and logs
-    /// the outcome; `in_force` is unlocked first, so that compiling never delays `stats()`
-    /// and counting never waits on a reading.
-    fn settle(&self, mut in_force: MutexGuard<'_, Option<Vec<u8>>>, reading: Reading) -> Outcome {
         let result = match reading {
-            Ok(bytes) if in_force.as_ref() == Some(&bytes) => Ok(ReloadOutcome::Unchanged),
+            Ok(_) if unchanged => Ok(ReloadOutcome::Unchanged),
             Ok(bytes) => Rules::from_file_bytes(&self.path, &bytes).map(|rules| {
                 (self.apply)(rules);
                 *in_force = Some(bytes);
@@ -106,7 +101,7 @@ impl Reloader {
         };
         drop(in_force);
         self.record(&result);
-        result
+        Ok(result)
     }
 
     /// Counts and logs the outcome of one reload.
@@ -210,5 +205,17 @@ mod tests {
         assert!(missing.to_string().contains("cannot read"), "{missing}");
         assert_eq!(reloader.stats().failed, 2);
         assert!(applied.lock().expect("lock").is_empty());
+    }
+
+    #[test]
+    fn an_unconfirmed_change_is_handed_back_and_unchanged_bytes_need_no_confirmation() {
+        let (_dir, reloader, applied) = reloader(ONE_LIMIT);
+        let refused = reloader.reload_if(|_| false).expect_err("not confirmed");
+        assert_eq!(refused, Ok(ONE_LIMIT.as_bytes().to_vec()));
+        assert_eq!(reloader.stats(), ReloadStats::default());
+        assert_eq!(reloader.reload_if(|_| true), Ok(Ok(ReloadOutcome::Applied)));
+        let unchanged = reloader.reload_if(|_| panic!("unchanged bytes are not confirmed"));
+        assert_eq!(unchanged, Ok(Ok(ReloadOutcome::Unchanged)));
+        assert_eq!(applied.lock().expect("lock").len(), 1);
     }
 }

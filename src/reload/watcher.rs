@@ -173,7 +173,6 @@ impl RulesWatcherBuilder {
             inbox,
             debounce: self.debounce,
             poll_interval: self.poll_interval,
-            write_wait: self.poll_interval.unwrap_or(WRITE_WAIT),
             writing: Writing::No,
         };
         let thread = std::thread::Builder::new()
@@ -207,8 +206,6 @@ struct Watch {
     inbox: Receiver<Signal>,
     debounce: Duration,
     poll_interval: Option<Duration>,
-    /// How long to wait for a writer to close the file before reading it anyway.
-    write_wait: Duration,
     writing: Writing,
 }
 
@@ -237,8 +234,8 @@ enum Wake {
 
 impl Watch {
     fn run(mut self) {
-        let mut next_poll = self.poll_interval.map(|interval| Instant::now() + interval);
         loop {
+            let next_poll = self.poll_interval.map(|interval| Instant::now() + interval);
             match self.wait(next_poll) {
                 Wake::Changed(change) => self.note(change),
                 Wake::TimedOut => {}
@@ -247,8 +244,12 @@ impl Watch {
             if self.reload_when_stable().is_err() {
                 return;
             }
-            next_poll = self.poll_interval.map(|interval| Instant::now() + interval);
         }
+    }
+
+    /// How long to wait for a writer to close the file before reading it anyway.
+    fn write_wait(&self) -> Duration {
+        self.poll_interval.unwrap_or(WRITE_WAIT)
     }
 
     /// Reads the file, and puts its content in force once two readings agree, the second
@@ -301,7 +302,7 @@ impl Watch {
     /// stop reloads: after [`Watch::write_wait`] the wait ends with a warning, and the
     /// writing is [overdue](Writing::Overdue).
     fn until_write_ends(&mut self) -> Result<(), Stopped> {
-        let give_up = Instant::now() + self.write_wait;
+        let give_up = Instant::now() + self.write_wait();
         while self.writing == Writing::Open {
             match self.wait(Some(give_up)) {
                 Wake::Changed(change) => self.note(change),
@@ -310,7 +311,7 @@ impl Watch {
                         path = %self.reloader.path().display(),
                         "the rules file has been open for writing for {:?}: reading it \
                          anyway, once two readings a debounce apart agree",
-                        self.write_wait
+                        self.write_wait()
                     );
                     self.writing = Writing::Overdue;
                 }
@@ -369,5 +370,20 @@ mod tests {
         assert_eq!(Arc::strong_count(&probe), 2);
         drop(watcher);
         assert_eq!(Arc::strong_count(&probe), 1, "the thread still runs");
+    }
+
+    #[test]
+    fn a_writer_is_waited_for_a_poll_interval_or_else_five_seconds() {
+        let watch = |poll_interval| Watch {
+            reloader: Arc::new(Reloader::new(PathBuf::from("rules.yaml"), |_rules| {})),
+            events: None,
+            inbox: mpsc::channel().1,
+            debounce: DEFAULT_DEBOUNCE,
+            poll_interval,
+            writing: Writing::No,
+        };
+        let interval = Duration::from_millis(250);
+        assert_eq!(watch(Some(interval)).write_wait(), interval);
+        assert_eq!(watch(None).write_wait(), Duration::from_secs(5));
     }
 }
