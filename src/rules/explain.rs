@@ -4,7 +4,7 @@
 //! [`RequestView`] reads), so it cannot drift from what the layer enforces.
 
 use super::request_values::RequestValues;
-use super::tree::{Level, Matches, StateKey, Values};
+use super::tree::{Level, Values};
 use super::{Limit, Rules};
 use crate::source::{MissingPeerAddr, RequestView};
 
@@ -60,10 +60,9 @@ impl Rules {
         let mut values = RequestValues::new(RequestView::of(request), self);
         // Every match on the walk, to show what exemptions and `replaces` set aside; then
         // what the layer keeps of them.
-        let mut matched = Matches::new();
-        self.root
-            .walk(&mut values, &mut StateKey::new(), &mut matched)?;
-        let applicable = self.applicable(&mut values)?;
+        let matched = self.matched(&mut values)?;
+        let mut applicable = matched.clone();
+        self.set_aside(&mut applicable);
 
         let paths = self.source_paths();
         let mut found = |index: usize| -> Result<AppliedLimit<'_>, MissingPeerAddr> {

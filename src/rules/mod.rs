@@ -222,8 +222,21 @@ impl Rules {
     /// The limits that apply to a request whose values `values` gives, after `unlimited`
     /// and `replaces` are taken into account.
     pub(crate) fn applicable(&self, values: &mut dyn Values) -> Result<Matches, MissingPeerAddr> {
+        let mut matches = self.matched(values)?;
+        self.set_aside(&mut matches);
+        Ok(matches)
+    }
+
+    /// Every entry on the walk of a request whose values `values` gives.
+    pub(crate) fn matched(&self, values: &mut dyn Values) -> Result<Matches, MissingPeerAddr> {
         let mut matches = Matches::new();
         self.root.walk(values, &mut StateKey::new(), &mut matches)?;
+        Ok(matches)
+    }
+
+    /// Drops from `matches` what an `unlimited` match exempts (everything) and what
+    /// `replaces` replaces.
+    pub(crate) fn set_aside(&self, matches: &mut Matches) {
         let limits = &self.limits;
         // Shadow entries only report: they neither exempt a request nor replace a limit.
         let exempt = matches.iter().map(|m| &limits[m.limit]).any(Limit::exempts);
@@ -246,7 +259,6 @@ impl Rules {
             let mut replaced = replaced.into_iter();
             matches.retain(|_| !replaced.next().unwrap_or(false));
         }
-        Ok(matches)
     }
 }
 
