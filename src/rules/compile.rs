@@ -49,7 +49,7 @@ pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
     }
     compiler.declare_sources(&raw.sources);
     let client_ip = compiler.client_ip(raw.client_ip);
-    let root = compiler.level(&raw.descriptors, "descriptors", "", 1);
+    let root = compiler.level(&raw.descriptors, "descriptors", "", &[], 1);
     compiler.check_names();
     if !compiler.errors.is_empty() {
         // Checks run in passes; report in the order of the file (stable for rules without lines).
@@ -253,6 +253,7 @@ impl Compiler {
         descriptors: &[Located<RawDescriptor>],
         path: &str,
         parent: &str,
+        parent_sources: &[usize],
         depth: usize,
     ) -> Level {
         let mut groups: Vec<Group> = Vec::new();
@@ -287,12 +288,15 @@ impl Compiler {
             } else {
                 format!("{parent}/{entry}")
             };
+            // The sources of the entries down to this one (an unknown key has none).
+            let sources: Vec<usize> = parent_sources.iter().copied().chain(source).collect();
             let node = Node {
-                limit: self.limit(descriptor, &path, &chain),
+                limit: self.limit(descriptor, &path, &chain, &sources),
                 children: self.level(
                     &raw.descriptors,
                     &format!("{path}.descriptors"),
                     &chain,
+                    &sources,
                     depth + 1,
                 ),
             };
@@ -343,6 +347,7 @@ impl Compiler {
         descriptor: &Located<RawDescriptor>,
         path: &str,
         chain: &str,
+        sources: &[usize],
     ) -> Option<NodeLimit> {
         let raw = descriptor.value.rate_limit.as_ref()?;
         let path = format!("{path}.rate_limit");
@@ -367,6 +372,7 @@ impl Compiler {
             cost,
             name,
             descriptor: chain.to_owned(),
+            sources: sources.into(),
             rate,
             shadow: descriptor.value.shadow_mode,
             on_store_error: raw.value.on_store_error.unwrap_or(self.on_store_error),

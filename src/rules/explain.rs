@@ -4,7 +4,7 @@
 //! [`RequestView`] reads), so it cannot drift from what the layer enforces.
 
 use super::request_values::RequestValues;
-use super::tree::{Level, Values};
+use super::tree::Values;
 use super::{Limit, Rules};
 use crate::source::{MissingPeerAddr, RequestView};
 
@@ -64,17 +64,17 @@ impl Rules {
         let mut applicable = matched.clone();
         self.set_aside(&mut applicable);
 
-        let paths = self.source_paths();
         let mut found = |index: usize| -> Result<AppliedLimit<'_>, MissingPeerAddr> {
-            let mut walked = Vec::with_capacity(paths[index].len());
-            for &source in &paths[index] {
+            let limit = &self.limits[index];
+            let mut walked = Vec::with_capacity(limit.sources.len());
+            for &source in &limit.sources {
                 // The walk read every value on the way to a match, so each is there.
                 if let Some(value) = values.get(source)? {
                     walked.push((self.sources[source].0.as_str(), value.to_owned()));
                 }
             }
             Ok(AppliedLimit {
-                limit: &self.limits[index],
+                limit,
                 values: walked,
             })
         };
@@ -97,30 +97,6 @@ impl Rules {
             }
         }
         Ok(explanation)
-    }
-
-    /// For each limit, by index, the sources of the descriptor entries leading to it.
-    fn source_paths(&self) -> Vec<Vec<usize>> {
-        fn visit(level: &Level, path: &mut Vec<usize>, out: &mut [Vec<usize>]) {
-            for group in &level.groups {
-                path.push(group.source);
-                let nodes = group
-                    .exact
-                    .values()
-                    .chain(group.prefixes.iter().map(|(_, node)| node))
-                    .chain(group.key_only.as_deref());
-                for node in nodes {
-                    if let Some(limit) = node.limit {
-                        out[limit.index].clone_from(path);
-                    }
-                    visit(&node.children, path, out);
-                }
-                path.pop();
-            }
-        }
-        let mut paths = vec![Vec::new(); self.limits.len()];
-        visit(&self.root, &mut Vec::new(), &mut paths);
-        paths
     }
 }
 

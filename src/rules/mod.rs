@@ -77,6 +77,8 @@ pub struct Limit {
     cost: Option<Cost>,
     name: Option<String>,
     descriptor: String,
+    /// The sources of the descriptor entries leading to this limit, in order.
+    pub(crate) sources: Box<[usize]>,
     rate: Rate,
     shadow: bool,
     on_store_error: OnStoreError,
