@@ -532,6 +532,18 @@ mod tests {
         }
     }
 
+    /// One admitted-or-not request for each key in `keys` (a key is its number's bytes).
+    fn fill(
+        store: &MemoryStore<ManualClock>,
+        keys: std::ops::Range<u32>,
+        algorithm: Algorithm,
+        quota: &Quota,
+    ) {
+        for i in keys {
+            decide(store, &[check(&i.to_le_bytes(), algorithm, quota)]);
+        }
+    }
+
     fn check<'a>(key: &'a [u8], algorithm: Algorithm, quota: &'a Quota) -> LimitCheck<'a> {
         LimitCheck {
             domain: "test",
@@ -605,12 +617,7 @@ mod tests {
         let clock = ManualClock::new();
         let store = MemoryStore::with_clock(clock.clone());
         let quota = Quota::new(1, Duration::from_secs(1));
-        for i in 0..500u32 {
-            decide(
-                &store,
-                &[check(&i.to_le_bytes(), Algorithm::TokenBucket, &quota)],
-            );
-        }
+        fill(&store, 0..500, Algorithm::TokenBucket, &quota);
         assert_eq!(store.len(), 500);
         clock.advance(Duration::from_secs(1));
         store.sweep();
@@ -623,17 +630,10 @@ mod tests {
         let clock = ManualClock::new();
         let store = MemoryStore::with_shards(clock.clone(), 1).with_max_keys(1_600);
         let brief = Quota::new(1, Duration::from_secs(1));
-        for i in 0..500u32 {
-            decide(
-                &store,
-                &[check(&i.to_le_bytes(), Algorithm::TokenBucket, &brief)],
-            );
-        }
+        fill(&store, 0..500, Algorithm::TokenBucket, &brief);
         clock.advance(Duration::from_secs(1));
         let busy = Quota::new(1, Duration::from_secs(3_600));
-        for i in 500..1_100u32 {
-            decide(&store, &[check(&i.to_le_bytes(), Algorithm::Gcra, &busy)]);
-        }
+        fill(&store, 500..1_100, Algorithm::Gcra, &busy);
         // The 801st key found the young generation full: its 500 idle keys went and the busy
         // ones stayed young. Had the generation rolled instead, the idle keys would still be
         // counted in the old one (1,100 keys).
