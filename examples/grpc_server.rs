@@ -22,15 +22,17 @@
 
 #[path = "common/greeter.rs"]
 mod greeter;
+#[path = "common/hello.rs"]
+mod hello;
 
 use greeter::greeter_client::GreeterClient;
-use greeter::greeter_server::{Greeter, GreeterServer};
-use greeter::{HelloReply, HelloRequest};
+use greeter::greeter_server::GreeterServer;
+use greeter::HelloRequest;
+use hello::Hello;
 use std::process::ExitCode;
 use tollgate::RateLimitLayer;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
-use tonic::{Request, Response, Status};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -82,20 +84,6 @@ async fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
-}
-
-/// The greeter: answers `Hello, {name}!`.
-struct Hello;
-
-#[tonic::async_trait]
-impl Greeter for Hello {
-    async fn say_hello(
-        &self,
-        request: Request<HelloRequest>,
-    ) -> Result<Response<HelloReply>, Status> {
-        let message = format!("Hello, {}!", request.into_inner().name);
-        Ok(Response::new(HelloReply { message }))
-    }
 }
 
 /// Calls `SayHello` `calls` times and prints each outcome with its rate-limit metadata.

@@ -5,10 +5,13 @@
 
 #[path = "../examples/common/greeter.rs"]
 mod greeter;
+#[path = "../examples/common/hello.rs"]
+mod hello;
 
 use greeter::greeter_client::GreeterClient;
-use greeter::greeter_server::{Greeter, GreeterServer};
+use greeter::greeter_server::GreeterServer;
 use greeter::{HelloReply, HelloRequest};
+use hello::Hello;
 use std::time::Duration;
 use tollgate::clock::ManualClock;
 use tollgate::rules::Rules;
@@ -17,24 +20,10 @@ use tollgate::{Limiter, RateLimitLayer};
 use tonic::metadata::MetadataMap;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Endpoint, Server};
-use tonic::{Code, Request, Response, Status};
+use tonic::{Code, Response, Status};
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
-
-/// The greeter: answers `Hello, {name}!`.
-struct Hello;
-
-#[tonic::async_trait]
-impl Greeter for Hello {
-    async fn say_hello(
-        &self,
-        request: Request<HelloRequest>,
-    ) -> Result<Response<HelloReply>, Status> {
-        let message = format!("Hello, {}!", request.into_inner().name);
-        Ok(Response::new(HelloReply { message }))
-    }
-}
 
 /// A running server and a channel to it. The server task ends with the test's runtime.
 struct TestServer {
