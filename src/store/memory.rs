@@ -340,8 +340,8 @@ impl Generations {
     ) -> Decision {
         let LimitCheck { quota, cost, .. } = *check;
         let slot = self.find::<S>(fingerprint, now, capacity);
-        let (state, decision) =
-            packed.transition(slot.as_ref().map(|s| s.state()).as_ref(), now, quota, cost);
+        let current = slot.as_ref().map(|slot| slot.state());
+        let (state, decision) = packed.transition(current.as_ref(), now, quota, cost);
         if charge == Charge::No || !decision.allowed {
             return decision;
         }
