@@ -605,11 +605,23 @@ impl Verdict {
     ) -> Verdict {
         let Active { rules, observer } = active;
         let policy = |booking: &Booking| rules.limits[booking.limit].on_store_error();
-        let closing = bookings.iter().filter(|b| policy(b) == OnStoreError::Deny);
-        let closed = closing.clone().any(|b| !b.shadow);
-        observer.store_failed(rules, bookings, error, closed);
-        let shadow_denied = closing.clone().any(|b| b.shadow);
-        if let Some(limit) = closing.clone().find(|b| !b.shadow).map(|b| b.limit) {
+        let closed = bookings
+            .iter()
+            .any(|b| !b.shadow && policy(b) == OnStoreError::Deny);
+        let outcomes: SmallVec<[StoreFailure; 2]> = bookings
+            .iter()
+            .map(|b| StoreFailure::of(policy(b), b.shadow, closed))
+            .collect();
+        observer.store_failed(rules, bookings, &outcomes, error);
+        let with = |wanted: StoreFailure| {
+            bookings
+                .iter()
+                .zip(&outcomes)
+                .filter(move |(_, &outcome)| outcome == wanted)
+                .map(|(booking, _)| booking)
+        };
+        let shadow_denied = outcomes.contains(&StoreFailure::ShadowDenied);
+        if let Some(limit) = with(StoreFailure::Denied).next().map(|b| b.limit) {
             let quota_limit = rules.limits[limit].quota().map_or(0, |q| q.limit());
             let decision = Decision {
                 allowed: false,
@@ -627,11 +639,7 @@ impl Verdict {
                 shadow_denied,
             };
         }
-        let local: Bookings = bookings
-            .iter()
-            .filter(|b| policy(b) == OnStoreError::Local)
-            .cloned()
-            .collect();
+        let local: Bookings = with(StoreFailure::Local).cloned().collect();
         let mut verdict = Verdict::unlimited();
         if !local.is_empty() {
             let acquisition = fallback.acquire(&checks(rules, &local));
@@ -644,6 +652,35 @@ impl Verdict {
         }
         verdict.shadow_denied |= shadow_denied;
         verdict
+    }
+}
+
+/// What a limit's `on_store_error` policy makes of a request the store could not decide:
+/// the one reading of the policy, for the verdict and for what is reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StoreFailure {
+    /// Admitted, charged nothing: `allow`, or `local` when a `deny` limit refuses the request
+    /// anyway.
+    Admitted,
+    /// Refused (`deny`).
+    Denied,
+    /// Would have been refused (`deny` in shadow mode).
+    ShadowDenied,
+    /// Decided by the in-memory fallback store (`local`).
+    Local,
+}
+
+impl StoreFailure {
+    /// The outcome under `policy` of a limit (`shadow` when it only reports), `closed` when an
+    /// enforced `deny` limit refuses the request.
+    fn of(policy: OnStoreError, shadow: bool, closed: bool) -> StoreFailure {
+        match policy {
+            OnStoreError::Allow => StoreFailure::Admitted,
+            OnStoreError::Deny if shadow => StoreFailure::ShadowDenied,
+            OnStoreError::Deny => StoreFailure::Denied,
+            OnStoreError::Local if closed => StoreFailure::Admitted,
+            OnStoreError::Local => StoreFailure::Local,
+        }
     }
 }
 

@@ -17,9 +17,9 @@ mod throttle;
 
 use crate::algorithm::Decision;
 use crate::clock::Clock;
-use crate::limiter::{Booking, Denial, Verdict};
+use crate::limiter::{Booking, Denial, StoreFailure, Verdict};
 use crate::response;
-use crate::rules::{OnStoreError, Rules};
+use crate::rules::Rules;
 use crate::store::StoreError;
 use std::fmt;
 use std::sync::Arc;
@@ -90,17 +90,14 @@ impl Observer {
     }
 
     /// Reports that the store could not decide `bookings`, and what their `on_store_error`
-    /// policies made of the request (the in-memory fallback reports its own decisions).
-    ///
-    /// `closed`: an enforced `deny` limit refuses the request, so the `local` limits are not
-    /// decided by the fallback store either; they count as admitted (charged nothing), as a
-    /// limit does when another one denies the request.
+    /// policies made of the request, one `outcomes` each (the in-memory fallback reports
+    /// its own decisions).
     pub(crate) fn store_failed(
         &self,
         rules: &Rules,
         bookings: &[Booking],
+        outcomes: &[StoreFailure],
         error: &StoreError,
-        closed: bool,
     ) {
         // At debug: the store reports its own failures, once per outage, and a denial that
         // follows is reported as one.
@@ -110,24 +107,19 @@ impl Observer {
             %error,
             "the rate-limit store failed; on_store_error decides"
         );
-        #[cfg(not(feature = "metrics"))]
-        let _ = closed;
-        for booking in bookings {
-            let policy = rules.limits[booking.limit].on_store_error();
-            let shadow_denied = booking.shadow && policy == OnStoreError::Deny;
-            if shadow_denied && tracing::enabled!(Level::INFO) {
+        for (booking, &outcome) in bookings.iter().zip(outcomes) {
+            if outcome == StoreFailure::ShadowDenied && tracing::enabled!(Level::INFO) {
                 self.shadow_denied(rules, booking.limit);
             }
             #[cfg(feature = "metrics")]
             {
                 self.instruments.count_store_error(booking.limit);
-                let outcome = match policy {
-                    OnStoreError::Local if closed => Outcome::Allowed,
+                let outcome = match outcome {
+                    StoreFailure::Admitted => Outcome::Allowed,
+                    StoreFailure::Denied => Outcome::Denied,
+                    StoreFailure::ShadowDenied => Outcome::ShadowDenied,
                     // Counted by the fallback store's decision.
-                    OnStoreError::Local => continue,
-                    OnStoreError::Deny if booking.shadow => Outcome::ShadowDenied,
-                    OnStoreError::Deny => Outcome::Denied,
-                    OnStoreError::Allow => Outcome::Allowed,
+                    StoreFailure::Local => continue,
                 };
                 self.instruments.count(booking.limit, outcome);
             }
