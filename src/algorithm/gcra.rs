@@ -1,5 +1,5 @@
 use super::packed::{Pack, Words};
-use super::{to_u64, Algorithm, CopyTransition, Decision, Quota};
+use super::{div, to_u64, Algorithm, CopyTransition, Decision, Quota};
 use crate::clock::Nanos;
 use std::time::Duration;
 
@@ -106,12 +106,12 @@ impl Schedule {
             Duration::from_nanos(to_u64(fits_at.max(waits_at).saturating_sub(now_ns)))
         };
         let mut limit = self.slots;
-        let mut remaining = horizon.saturating_sub(ahead) / interval;
+        let mut remaining = div(horizon.saturating_sub(ahead), interval);
         if let Some(max) = self.max_delay.map(|max| max.as_nanos()) {
             // The k-th next request would wait ahead + (k - 1) intervals.
             let within = |wait: u128| {
                 if wait <= max {
-                    (max - wait) / interval + 1
+                    div(max - wait, interval) + 1
                 } else {
                     0
                 }
@@ -139,8 +139,7 @@ impl Schedule {
 
 /// `period / limit`, rounded up to a whole nanosecond; `None` for a limit of 0.
 pub(super) fn emission_interval(quota: &Quota) -> Option<u128> {
-    // In u64: a 128-bit division would cost more than the rest of the decision.
-    (quota.limit() > 0).then(|| u128::from(quota.period_nanos().div_ceil(quota.limit())))
+    quota.emission_interval().map(u128::from)
 }
 
 #[cfg(test)]

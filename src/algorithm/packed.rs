@@ -48,7 +48,7 @@ impl PackedAlgorithm {
     /// The state after a request of `cost` at `now` (`state` `None`: a key never seen) and the
     /// decision: [`Algorithm::acquire`] keeps the state returned when the request is
     /// admitted, [`Algorithm::peek`] drops it.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn transition(
         self,
         state: Option<&Words>,
@@ -81,6 +81,7 @@ impl PackedAlgorithm {
     }
 }
 
+#[inline(always)]
 fn transition<T: Pack>(
     state: Option<&Words>,
     now: Nanos,

@@ -14,6 +14,9 @@ use std::time::Duration;
 pub struct Quota {
     limit: u64,
     period_nanos: u64,
+    /// `period / limit` rounded up (0 for a limit of 0): taken once here, since a division
+    /// costs as much as the rest of a GCRA decision.
+    interval_nanos: u64,
     burst: u64,
     queue: u64,
     max_delay: Option<Duration>,
@@ -35,6 +38,11 @@ impl Quota {
         Quota {
             limit,
             period_nanos,
+            interval_nanos: if limit == 0 {
+                0
+            } else {
+                period_nanos.div_ceil(limit)
+            },
             burst: limit,
             queue: 0,
             max_delay: None,
@@ -84,6 +92,12 @@ impl Quota {
     /// The period in nanoseconds.
     pub fn period_nanos(&self) -> u64 {
         self.period_nanos
+    }
+
+    /// The emission interval, `period / limit` rounded up to a whole nanosecond (so the rate
+    /// is never exceeded); `None` for a limit of 0.
+    pub(crate) fn emission_interval(&self) -> Option<u64> {
+        (self.limit > 0).then_some(self.interval_nanos)
     }
 
     /// The most requests that may arrive at once (token bucket capacity, GCRA burst).

@@ -1,5 +1,5 @@
 use super::packed::{Pack, Words};
-use super::{to_u64, CopyTransition, Decision, Quota};
+use super::{div, div_ceil, to_u64, CopyTransition, Decision, Quota};
 use crate::clock::Nanos;
 use std::time::Duration;
 
@@ -104,7 +104,10 @@ impl TokenBucket {
     /// Whole tokens in the bucket at `now`, before the cap at `burst`.
     fn tokens_at(&self, now: Nanos, quota: &Quota) -> i128 {
         let elapsed = u128::from(now.as_u64().saturating_sub(self.anchor.as_u64()));
-        let refilled = elapsed * u128::from(quota.limit()) / u128::from(quota.period_nanos());
+        let refilled = div(
+            elapsed * u128::from(quota.limit()),
+            u128::from(quota.period_nanos()),
+        );
         i128::from(self.level) + i128::try_from(refilled).unwrap_or(i128::MAX)
     }
 
@@ -115,8 +118,10 @@ impl TokenBucket {
             return Duration::ZERO;
         }
         // The first t with (t - anchor) × limit >= missing × period.
-        let wait = (missing.unsigned_abs() * u128::from(quota.period_nanos()))
-            .div_ceil(u128::from(quota.limit()));
+        let wait = div_ceil(
+            missing.unsigned_abs() * u128::from(quota.period_nanos()),
+            u128::from(quota.limit()),
+        );
         let ready_at = self.anchor.plus(to_u64(wait));
         ready_at.since(now)
     }

@@ -1,10 +1,10 @@
+use super::fingerprint::Fingerprinter;
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
 use crate::algorithm::{Decision, PackedAlgorithm, State, Words};
 use crate::clock::{saturating_nanos, Clock, Nanos, SystemClock};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
 use std::fmt;
-use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Limit state in process memory: the default store.
@@ -65,7 +65,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 pub struct MemoryStore<C = SystemClock> {
     shards: Box<[Shard]>,
     /// Turns a key into its fingerprint; seeded at random per store.
-    fingerprinter: RandomState,
+    fingerprinter: Fingerprinter,
     /// Keys one generation of one shard holds.
     generation_capacity: usize,
     clock: C,
@@ -141,7 +141,7 @@ impl<C: Clock> MemoryStore<C> {
             shards: (0..shard_count)
                 .map(|_| Shard(Mutex::new(Generations::default())))
                 .collect(),
-            fingerprinter: RandomState::new(),
+            fingerprinter: Fingerprinter::new(),
             generation_capacity: 0,
             clock,
         };
@@ -200,11 +200,8 @@ impl<C: Clock> MemoryStore<C> {
     /// What identifies the state of `check` in this store: its key and its algorithm,
     /// hashed with SipHash-1-3 under a random seed.
     fn fingerprint(&self, check: &LimitCheck<'_>) -> u64 {
-        let mut hasher = self.fingerprinter.build_hasher();
-        // The key is the only variable-length part, so it needs no length prefix.
-        hasher.write(check.key);
-        hasher.write_u8(check.algorithm as u8);
-        hasher.finish()
+        self.fingerprinter
+            .fingerprint(check.key, check.algorithm as u8)
     }
 
     fn shard_of(&self, fingerprint: u64) -> usize {
@@ -329,6 +326,7 @@ impl Generations {
     }
 
     /// [`Generations::decide`] for a state kept packed as `S`.
+    #[inline(always)]
     fn decide_packed<S: PackedSlot>(
         &mut self,
         packed: PackedAlgorithm,
