@@ -218,8 +218,15 @@ impl<C: Clock> MemoryStore<C> {
             let mut generations = lock(&self.shards[self.shard_of(fingerprint)]);
             let decision =
                 generations.decide(fingerprint, check, now, capacity, Charge::IfAdmitted);
-            return Decisions::from_elem(decision, 1);
+            return smallvec::smallvec![decision];
         }
+        self.decide_together(checks, now)
+    }
+
+    /// Decides several limits of one request, all or nothing.
+    #[inline(never)]
+    fn decide_together(&self, checks: &[LimitCheck<'_>], now: Nanos) -> Decisions {
+        let capacity = self.generation_capacity;
         let fingerprints: SmallVec<[u64; 4]> = checks.iter().map(|c| self.fingerprint(c)).collect();
         let mut shard_ids: SmallVec<[usize; 4]> =
             fingerprints.iter().map(|&f| self.shard_of(f)).collect();
@@ -276,7 +283,9 @@ enum Charge {
 impl Generations {
     /// Decides one limit at `now` and, if asked, charges it when the request is admitted. A
     /// key whose request was denied (or left nothing to remember) stays untracked.
-    #[inline]
+    // Always inlined: returned from a call, the decision is written out and read back at
+    // once, and the read stalls behind the writes.
+    #[inline(always)]
     fn decide(
         &mut self,
         fingerprint: u64,
