@@ -35,7 +35,8 @@ impl CopyTransition for FixedWindow {
         let period = quota.period_nanos();
         // A wall clock stepped back into an earlier window still decides in the stored one:
         // going back in time must not hand out a fresh window.
-        let window = (now.as_u64() / period).max(state.map_or(0, |s| s.window));
+        let current = quota.period_divisor().div_u64(now.as_u64());
+        let window = current.max(state.map_or(0, |s| s.window));
         let count = match state {
             Some(s) if s.window == window => s.count,
             _ => 0,

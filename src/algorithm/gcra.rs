@@ -1,5 +1,5 @@
 use super::packed::{Pack, Words};
-use super::{div, to_u64, Algorithm, CopyTransition, Decision, Quota};
+use super::{to_u64, Algorithm, CopyTransition, Decision, Quota};
 use crate::clock::Nanos;
 use std::time::Duration;
 
@@ -66,7 +66,7 @@ impl Schedule {
         cost: u64,
         state: impl Fn(Nanos) -> S,
     ) -> (S, Decision) {
-        let Some(interval) = emission_interval(quota) else {
+        let Some(divisor) = quota.emission_interval() else {
             // A limit of 0: nothing is ever admitted, and there is nothing to book.
             let decision = Decision {
                 allowed: false,
@@ -81,6 +81,7 @@ impl Schedule {
         };
         let now_ns = u128::from(now.as_u64());
         let start = now_ns.max(u128::from(tat.as_u64()));
+        let interval = u128::from(divisor.get());
         let booked_until = start + u128::from(cost) * interval;
         let horizon = u128::from(self.slots) * interval;
         let delay = start - now_ns;
@@ -106,12 +107,12 @@ impl Schedule {
             Duration::from_nanos(to_u64(fits_at.max(waits_at).saturating_sub(now_ns)))
         };
         let mut limit = self.slots;
-        let mut remaining = div(horizon.saturating_sub(ahead), interval);
+        let mut remaining = divisor.div(horizon.saturating_sub(ahead));
         if let Some(max) = self.max_delay.map(|max| max.as_nanos()) {
             // The k-th next request would wait ahead + (k - 1) intervals.
             let within = |wait: u128| {
                 if wait <= max {
-                    div(max - wait, interval) + 1
+                    divisor.div(max - wait) + 1
                 } else {
                     0
                 }
@@ -137,11 +138,6 @@ impl Schedule {
     }
 }
 
-/// `period / limit`, rounded up to a whole nanosecond; `None` for a limit of 0.
-pub(super) fn emission_interval(quota: &Quota) -> Option<u128> {
-    quota.emission_interval().map(u128::from)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,7 +161,10 @@ mod tests {
     #[test]
     fn the_interval_rounds_up_so_the_rate_is_never_exceeded() {
         let quota = Quota::new(3, Duration::from_secs(1)).with_burst(1);
-        assert_eq!(emission_interval(&quota), Some(333_333_334));
+        assert_eq!(
+            quota.emission_interval().map(|i| i.get()),
+            Some(333_333_334)
+        );
         let mut state = Gcra::fresh(Nanos::new(0), &quota);
         let admitted = (0..=SECOND)
             .step_by(1_000)

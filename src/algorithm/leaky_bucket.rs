@@ -61,8 +61,8 @@ impl CopyTransition for LeakyBucket {
     /// release two requests at once.
     fn cancel(&mut self, now: Nanos, quota: &Quota, cost: u64, booked_until: Nanos) {
         let newest = self.drained_at == booked_until;
-        if let (Some(interval), true) = (super::gcra::emission_interval(quota), newest) {
-            let freed = super::to_u64(u128::from(cost) * interval);
+        if let (Some(interval), true) = (quota.emission_interval(), newest) {
+            let freed = super::to_u64(u128::from(cost) * u128::from(interval.get()));
             self.drained_at = Nanos::new(booked_until.as_u64().saturating_sub(freed)).max(now);
         }
     }

@@ -23,6 +23,7 @@
 //! ```
 
 mod decision;
+mod divisor;
 mod fixed_window;
 mod gcra;
 mod leaky_bucket;
@@ -245,50 +246,7 @@ impl<T: CopyTransition> Transition for T {
     }
 }
 
-/// `n / d` (rounded down), in 64 bits when both fit: a 128-bit division costs several times
-/// as much, and the operands of a decision nearly always fit.
-#[inline]
-fn div(n: u128, d: u128) -> u128 {
-    match (u64::try_from(n), u64::try_from(d)) {
-        (Ok(n), Ok(d)) => u128::from(n / d),
-        _ => n / d,
-    }
-}
-
-/// `n / d` rounded up, as [`div`].
-#[inline]
-fn div_ceil(n: u128, d: u128) -> u128 {
-    match (u64::try_from(n), u64::try_from(d)) {
-        (Ok(n), Ok(d)) => u128::from(n.div_ceil(d)),
-        _ => n.div_ceil(d),
-    }
-}
-
 /// Nanoseconds as a `u64`, saturating (periods are bounded, so this never saturates in practice).
 fn to_u64(nanos: u128) -> u64 {
     u64::try_from(nanos).unwrap_or(u64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn divisions_agree_with_128_bit_arithmetic_on_both_sides_of_64_bits() {
-        let big = u128::from(u64::MAX);
-        let cases = [
-            (0, 1),
-            (7, 2),
-            (1_000_000_000, 3),
-            (big, 7),
-            (big + 1, 7),
-            (big * 5 + 3, 9),
-            (big * 5 + 3, big + 2),
-            (3, big + 2),
-        ];
-        for (n, d) in cases {
-            assert_eq!(div(n, d), n / d, "{n} / {d}");
-            assert_eq!(div_ceil(n, d), n.div_ceil(d), "{n} / {d} rounded up");
-        }
-    }
 }

@@ -1,3 +1,4 @@
+use super::divisor::Divisor;
 use std::time::Duration;
 
 /// How much a limit allows: `limit` requests per `period`, with bursts of up to `burst`.
@@ -12,11 +13,13 @@ use std::time::Duration;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Quota {
-    limit: u64,
-    period_nanos: u64,
-    /// `period / limit` rounded up (0 for a limit of 0): taken once here, since a division
-    /// costs as much as the rest of a GCRA decision.
-    interval_nanos: u64,
+    // The numbers the algorithms divide by, each with its reciprocal taken once here: a
+    // division costs as much as the rest of a decision.
+    limit: Divisor,
+    /// In nanoseconds.
+    period: Divisor,
+    /// `period / limit` rounded up, in nanoseconds (0 for a limit of 0).
+    interval: Divisor,
     burst: u64,
     queue: u64,
     max_delay: Option<Duration>,
@@ -35,14 +38,15 @@ impl Quota {
     pub fn new(limit: u64, period: Duration) -> Self {
         let period_nanos = u64::try_from(period.as_nanos()).expect("period fits in u64 nanos");
         assert!(period_nanos > 0, "a quota's period must not be zero");
+        let interval = if limit == 0 {
+            0
+        } else {
+            period_nanos.div_ceil(limit)
+        };
         Quota {
-            limit,
-            period_nanos,
-            interval_nanos: if limit == 0 {
-                0
-            } else {
-                period_nanos.div_ceil(limit)
-            },
+            limit: Divisor::new(limit),
+            period: Divisor::new(period_nanos),
+            interval: Divisor::new(interval),
             burst: limit,
             queue: 0,
             max_delay: None,
@@ -81,23 +85,33 @@ impl Quota {
 
     /// Requests allowed per period.
     pub fn limit(&self) -> u64 {
-        self.limit
+        self.limit.get()
     }
 
     /// The period.
     pub fn period(&self) -> Duration {
-        Duration::from_nanos(self.period_nanos)
+        Duration::from_nanos(self.period.get())
     }
 
     /// The period in nanoseconds.
     pub fn period_nanos(&self) -> u64 {
-        self.period_nanos
+        self.period.get()
+    }
+
+    /// The limit, to divide by.
+    pub(crate) fn limit_divisor(&self) -> Divisor {
+        self.limit
+    }
+
+    /// The period in nanoseconds, to divide by.
+    pub(crate) fn period_divisor(&self) -> Divisor {
+        self.period
     }
 
     /// The emission interval, `period / limit` rounded up to a whole nanosecond (so the rate
     /// is never exceeded); `None` for a limit of 0.
-    pub(crate) fn emission_interval(&self) -> Option<u64> {
-        (self.limit > 0).then_some(self.interval_nanos)
+    pub(crate) fn emission_interval(&self) -> Option<Divisor> {
+        (self.limit.get() > 0).then_some(self.interval)
     }
 
     /// The most requests that may arrive at once (token bucket capacity, GCRA burst).

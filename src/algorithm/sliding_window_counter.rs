@@ -30,12 +30,12 @@ impl CopyTransition for SlidingWindowCounter {
         // one: going back in time must not hand out fresh windows. Durations are still
         // measured from the real now.
         let at = match state {
-            Some(s) if s.window > now.as_u64() / quota.period_nanos() => {
+            Some(s) if s.window > quota.period_divisor().div_u64(now.as_u64()) => {
                 Nanos::new(s.window.saturating_mul(quota.period_nanos()))
             }
             _ => now,
         };
-        let window = at.as_u64() / quota.period_nanos();
+        let window = quota.period_divisor().div_u64(at.as_u64());
         let (current, previous) = match state {
             Some(s) if s.window == window => (s.current, s.previous),
             Some(s) if s.window.checked_add(1) == Some(window) => (0, s.current),

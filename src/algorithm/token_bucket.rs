@@ -1,5 +1,5 @@
 use super::packed::{Pack, Words};
-use super::{div, div_ceil, to_u64, CopyTransition, Decision, Quota};
+use super::{to_u64, CopyTransition, Decision, Quota};
 use crate::clock::Nanos;
 use std::time::Duration;
 
@@ -92,7 +92,8 @@ impl TokenBucket {
     /// each: the count at any time is unchanged (exactly), and `level` stays between
     /// `-limit` and `burst` however long the bucket is kept busy.
     fn advance_whole_periods(&mut self, now: Nanos, quota: &Quota) {
-        let periods = now.as_u64().saturating_sub(self.anchor.as_u64()) / quota.period_nanos();
+        let elapsed = now.as_u64().saturating_sub(self.anchor.as_u64());
+        let periods = quota.period_divisor().div_u64(elapsed);
         if periods > 0 {
             self.anchor = self.anchor.plus(periods * quota.period_nanos());
             let credited = i128::from(self.level) + i128::from(periods) * i128::from(quota.limit());
@@ -104,10 +105,9 @@ impl TokenBucket {
     /// Whole tokens in the bucket at `now`, before the cap at `burst`.
     fn tokens_at(&self, now: Nanos, quota: &Quota) -> i128 {
         let elapsed = u128::from(now.as_u64().saturating_sub(self.anchor.as_u64()));
-        let refilled = div(
-            elapsed * u128::from(quota.limit()),
-            u128::from(quota.period_nanos()),
-        );
+        let refilled = quota
+            .period_divisor()
+            .div(elapsed * u128::from(quota.limit()));
         i128::from(self.level) + i128::try_from(refilled).unwrap_or(i128::MAX)
     }
 
@@ -118,10 +118,9 @@ impl TokenBucket {
             return Duration::ZERO;
         }
         // The first t with (t - anchor) × limit >= missing × period.
-        let wait = div_ceil(
-            missing.unsigned_abs() * u128::from(quota.period_nanos()),
-            u128::from(quota.limit()),
-        );
+        let wait = quota
+            .limit_divisor()
+            .div_ceil(missing.unsigned_abs() * u128::from(quota.period_nanos()));
         let ready_at = self.anchor.plus(to_u64(wait));
         ready_at.since(now)
     }

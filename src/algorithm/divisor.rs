@@ -1,0 +1,170 @@
+//! Division by a number fixed in advance, by multiplying.
+//!
+//! The algorithms divide by the same few numbers on every decision (a quota's period, its
+//! limit, its emission interval), and a 64-bit `div` costs tens of cycles, as much as the
+//! rest of a decision. A [`Divisor`] takes the reciprocal once and divides with two
+//! multiplications (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019:
+//! with `c = ⌈2¹²⁸ / d⌉`, `⌊n / d⌋ = ⌊c·n / 2¹²⁸⌋` for every 64-bit `n`).
+
+use std::fmt;
+
+/// A 64-bit divisor with its reciprocal.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Divisor {
+    divisor: u64,
+    /// `⌈2¹²⁸ / divisor⌉`; unused for 0 and 1, whose reciprocal does not fit.
+    reciprocal: u128,
+}
+
+impl Divisor {
+    /// Dividing by `divisor` (0 is allowed here, and panics when divided by).
+    pub(crate) const fn new(divisor: u64) -> Self {
+        let reciprocal = if divisor > 1 {
+            u128::MAX / divisor as u128 + 1
+        } else {
+            0
+        };
+        Divisor {
+            divisor,
+            reciprocal,
+        }
+    }
+
+    /// The number divided by.
+    pub(crate) const fn get(self) -> u64 {
+        self.divisor
+    }
+
+    /// `n / divisor`, rounded down.
+    ///
+    /// # Panics
+    ///
+    /// When the divisor is 0.
+    #[inline]
+    pub(crate) fn div_u64(self, n: u64) -> u64 {
+        if self.divisor > 1 {
+            self.multiply_high(n)
+        } else {
+            n / self.divisor
+        }
+    }
+
+    /// `n / divisor`, rounded down; in 64 bits when `n` fits.
+    ///
+    /// # Panics
+    ///
+    /// When the divisor is 0.
+    #[inline]
+    pub(crate) fn div(self, n: u128) -> u128 {
+        match u64::try_from(n) {
+            Ok(n) => u128::from(self.div_u64(n)),
+            Err(_) => n / u128::from(self.divisor),
+        }
+    }
+
+    /// `n / divisor`, rounded up.
+    ///
+    /// # Panics
+    ///
+    /// When the divisor is 0.
+    #[inline]
+    pub(crate) fn div_ceil(self, n: u128) -> u128 {
+        let quotient = self.div(n);
+        if quotient * u128::from(self.divisor) == n {
+            quotient
+        } else {
+            quotient + 1
+        }
+    }
+
+    /// `n / divisor` for a divisor above 1: the top 64 bits of the 192-bit `reciprocal · n`.
+    #[inline]
+    fn multiply_high(self, n: u64) -> u64 {
+        let n = u128::from(n);
+        let low = (self.reciprocal as u64 as u128) * n;
+        let high = (self.reciprocal >> 64) * n;
+        // Below 2¹²⁸: it is ⌊reciprocal · n / 2⁶⁴⌋ and reciprocal · n < 2¹⁹².
+        ((high + (low >> 64)) >> 64) as u64
+    }
+}
+
+// Shown as the number it divides by.
+impl fmt::Debug for Divisor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.divisor, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(divisor: u64, n: u128) {
+        let d = Divisor::new(divisor);
+        let wide = u128::from(divisor);
+        assert_eq!(d.div(n), n / wide, "{n} / {divisor}");
+        if let Ok(narrow) = u64::try_from(n) {
+            assert_eq!(
+                d.div_u64(narrow),
+                narrow / divisor,
+                "{n} / {divisor} in 64 bits"
+            );
+        }
+        assert_eq!(
+            d.div_ceil(n),
+            n.div_ceil(wide),
+            "{n} / {divisor} rounded up"
+        );
+    }
+
+    #[test]
+    fn divides_exactly_at_the_edges() {
+        let divisors = [
+            1,
+            2,
+            3,
+            7,
+            10,
+            1_000_000_000,
+            333_333_334,
+            u64::from(u32::MAX),
+            u64::from(u32::MAX) + 1,
+            1 << 63,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        for divisor in divisors {
+            for n in [
+                0,
+                1,
+                divisor - 1,
+                divisor,
+                divisor.wrapping_add(1),
+                u64::MAX - 1,
+                u64::MAX,
+            ] {
+                check(divisor, u128::from(n));
+                check(divisor, u128::from(n.wrapping_mul(divisor)));
+            }
+            // Above 64 bits: the plain 128-bit division.
+            check(divisor, u128::from(u64::MAX) * 3 + 5);
+        }
+    }
+
+    #[test]
+    fn divides_exactly_over_a_spread_of_values() {
+        // A fixed xorshift sequence: many magnitudes of divisor and dividend.
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let divisor = (next() >> (next() % 64)).max(1);
+            let n = next() >> (next() % 64);
+            check(divisor, u128::from(n));
+        }
+    }
+}
