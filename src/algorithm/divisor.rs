@@ -42,10 +42,11 @@ impl Divisor {
     /// When the divisor is 0.
     #[inline]
     pub(crate) fn div_u64(self, n: u64) -> u64 {
-        if self.divisor > 1 {
-            self.multiply_high(n)
-        } else {
-            n / self.divisor
+        match self.divisor {
+            // A limit of 1 is common: no `div` for it either.
+            1 => n,
+            0 => n / self.divisor,
+            _ => self.multiply_high(n),
         }
     }
 

@@ -25,7 +25,7 @@ impl Pack for FixedWindow {
 
 impl CopyTransition for FixedWindow {
     /// Counts `cost` requests in the window of `now` if they fit.
-    #[inline]
+    #[inline(always)]
     fn transition(
         state: Option<&FixedWindow>,
         now: Nanos,

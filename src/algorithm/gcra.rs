@@ -29,7 +29,7 @@ impl Pack for Gcra {
 
 impl CopyTransition for Gcra {
     /// Admits `cost` requests if they fit within `burst` intervals.
-    #[inline]
+    #[inline(always)]
     fn transition(state: Option<&Gcra>, now: Nanos, quota: &Quota, cost: u64) -> (Gcra, Decision) {
         let schedule = Schedule {
             slots: Algorithm::Gcra.capacity(quota),
@@ -57,7 +57,7 @@ pub(super) struct Schedule {
 }
 
 impl Schedule {
-    #[inline]
+    #[inline(always)]
     pub(super) fn transition<S>(
         self,
         tat: Nanos,

@@ -42,7 +42,7 @@ impl LeakyBucket {
 
 impl CopyTransition for LeakyBucket {
     /// Books `cost` places in the queue if there is room.
-    #[inline]
+    #[inline(always)]
     fn transition(
         state: Option<&LeakyBucket>,
         now: Nanos,

@@ -31,7 +31,7 @@ impl Pack for TokenBucket {
 
 impl CopyTransition for TokenBucket {
     /// Takes `cost` tokens if the bucket holds them at `now`.
-    #[inline]
+    #[inline(always)]
     fn transition(
         state: Option<&TokenBucket>,
         now: Nanos,
