@@ -225,12 +225,15 @@ impl<C: Clock> MemoryStore<C> {
         if let [check] = checks {
             let fingerprint = self.fingerprint(check);
             let shard = &self.shards[self.shard_of(fingerprint)].0;
-            let decision = match decide_shared(shard, fingerprint, check, now) {
-                Some(decision) => decision,
-                None => shard
+            // Each path returns its own result, so that neither decision is copied through
+            // the other's.
+            if let Some(decision) = decide_shared(shard, fingerprint, check, now) {
+                return smallvec::smallvec![decision];
+            }
+            let decision =
+                shard
                     .write()
-                    .decide(fingerprint, check, now, capacity, Charge::IfAdmitted),
-            };
+                    .decide(fingerprint, check, now, capacity, Charge::IfAdmitted);
             return smallvec::smallvec![decision];
         }
         self.decide_together(checks, now)
