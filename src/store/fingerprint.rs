@@ -8,7 +8,6 @@ use std::hash::{BuildHasher, RandomState};
 
 /// SipHash-1-3 under a seed drawn at random: clients cannot choose keys whose fingerprints
 /// collide without knowing it.
-#[derive(Clone)]
 pub(super) struct Fingerprinter {
     k0: u64,
     k1: u64,
@@ -86,6 +85,7 @@ fn little_endian(bytes: &[u8]) -> u64 {
     word
 }
 
+/// SipHash's four words of internal state.
 struct State {
     v0: u64,
     v1: u64,
