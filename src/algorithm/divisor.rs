@@ -12,8 +12,10 @@ use std::fmt;
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Divisor {
     divisor: u64,
-    /// `⌈2¹²⁸ / divisor⌉`; unused for 0 and 1, whose reciprocal does not fit.
-    reciprocal: u128,
+    /// `⌈2¹²⁸ / divisor⌉` in two halves (a `u128` would align every `Quota` to 16 bytes);
+    /// unused for 0 and 1, whose reciprocal does not fit.
+    reciprocal_high: u64,
+    reciprocal_low: u64,
 }
 
 impl Divisor {
@@ -26,7 +28,8 @@ impl Divisor {
         };
         Divisor {
             divisor,
-            reciprocal,
+            reciprocal_high: (reciprocal >> 64) as u64,
+            reciprocal_low: reciprocal as u64,
         }
     }
 
@@ -82,8 +85,8 @@ impl Divisor {
     #[inline]
     fn multiply_high(self, n: u64) -> u64 {
         let n = u128::from(n);
-        let low = (self.reciprocal as u64 as u128) * n;
-        let high = (self.reciprocal >> 64) * n;
+        let low = u128::from(self.reciprocal_low) * n;
+        let high = u128::from(self.reciprocal_high) * n;
         // Below 2¹²⁸: it is ⌊reciprocal · n / 2⁶⁴⌋ and reciprocal · n < 2¹⁹².
         ((high + (low >> 64)) >> 64) as u64
     }
