@@ -125,19 +125,21 @@ pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
 
 /// Whole seconds, rounded up, and at least 1: a client that waits this long will be admitted.
 pub(crate) fn whole_seconds_at_least_one(duration: Duration) -> u64 {
-    duration
-        .as_nanos()
-        .div_ceil(1_000_000_000)
-        .clamp(1, u128::from(u64::MAX)) as u64
+    units_rounded_up(duration, NANOS_PER_SECOND).max(1)
 }
 
 /// Whole milliseconds, rounded up, and at least 1: gRPC's retry pushback, and what the logs
 /// report of a wait.
 pub(crate) fn millis_at_least_one(duration: Duration) -> u64 {
-    duration
-        .as_nanos()
-        .div_ceil(1_000_000)
-        .clamp(1, u128::from(u64::MAX)) as u64
+    units_rounded_up(duration, NANOS_PER_MILLI).max(1)
+}
+
+const NANOS_PER_SECOND: u128 = 1_000_000_000;
+const NANOS_PER_MILLI: u128 = 1_000_000;
+
+/// `duration` in units of `unit_nanos`, rounded up, saturating.
+fn units_rounded_up(duration: Duration, unit_nanos: u128) -> u64 {
+    u64::try_from(duration.as_nanos().div_ceil(unit_nanos)).unwrap_or(u64::MAX)
 }
 
 /// The headers for an admitted request's decision of `limit`.
@@ -173,21 +175,19 @@ fn optional_headers(
     options: ResponseOptions,
 ) -> Vec<(HeaderName, HeaderValue)> {
     let mut headers = Vec::new();
+    // Only when asked for: most rules send neither header.
+    let reset_seconds = || units_rounded_up(decision.reset_after, NANOS_PER_SECOND);
     if options.reset_header {
-        let reset = decision.reset_after.as_nanos().div_ceil(1_000_000_000);
-        headers.push((
-            X_RATELIMIT_RESET,
-            number(u64::try_from(reset).unwrap_or(u64::MAX)),
-        ));
+        headers.push((X_RATELIMIT_RESET, number(reset_seconds())));
     }
     if options.ietf_headers {
         let name = structured_string(limit.label());
         let window = limit.quota().map_or(0, |q| q.period().as_secs().max(1));
         let remaining = remaining(decision);
         let reset = if decision.allowed {
-            decision.reset_after.as_nanos().div_ceil(1_000_000_000)
+            reset_seconds()
         } else {
-            u128::from(whole_seconds_at_least_one(decision.retry_after))
+            whole_seconds_at_least_one(decision.retry_after)
         };
         let policy = format!("{name};q={};w={window}", decision.limit);
         let state = format!("{name};r={remaining};t={reset}");
