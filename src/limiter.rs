@@ -511,6 +511,13 @@ impl Verdict {
         self.decision.as_ref().map(|(index, _)| *index)
     }
 
+    /// [`Verdict::limit_index`] and [`Verdict::decision`] together.
+    pub(crate) fn reported(&self) -> Option<(usize, &Decision)> {
+        self.decision
+            .as_ref()
+            .map(|(index, decision)| (*index, decision))
+    }
+
     /// Whether a shadow-mode limit would have denied the request (over the limit, or because
     /// the store failed and its `on_store_error` is `deny`).
     pub fn is_shadow_denied(&self) -> bool {

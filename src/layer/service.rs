@@ -183,8 +183,7 @@ fn plan<B>(rules: &Rules, verdict: &Verdict, request: &mut Request<B>) -> Plan {
     }
     let options = rules.response();
     let reported = verdict
-        .limit_index()
-        .zip(verdict.decision())
+        .reported()
         .map(|(index, decision)| (&rules.limits()[index], decision));
     match reported {
         Some((limit, decision)) if !verdict.is_allowed() => {

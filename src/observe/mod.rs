@@ -139,7 +139,7 @@ impl Observer {
     }
 
     fn denied(&self, rules: &Rules, verdict: &Verdict, denial: Denial) {
-        let (Some(index), Some(decision)) = (verdict.limit_index(), verdict.decision()) else {
+        let Some((index, decision)) = verdict.reported() else {
             return;
         };
         let domain = rules.domain();
