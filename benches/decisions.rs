@@ -54,6 +54,8 @@
 
 #[path = "common/keys.rs"]
 mod keys;
+#[path = "common/verdicts.rs"]
+mod verdicts;
 use criterion::{criterion_group, criterion_main, Criterion};
 use governor::clock::Clock as _;
 use governor::DefaultKeyedRateLimiter;
@@ -61,13 +63,13 @@ use keys::KeyKind;
 use std::cell::OnceCell;
 use std::hint::black_box;
 use std::net::IpAddr;
-use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant, SystemTime};
 use tollgate::algorithm::{Algorithm, Quota};
 use tollgate::clock::{Clock as _, SystemClock};
 use tollgate::store::{Acquisition, LimitCheck, MemoryStore, Store};
+use verdicts::Verdict;
 
 /// The key ceiling of the measured stores: the largest key set fits whole.
 const MAX_KEYS: usize = 4_000_000;
@@ -104,46 +106,6 @@ fn kind_name(kind: KeyKind) -> &'static str {
     match kind {
         KeyKind::Ipv4 => "ipv4",
         KeyKind::UserId => "user_id",
-    }
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Verdict {
-    Allowed,
-    Denied,
-}
-
-impl Verdict {
-    fn name(self) -> &'static str {
-        match self {
-            Verdict::Allowed => "allowed",
-            Verdict::Denied => "denied",
-        }
-    }
-
-    /// tollgate's quota for `algorithm`.
-    fn quota(self, algorithm: Algorithm) -> Quota {
-        let quota = match self {
-            Verdict::Allowed => Quota::new(1_000_000_000, Duration::from_secs(1)),
-            Verdict::Denied => Quota::new(1, Duration::from_secs(3_600)),
-        };
-        match (algorithm, self) {
-            (Algorithm::LeakyBucket, Verdict::Allowed) => {
-                quota.with_queue(1_000_000_000).policing()
-            }
-            (Algorithm::LeakyBucket, Verdict::Denied) => quota.policing(),
-            _ => quota,
-        }
-    }
-
-    /// governor's quota.
-    fn governor_quota(self) -> governor::Quota {
-        match self {
-            Verdict::Allowed => {
-                governor::Quota::per_second(NonZeroU32::new(1_000_000_000).expect("not zero"))
-            }
-            Verdict::Denied => governor::Quota::per_hour(NonZeroU32::MIN),
-        }
     }
 }
 

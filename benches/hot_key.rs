@@ -23,12 +23,14 @@
 #[allow(dead_code)]
 #[path = "common/keys.rs"]
 mod keys;
+#[path = "common/verdicts.rs"]
+mod verdicts;
 use governor::DefaultKeyedRateLimiter;
 use std::hint::black_box;
-use std::num::NonZeroU32;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tollgate::algorithm::{Algorithm, Quota};
 use tollgate::store::{Acquisition, LimitCheck, MemoryStore, Store};
+use verdicts::Verdict;
 
 /// Decisions per case in one round.
 const DECISIONS: usize = 200_000;
@@ -51,8 +53,8 @@ fn main() {
     println!("| threads | verdict | limiter | fastest ns | median ns | fastest ÷ governor | median ÷ governor |");
     println!("|---:|---|---|---:|---:|---:|---:|");
     for threads in [1, 2] {
-        for admit in [true, false] {
-            measure(threads, admit, rounds);
+        for verdict in [Verdict::Allowed, Verdict::Denied] {
+            measure(threads, verdict, rounds);
         }
     }
     println!();
@@ -61,12 +63,12 @@ fn main() {
 
 /// Runs every case of one thread count and verdict for `rounds` rounds, interleaved, and
 /// prints a row per limiter.
-fn measure(threads: usize, admit: bool, rounds: usize) {
+fn measure(threads: usize, verdict: Verdict, rounds: usize) {
     let mut key = Vec::new();
     keys::KeyKind::Ipv4.write_key(&mut key, HOT_KEY);
     let ip = keys::ip(HOT_KEY);
     let store = MemoryStore::new();
-    let quotas: Vec<Quota> = ALGORITHMS.iter().map(|&a| quota(a, admit)).collect();
+    let quotas: Vec<Quota> = ALGORITHMS.iter().map(|&a| verdict.quota(a)).collect();
     let checks: Vec<LimitCheck<'_>> = ALGORITHMS
         .iter()
         .zip(&quotas)
@@ -80,11 +82,7 @@ fn measure(threads: usize, admit: bool, rounds: usize) {
         })
         .collect();
     let governor: DefaultKeyedRateLimiter<std::net::IpAddr> =
-        governor::RateLimiter::keyed(if admit {
-            governor::Quota::per_second(NonZeroU32::new(1_000_000_000).expect("not zero"))
-        } else {
-            governor::Quota::per_hour(NonZeroU32::MIN)
-        });
+        governor::RateLimiter::keyed(verdict.governor_quota());
     // The first request of each uses up a quota that admits one.
     for check in &checks {
         decide(&store, check);
@@ -94,10 +92,10 @@ fn measure(threads: usize, admit: bool, rounds: usize) {
     let mut times = vec![Vec::with_capacity(rounds); checks.len() + 1];
     for _ in 0..rounds {
         for (check, times) in checks.iter().zip(&mut times) {
-            times.push(round(threads, admit, || decide(&store, check)));
+            times.push(round(threads, verdict, || decide(&store, check)));
         }
         let governor_times = times.last_mut().expect("governor's times");
-        governor_times.push(round(threads, admit, || {
+        governor_times.push(round(threads, verdict, || {
             black_box(governor.check_key(black_box(&ip))).is_ok()
         }));
     }
@@ -107,25 +105,10 @@ fn measure(threads: usize, admit: bool, rounds: usize) {
     for (name, (fastest, median)) in names.zip(summaries) {
         println!(
             "| {threads} | {} | {name} | {fastest:.1} | {median:.1} | {:.2} | {:.2} |",
-            if admit { "allowed" } else { "denied" },
+            verdict.name(),
             fastest / governor_fastest,
             median / governor_median,
         );
-    }
-}
-
-/// A quota that admits every request (`admit`) or only the first, as in `benches/decisions.rs`.
-fn quota(algorithm: Algorithm, admit: bool) -> Quota {
-    let quota = if admit {
-        Quota::new(1_000_000_000, Duration::from_secs(1))
-    } else {
-        Quota::new(1, Duration::from_secs(3_600))
-    };
-    match algorithm {
-        // Policing: an admitted request goes at once rather than waiting its turn.
-        Algorithm::LeakyBucket if admit => quota.with_queue(1_000_000_000).policing(),
-        Algorithm::LeakyBucket => quota.policing(),
-        _ => quota,
     }
 }
 
@@ -141,7 +124,7 @@ fn decide(store: &MemoryStore, check: &LimitCheck<'_>) -> bool {
 
 /// Nanoseconds per decision of one round on `threads` threads, checking that every decision
 /// got the verdict the case is named after.
-fn round<F: Fn() -> bool + Sync>(threads: usize, admit: bool, decide: F) -> f64 {
+fn round<F: Fn() -> bool + Sync>(threads: usize, verdict: Verdict, decide: F) -> f64 {
     let each = DECISIONS / threads;
     let start = Instant::now();
     let admitted: usize = std::thread::scope(|scope| {
@@ -154,7 +137,10 @@ fn round<F: Fn() -> bool + Sync>(threads: usize, admit: bool, decide: F) -> f64 
             .sum()
     });
     let elapsed = start.elapsed();
-    let expected = if admit { each * threads } else { 0 };
+    let expected = match verdict {
+        Verdict::Allowed => each * threads,
+        Verdict::Denied => 0,
+    };
     assert_eq!(admitted, expected, "every decision gets the case's verdict");
     elapsed.as_nanos() as f64 / (each * threads) as f64
 }

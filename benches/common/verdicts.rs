@@ -1,0 +1,51 @@
+//! The two verdicts the decision benches measure, and the quotas that produce them (shared
+//! by `benches/decisions.rs` and `benches/hot_key.rs`).
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+use tollgate::algorithm::{Algorithm, Quota};
+
+/// What every measured decision answers.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Verdict {
+    /// 1,000,000,000 per second: every request is admitted.
+    Allowed,
+    /// 1 per hour, used up by a first request: every later one is denied.
+    Denied,
+}
+
+impl Verdict {
+    /// The name in benchmark ids and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Allowed => "allowed",
+            Verdict::Denied => "denied",
+        }
+    }
+
+    /// tollgate's quota for `algorithm` (the leaky bucket polices: an admitted request goes
+    /// at once rather than waiting its turn).
+    pub fn quota(self, algorithm: Algorithm) -> Quota {
+        let quota = match self {
+            Verdict::Allowed => Quota::new(1_000_000_000, Duration::from_secs(1)),
+            Verdict::Denied => Quota::new(1, Duration::from_secs(3_600)),
+        };
+        match (algorithm, self) {
+            (Algorithm::LeakyBucket, Verdict::Allowed) => {
+                quota.with_queue(1_000_000_000).policing()
+            }
+            (Algorithm::LeakyBucket, Verdict::Denied) => quota.policing(),
+            _ => quota,
+        }
+    }
+
+    /// governor's quota.
+    pub fn governor_quota(self) -> governor::Quota {
+        match self {
+            Verdict::Allowed => {
+                governor::Quota::per_second(NonZeroU32::new(1_000_000_000).expect("not zero"))
+            }
+            Verdict::Denied => governor::Quota::per_hour(NonZeroU32::MIN),
+        }
+    }
+}
