@@ -107,8 +107,10 @@ impl Observer {
             %error,
             "the rate-limit store failed; on_store_error decides"
         );
+        let log_shadow_denials =
+            outcomes.contains(&StoreFailure::ShadowDenied) && tracing::enabled!(Level::INFO);
         for (booking, &outcome) in bookings.iter().zip(outcomes) {
-            if outcome == StoreFailure::ShadowDenied && tracing::enabled!(Level::INFO) {
+            if log_shadow_denials && outcome == StoreFailure::ShadowDenied {
                 self.shadow_denied(rules, booking.limit);
             }
             #[cfg(feature = "metrics")]

@@ -1,11 +1,10 @@
 //! At most one log event per second for a kind of event, counting the ones left out.
 
-use crate::clock::{saturating_nanos, Nanos};
+use crate::clock::Nanos;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
-/// The shortest time between two events a throttle lets through.
-const EVERY: Duration = Duration::from_secs(1);
+/// The shortest time between two events a throttle lets through: a second, in nanoseconds.
+const EVERY: u64 = 1_000_000_000;
 
 /// Lets one event a second through and counts the others, without a lock: a flood of
 /// denials becomes one warning a second that says how many it stands for.
@@ -24,21 +23,16 @@ impl LogThrottle {
     /// Whether to log an event happening at `now`: the number of events left out since the
     /// last one logged, or `None` when this one is left out (and counted).
     pub(crate) fn admit(&self, now: Nanos) -> Option<u64> {
+        let next = now.plus(EVERY).as_u64();
         let now = now.as_u64();
-        let every = saturating_nanos(EVERY);
         let next_at = self.next_at.load(Ordering::Relaxed);
         // The wall clock stepped back by more than the interval: start again rather than
         // stay silent until it catches up. (Less than that is jitter between threads.)
-        let stepped_back = now.saturating_add(every) < next_at.saturating_sub(every);
+        let stepped_back = next < next_at.saturating_sub(EVERY);
         let due = (now >= next_at || stepped_back)
             && self
                 .next_at
-                .compare_exchange(
-                    next_at,
-                    now.saturating_add(every),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                )
+                .compare_exchange(next_at, next, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok();
         if due {
             Some(self.suppressed.swap(0, Ordering::Relaxed))
