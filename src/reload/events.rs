@@ -1,8 +1,9 @@
 use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use parking_lot::Mutex;
 use std::io;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 /// Symlinks followed at most on the way to the rules file, as Linux does before `ELOOP`.
 const MAX_LINKS: usize = 40;
@@ -63,7 +64,7 @@ impl DirectoryEvents {
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<Event>| {
             let change = match event {
                 Ok(event) => {
-                    let links = relevant.lock().unwrap_or_else(PoisonError::into_inner);
+                    let links = relevant.lock();
                     concerning(&event, &links)
                 }
                 // An error may have hidden anything, a close among it: waiting for that
@@ -98,7 +99,7 @@ impl DirectoryEvents {
             push_new(&mut dirs, dir.to_path_buf());
         }
         // Before watching, so that the first events of a new directory already count.
-        *self.links.lock().unwrap_or_else(PoisonError::into_inner) = links;
+        *self.links.lock() = links;
         for dir in dirs.iter().filter(|dir| !self.dirs.contains(dir)) {
             if let Err(error) = self.watcher.watch(dir, RecursiveMode::NonRecursive) {
                 tracing::warn!(

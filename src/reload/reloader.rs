@@ -1,6 +1,6 @@
 use crate::rules::{RuleErrors, Rules};
+use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// What a reload did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +64,7 @@ impl Reloader {
     }
 
     pub(crate) fn stats(&self) -> ReloadStats {
-        lock(&self.stats).clone()
+        self.stats.lock().clone()
     }
 
     /// Reads the file; when its bytes differ from those in force and compile, puts their
@@ -84,7 +84,7 @@ impl Reloader {
         &self,
         confirmed: impl FnOnce(&Reading) -> bool,
     ) -> Result<Outcome, Reading> {
-        let mut in_force = lock(&self.in_force);
+        let mut in_force = self.in_force.lock();
         let reading = Rules::read_file(&self.path);
         let unchanged = matches!((&reading, &*in_force), (Ok(bytes), Some(old)) if bytes == old);
         if !unchanged && !confirmed(&reading) {
@@ -107,7 +107,7 @@ impl Reloader {
     /// Counts and logs the outcome of one reload.
     fn record(&self, result: &Outcome) {
         let path = self.path.display();
-        let mut stats = lock(&self.stats);
+        let mut stats = self.stats.lock();
         match result {
             Ok(ReloadOutcome::Applied) => {
                 stats.applied += 1;
@@ -137,12 +137,6 @@ impl Reloader {
     }
 }
 
-/// Locks `mutex`; a panic while reloading leaves the state as consistent as before it, so
-/// a poisoned lock is used as it is.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl std::fmt::Debug for Reloader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reloader")
@@ -166,7 +160,7 @@ mod tests {
         std::fs::write(&path, content).expect("write rules");
         let applied = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&applied);
-        let reloader = Reloader::new(path, move |rules| sink.lock().expect("lock").push(rules));
+        let reloader = Reloader::new(path, move |rules| sink.lock().push(rules));
         (dir, reloader, applied)
     }
 
@@ -175,7 +169,7 @@ mod tests {
         let (_dir, reloader, applied) = reloader(ONE_LIMIT);
         assert_eq!(reloader.reload(), Ok(ReloadOutcome::Applied));
         assert_eq!(reloader.reload(), Ok(ReloadOutcome::Unchanged));
-        assert_eq!(applied.lock().expect("lock").len(), 1);
+        assert_eq!(applied.lock().len(), 1);
         assert_eq!(reloader.stats().applied, 1);
     }
 
@@ -191,7 +185,7 @@ mod tests {
         std::fs::write(reloader.path(), ONE_LIMIT).expect("write rules");
         assert_eq!(reloader.reload(), Ok(ReloadOutcome::Applied));
         assert_eq!(reloader.stats().last_error, None);
-        assert_eq!(applied.lock().expect("lock").len(), 1);
+        assert_eq!(applied.lock().len(), 1);
     }
 
     #[test]
@@ -204,7 +198,7 @@ mod tests {
         let missing = reloader.reload().expect_err("missing");
         assert!(missing.to_string().contains("cannot read"), "{missing}");
         assert_eq!(reloader.stats().failed, 2);
-        assert!(applied.lock().expect("lock").is_empty());
+        assert!(applied.lock().is_empty());
     }
 
     #[test]
@@ -216,6 +210,6 @@ mod tests {
         assert_eq!(reloader.reload_if(|_| true), Ok(Ok(ReloadOutcome::Applied)));
         let unchanged = reloader.reload_if(|_| panic!("unchanged bytes are not confirmed"));
         assert_eq!(unchanged, Ok(Ok(ReloadOutcome::Unchanged)));
-        assert_eq!(applied.lock().expect("lock").len(), 1);
+        assert_eq!(applied.lock().len(), 1);
     }
 }
