@@ -58,11 +58,9 @@ impl Rules {
         request: &http::Request<B>,
     ) -> Result<Explanation<'_>, MissingPeerAddr> {
         let mut values = RequestValues::new(RequestView::of(request), self);
-        // Every match on the walk, to show what exemptions and `replaces` set aside; then
-        // what the layer keeps of them.
+        // Every match on the walk, to show what exemptions and `replaces` set aside, as
+        // `Rules::set_aside` does for the layer.
         let matched = self.matched(&mut values)?;
-        let mut applicable = matched.clone();
-        self.set_aside(&mut applicable);
 
         let mut found = |index: usize| -> Result<AppliedLimit<'_>, MissingPeerAddr> {
             let limit = &self.limits[index];
@@ -88,12 +86,12 @@ impl Rules {
             explanation.exemption = Some(found(exempting.limit)?);
             return Ok(explanation);
         }
-        for m in &matched {
+        for (m, replaced) in matched.iter().zip(self.replaced(&matched)) {
             let limit = found(m.limit)?;
-            if applicable.iter().any(|a| a.limit == m.limit) {
-                explanation.applied.push(limit);
-            } else {
+            if replaced {
                 explanation.replaced.push(limit);
+            } else {
+                explanation.applied.push(limit);
             }
         }
         Ok(explanation)

@@ -245,22 +245,26 @@ impl Rules {
         if exempt {
             matches.clear();
         } else if self.has_replaces {
-            let replaces = |limit: &Limit, name: &str| {
-                !limit.shadow && limit.replaces.iter().any(|r| r == name)
-            };
-            let replaced: SmallVec<[bool; 4]> = matches
-                .iter()
-                .map(|m| {
-                    limits[m.limit].name.as_deref().is_some_and(|name| {
-                        matches
-                            .iter()
-                            .any(|other| replaces(&limits[other.limit], name))
-                    })
-                })
-                .collect();
-            let mut replaced = replaced.into_iter();
+            let mut replaced = self.replaced(matches).into_iter();
             matches.retain(|_| !replaced.next().unwrap_or(false));
         }
+    }
+
+    /// For each of `matches`, whether another of them `replaces` it.
+    pub(crate) fn replaced(&self, matches: &Matches) -> SmallVec<[bool; 4]> {
+        let limits = &self.limits;
+        let replaces =
+            |limit: &Limit, name: &str| !limit.shadow && limit.replaces.iter().any(|r| r == name);
+        matches
+            .iter()
+            .map(|m| {
+                limits[m.limit].name.as_deref().is_some_and(|name| {
+                    matches
+                        .iter()
+                        .any(|other| replaces(&limits[other.limit], name))
+                })
+            })
+            .collect()
     }
 }
 
