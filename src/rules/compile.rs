@@ -671,20 +671,27 @@ fn state_id(chain: &str, rate: &Rate) -> u64 {
         })
 }
 
+/// The units of a `period` or `max_delay`, largest first, in milliseconds: what
+/// [`parse_period`] reads and [`Unit::format_period`] writes.
+const PERIOD_UNITS: [(&str, u128); 5] = [
+    ("d", 86_400_000),
+    ("h", 3_600_000),
+    ("m", 60_000),
+    ("s", 1_000),
+    ("ms", 1),
+];
+
 /// `30s`, `500ms`, `5m`, `2h`, `1d`.
 fn parse_period(text: &str) -> Option<Duration> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit())?;
     let (number, unit) = text.split_at(split);
     let number: u64 = number.parse().ok()?;
-    let duration = match unit.trim() {
-        "ms" => Duration::from_millis(number),
-        "s" => Duration::from_secs(number),
-        "m" => Duration::from_secs(number.checked_mul(60)?),
-        "h" => Duration::from_secs(number.checked_mul(3_600)?),
-        "d" => Duration::from_secs(number.checked_mul(86_400)?),
-        _ => return None,
-    };
+    let (_, size) = PERIOD_UNITS.iter().find(|(name, _)| *name == unit.trim())?;
+    let millis = u128::from(number) * size;
+    let seconds = u64::try_from(millis / 1_000).ok()?;
+    let nanos = u32::try_from(millis % 1_000).ok()? * 1_000_000;
+    let duration = Duration::new(seconds, nanos);
     (!duration.is_zero()).then_some(duration)
 }
 
@@ -718,15 +725,8 @@ impl Unit {
     /// # Ok::<(), tollgate::rules::RuleErrors>(())
     /// ```
     pub fn format_period(duration: Duration) -> String {
-        const UNITS: [(&str, u128); 5] = [
-            ("d", 86_400_000),
-            ("h", 3_600_000),
-            ("m", 60_000),
-            ("s", 1_000),
-            ("ms", 1),
-        ];
         let millis = duration.as_millis();
-        let (unit, size) = UNITS
+        let (unit, size) = PERIOD_UNITS
             .into_iter()
             .find(|(_, size)| millis >= *size && millis % size == 0)
             .unwrap_or(("ms", 1));
