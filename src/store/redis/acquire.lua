@@ -12,8 +12,6 @@
 -- Returns  { now (base units), then per check: allowed, limit, remaining, reset_after,
 --          retry_after, delay, booked_until (-1: none) } with durations in the check's ticks.
 
-local function num(s) return string.format('%.0f', s) end
-
 -- The stored state of an algorithm whose state has `fields` numbers (0: any odd count, the
 -- sliding window log). Anything else (a key of another type or algorithm, an old format,
 -- garbage) counts as never seen, as in the memory store.
@@ -257,14 +255,9 @@ end
 local reply = { now_base }
 for i, q in ipairs(checks) do
   if admitted and q.decision[1] == 1 then
-    local reset = q.decision[4]
-    local px
-    if q.per_ms > 0 then px = cdiv(reset, q.per_ms) else px = reset * -q.per_ms end
-    -- A test clock's time does not pass with Redis's: keep its keys an hour at least.
-    if ARGV[1] ~= '' then px = math.max(px, 3600000) end
     local parts = {}
     for k, v in ipairs(q.next) do parts[k] = num(v) end
-    redis.call('SET', KEYS[i], table.concat(parts, ' '), 'PX', num(px + 1))
+    redis.call('SET', KEYS[i], table.concat(parts, ' '), 'PX', px(q.decision[4], q.per_ms))
   end
   for _, v in ipairs(q.decision) do reply[#reply + 1] = v end
 end

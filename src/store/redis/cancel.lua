@@ -19,8 +19,5 @@ if ahead <= 0 then
   redis.call('DEL', KEYS[1])
   return 1
 end
-local px
-if per_ms > 0 then px = idiv(ahead, per_ms) + 1 else px = ahead * -per_ms end
-if ARGV[1] ~= '' then px = math.max(px, 3600000) end
-redis.call('SET', KEYS[1], string.format('%.0f', after), 'PX', string.format('%.0f', px + 1))
+redis.call('SET', KEYS[1], num(after), 'PX', px(ahead, per_ms))
 return 1

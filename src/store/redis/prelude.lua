@@ -20,3 +20,16 @@ local function now_in_base_units()
   return tonumber(time[1]) * 1000000 + tonumber(time[2])
 end
 
+
+-- A number as Redis takes it: digits, never an exponent.
+local function num(s) return string.format('%.0f', s) end
+
+-- The PX of a key whose state is worth keeping `ticks` more ticks, `per_ms` ticks a
+-- millisecond (or, negated, milliseconds a tick): rounded up, and one more.
+local function px(ticks, per_ms)
+  local ms
+  if per_ms > 0 then ms = cdiv(ticks, per_ms) else ms = ticks * -per_ms end
+  -- A test clock's time does not pass with Redis's: keep its keys an hour at least.
+  if ARGV[1] ~= '' then ms = math.max(ms, 3600000) end
+  return num(ms + 1)
+end
