@@ -6,7 +6,7 @@ use axum::routing::any;
 use axum::{Extension, Router};
 use clap::Args;
 use http::header::{HeaderName, HeaderValue, HOST};
-use http::{Method, Request};
+use http::{Method, Request, Uri};
 use std::net::{IpAddr, SocketAddr};
 use tollgate::source::{Identity, PeerAddr};
 use tower_service::Service;
@@ -70,16 +70,16 @@ impl RequestArgs {
             extensions.insert(Identity::new(identity));
         }
         if let Some(route) = &self.route {
-            let matched = matched_path(route, &self.method, &self.path)?;
+            let matched = matched_path(route, request.method(), request.uri())?;
             request.extensions_mut().insert(matched);
         }
         Ok(request)
     }
 }
 
-/// The `MatchedPath` axum records when `route` matches `path`. Only axum can make one, so the
+/// The `MatchedPath` axum records when `route` matches `uri`. Only axum can make one, so the
 /// request goes through a router with that one route.
-fn matched_path(route: &str, method: &Method, path: &str) -> Result<MatchedPath, String> {
+fn matched_path(route: &str, method: &Method, uri: &Uri) -> Result<MatchedPath, String> {
     if !is_plain_route(route) {
         return Err(format!(
             "--route {route}: use `/` and segments that are literal, `{{name}}`, or a final `{{*name}}`"
@@ -89,11 +89,9 @@ fn matched_path(route: &str, method: &Method, path: &str) -> Result<MatchedPath,
         route,
         any(|matched: MatchedPath| async move { Extension(matched) }),
     );
-    let request = Request::builder()
-        .method(method.clone())
-        .uri(path)
-        .body(Body::empty())
-        .map_err(|error| format!("--path {path}: {error}"))?;
+    let mut request = Request::new(Body::empty());
+    *request.method_mut() = method.clone();
+    *request.uri_mut() = uri.clone();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|error| format!("cannot start a runtime to route the request: {error}"))?;
@@ -106,7 +104,7 @@ fn matched_path(route: &str, method: &Method, path: &str) -> Result<MatchedPath,
         .extensions()
         .get::<MatchedPath>()
         .cloned()
-        .ok_or_else(|| format!("--path {path} does not match --route {route}"))
+        .ok_or_else(|| format!("--path {} does not match --route {route}", uri.path()))
 }
 
 /// Whether axum takes `route` as it is: axum panics on a template it cannot parse and has no
@@ -198,8 +196,9 @@ mod tests {
 
     #[test]
     fn the_route_becomes_the_matched_path() {
-        let matched = matched_path("/users/{id}", &Method::GET, "/users/42").expect("matches");
+        let matched = matched_path("/users/{id}", &Method::GET, &Uri::from_static("/users/42"))
+            .expect("matches");
         assert_eq!(matched.as_str(), "/users/{id}");
-        assert!(matched_path("/users/{id}", &Method::GET, "/posts").is_err());
+        assert!(matched_path("/users/{id}", &Method::GET, &Uri::from_static("/posts")).is_err());
     }
 }
