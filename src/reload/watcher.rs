@@ -3,6 +3,7 @@ use super::reloader::{ReloadOutcome, ReloadStats, Reloader};
 use crate::rules::RuleErrors;
 use crate::store::Store;
 use crate::Limiter;
+use std::convert::Infallible;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -177,7 +178,9 @@ impl RulesWatcherBuilder {
         };
         let thread = std::thread::Builder::new()
             .name("tollgate-rules-watcher".to_owned())
-            .spawn(move || watch.run())?;
+            .spawn(move || {
+                let Err(Stopped) = watch.run();
+            })?;
         Ok(RulesWatcher {
             reloader,
             signals,
@@ -225,25 +228,15 @@ enum Writing {
 /// The watcher was dropped: the thread ends.
 struct Stopped;
 
-/// What the watching thread woke up to.
-enum Wake {
-    Changed(Change),
-    TimedOut,
-    Stopped,
-}
-
 impl Watch {
-    fn run(mut self) {
+    /// Watches until the watcher is dropped.
+    fn run(mut self) -> Result<Infallible, Stopped> {
         loop {
             let next_poll = self.poll_interval.map(|interval| Instant::now() + interval);
-            match self.wait(next_poll) {
-                Wake::Changed(change) => self.note(change),
-                Wake::TimedOut => {}
-                Wake::Stopped => return,
+            if let Some(change) = self.wait(next_poll)? {
+                self.note(change);
             }
-            if self.reload_when_stable().is_err() {
-                return;
-            }
+            self.reload_when_stable()?;
         }
     }
 
@@ -284,16 +277,11 @@ impl Watch {
         let start = Instant::now();
         let latest = deadline.max(start + self.debounce);
         let mut ready = start + self.debounce;
-        loop {
-            match self.wait(Some(ready)) {
-                Wake::Changed(change) => {
-                    self.note(change);
-                    ready = (Instant::now() + self.debounce).min(latest);
-                }
-                Wake::TimedOut => return Ok(()),
-                Wake::Stopped => return Err(Stopped),
-            }
+        while let Some(change) = self.wait(Some(ready))? {
+            self.note(change);
+            ready = (Instant::now() + self.debounce).min(latest);
         }
+        Ok(())
     }
 
     /// Waits while a write is open, until the writer closes the file or it is replaced:
@@ -304,9 +292,9 @@ impl Watch {
     fn until_write_ends(&mut self) -> Result<(), Stopped> {
         let give_up = Instant::now() + self.write_wait();
         while self.writing == Writing::Open {
-            match self.wait(Some(give_up)) {
-                Wake::Changed(change) => self.note(change),
-                Wake::TimedOut => {
+            match self.wait(Some(give_up))? {
+                Some(change) => self.note(change),
+                None => {
                     tracing::warn!(
                         path = %self.reloader.path().display(),
                         "the rules file has been open for writing for {:?}: reading it \
@@ -315,7 +303,6 @@ impl Watch {
                     );
                     self.writing = Writing::Overdue;
                 }
-                Wake::Stopped => return Err(Stopped),
             }
         }
         Ok(())
@@ -331,8 +318,8 @@ impl Watch {
         };
     }
 
-    /// Waits for a signal, until `deadline` if any.
-    fn wait(&self, deadline: Option<Instant>) -> Wake {
+    /// Waits for a change, until `deadline` if any (`None`: the deadline came first).
+    fn wait(&self, deadline: Option<Instant>) -> Result<Option<Change>, Stopped> {
         let signal = match deadline {
             Some(deadline) => self
                 .inbox
@@ -340,9 +327,9 @@ impl Watch {
             None => self.inbox.recv().map_err(RecvTimeoutError::from),
         };
         match signal {
-            Ok(Signal::Changed(change)) => Wake::Changed(change),
-            Err(RecvTimeoutError::Timeout) => Wake::TimedOut,
-            Ok(Signal::Stop) | Err(RecvTimeoutError::Disconnected) => Wake::Stopped,
+            Ok(Signal::Changed(change)) => Ok(Some(change)),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Ok(Signal::Stop) | Err(RecvTimeoutError::Disconnected) => Err(Stopped),
         }
     }
 }
