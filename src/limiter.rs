@@ -337,7 +337,8 @@ impl<C: Clock> Limiter<MemoryStore<C>> {
     /// # }
     /// ```
     pub fn record_tracked_keys(&self) {
-        observe::record_tracked_keys(self.rules_guard().rules.domain(), self.store().len());
+        let keys = self.store().len();
+        self.rules_guard().observer.record_tracked_keys(keys);
     }
 }
 

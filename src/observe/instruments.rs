@@ -10,7 +10,7 @@ use crate::algorithm::Decision;
 use crate::rules::Rules;
 use metrics::{
     counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Counter,
-    Histogram, Label, Unit,
+    Gauge, Histogram, Label, Unit,
 };
 use std::time::Duration;
 
@@ -57,6 +57,7 @@ impl Outcome {
 pub(crate) struct Instruments {
     limits: Box<[LimitInstruments]>,
     decision_seconds: Histogram,
+    tracked_keys: Gauge,
 }
 
 #[derive(Debug)]
@@ -103,8 +104,15 @@ impl Instruments {
             .collect();
         Instruments {
             limits,
-            decision_seconds: histogram!(DECISION_SECONDS, vec![domain]),
+            decision_seconds: histogram!(DECISION_SECONDS, vec![domain.clone()]),
+            tracked_keys: gauge!(TRACKED_KEYS, vec![domain]),
         }
+    }
+
+    /// Sets `tollgate_tracked_keys{domain}`.
+    pub(crate) fn record_tracked_keys(&self, keys: usize) {
+        // Precise below 2^53 keys, far beyond any store's ceiling.
+        self.tracked_keys.set(keys as f64);
     }
 
     /// Counts what limit `limit` (an index into [`Rules::limits`]) made of a request.
@@ -147,12 +155,6 @@ impl LimitInstruments {
             store_errors: Counter::noop(),
         }
     }
-}
-
-/// Sets `tollgate_tracked_keys{domain}`.
-pub(crate) fn record_tracked_keys(domain: &str, keys: usize) {
-    // Precise below 2^53 keys, far beyond any store's ceiling.
-    gauge!(TRACKED_KEYS, "domain" => domain.to_owned()).set(keys as f64);
 }
 
 /// Counts a reload. Both `result` series are registered on every reload (reloads are rare),

@@ -27,8 +27,6 @@ use throttle::LogThrottle;
 use tracing::Level;
 
 #[cfg(feature = "metrics")]
-pub(crate) use instruments::record_tracked_keys;
-#[cfg(feature = "metrics")]
 use instruments::{Instruments, Outcome};
 
 /// Reports the decisions made under one set of rules: the log throttles of each limit and
@@ -126,6 +124,12 @@ impl Observer {
                 self.instruments.count(booking.limit, outcome);
             }
         }
+    }
+
+    /// Sets `tollgate_tracked_keys{domain}` to `keys`.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn record_tracked_keys(&self, keys: usize) {
+        self.instruments.record_tracked_keys(keys);
     }
 
     /// Reports the end of a decision that started at `start`: its time, and the denial.
