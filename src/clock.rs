@@ -86,6 +86,7 @@ struct WallClock {
 const RESYNC_NANOS: u64 = 1_000_000_000;
 
 impl WallClock {
+    #[inline]
     fn get() -> &'static WallClock {
         static CLOCK: OnceLock<WallClock> = OnceLock::new();
         CLOCK.get_or_init(|| {
@@ -102,16 +103,21 @@ impl WallClock {
         })
     }
 
+    #[inline]
     fn elapsed(&self) -> u64 {
         self.counter.delta_as_nanos(self.start, self.counter.raw())
     }
 
+    // Once a second: kept out of the inlined `now`.
+    #[cold]
+    #[inline(never)]
     fn sync(&self, elapsed: u64) {
         self.offset
             .store(os_wall_clock().wrapping_sub(elapsed), Ordering::Relaxed);
         self.synced_at.store(elapsed, Ordering::Relaxed);
     }
 
+    #[inline]
     fn now(&self) -> Nanos {
         let elapsed = self.elapsed();
         if elapsed.wrapping_sub(self.synced_at.load(Ordering::Relaxed)) >= RESYNC_NANOS {

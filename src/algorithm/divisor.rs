@@ -73,11 +73,10 @@ impl Divisor {
     /// When the divisor is 0.
     #[inline]
     pub(crate) fn div_ceil(self, n: u128) -> u128 {
-        let quotient = self.div(n);
-        if quotient * u128::from(self.divisor) == n {
-            quotient
-        } else {
-            quotient + 1
+        // ⌈n / d⌉ = ⌊(n - 1) / d⌋ + 1 for n ≥ 1: one division, no multiplication back.
+        match n.checked_sub(1) {
+            Some(below) => self.div(below) + 1,
+            None => n / u128::from(self.divisor),
         }
     }
 
