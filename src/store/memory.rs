@@ -792,42 +792,55 @@ mod tests {
     }
 
     #[test]
-    fn single_and_joint_requests_on_one_timestamp_key_admit_exactly_its_burst() {
-        // A request with one GCRA limit decides under the shard's shared lock with a
-        // compare-and-swap, one with two limits under the exclusive locks: on one key at
-        // once, they still admit exactly the burst (the clock stands still). Races are
-        // rare on two CPUs, so the scene is played 20 times.
-        let quota = Quota::new(100, Duration::from_secs(1));
+    fn single_and_joint_requests_on_one_key_admit_exactly_its_capacity() {
+        // A request with one GCRA or leaky-bucket limit decides under the shard's shared
+        // lock with a compare-and-swap, one with two limits (and the token bucket and fixed
+        // window always) under the exclusive locks: on one key at once, they still admit
+        // exactly the limit's capacity (the clock stands still). Races are rare on two CPUs,
+        // so the scene is played 20 times per algorithm.
+        let quota = Quota::new(100, Duration::from_secs(1)).with_queue(99);
         let roomy = Quota::new(1_000_000, Duration::from_secs(1));
-        let key = check(b"shared", Algorithm::Gcra, &quota);
-        let other = check(b"other", Algorithm::Gcra, &roomy);
-        for round in 0..20 {
-            let store = MemoryStore::with_clock(ManualClock::new());
-            let start = std::sync::Barrier::new(4);
-            let admitted: usize = std::thread::scope(|scope| {
-                let threads: Vec<_> = (0..4)
-                    .map(|thread| {
-                        let (store, start) = (&store, &start);
-                        scope.spawn(move || {
-                            let checks = if thread % 2 == 0 {
-                                &[key][..]
-                            } else {
-                                &[key, other][..]
-                            };
-                            start.wait();
-                            (0..200)
-                                .filter(|_| decide(store, checks).iter().all(|d| d.allowed))
-                                .count()
+        for algorithm in [
+            Algorithm::Gcra,
+            Algorithm::LeakyBucket,
+            Algorithm::TokenBucket,
+            Algorithm::FixedWindow,
+        ] {
+            let key = check(b"shared", algorithm, &quota);
+            let other = check(b"other", algorithm, &roomy);
+            let capacity = usize::try_from(algorithm.capacity(&quota)).expect("small");
+            assert_eq!(capacity, 100, "{algorithm}");
+            for round in 0..20 {
+                let store = MemoryStore::with_clock(ManualClock::new());
+                let start = std::sync::Barrier::new(4);
+                let admitted: usize = std::thread::scope(|scope| {
+                    let threads: Vec<_> = (0..4)
+                        .map(|thread| {
+                            let (store, start) = (&store, &start);
+                            scope.spawn(move || {
+                                let checks = if thread % 2 == 0 {
+                                    &[key][..]
+                                } else {
+                                    &[key, other][..]
+                                };
+                                start.wait();
+                                (0..200)
+                                    .filter(|_| decide(store, checks).iter().all(|d| d.allowed))
+                                    .count()
+                            })
                         })
-                    })
-                    .collect();
-                threads
-                    .into_iter()
-                    .map(|t| t.join().expect("no thread panics"))
-                    .sum()
-            });
-            assert_eq!(admitted, 100, "round {round}");
-            assert!(!decide(&store, &[key])[0].allowed, "round {round}");
+                        .collect();
+                    threads
+                        .into_iter()
+                        .map(|t| t.join().expect("no thread panics"))
+                        .sum()
+                });
+                assert_eq!(admitted, capacity, "{algorithm}, round {round}");
+                assert!(
+                    !decide(&store, &[key])[0].allowed,
+                    "{algorithm}, round {round}"
+                );
+            }
         }
     }
 }
