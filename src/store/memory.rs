@@ -794,18 +794,13 @@ mod tests {
     #[test]
     fn single_and_joint_requests_on_one_key_admit_exactly_its_capacity() {
         // A request with one GCRA or leaky-bucket limit decides under the shard's shared
-        // lock with a compare-and-swap, one with two limits (and the token bucket and fixed
-        // window always) under the exclusive locks: on one key at once, they still admit
-        // exactly the limit's capacity (the clock stands still). Races are rare on two CPUs,
-        // so the scene is played 20 times per algorithm.
+        // lock with a compare-and-swap, one with two limits (and the other algorithms
+        // always) under the exclusive locks: on one key at once, they still admit exactly
+        // the limit's capacity (the clock stands still). Races are rare on two CPUs, so the
+        // scene is played 20 times per algorithm.
         let quota = Quota::new(100, Duration::from_secs(1)).with_queue(99);
         let roomy = Quota::new(1_000_000, Duration::from_secs(1));
-        for algorithm in [
-            Algorithm::Gcra,
-            Algorithm::LeakyBucket,
-            Algorithm::TokenBucket,
-            Algorithm::FixedWindow,
-        ] {
+        for algorithm in Algorithm::ALL {
             let key = check(b"shared", algorithm, &quota);
             let other = check(b"other", algorithm, &roomy);
             let capacity = usize::try_from(algorithm.capacity(&quota)).expect("small");
