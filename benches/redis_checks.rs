@@ -565,7 +565,11 @@ fn main() {
         .build()
         .expect("a tokio runtime");
 
-    let script = include_str!("../src/store/redis/acquire.lua");
+    // The store sends its prelude and acquire.lua as one script.
+    let script = concat!(
+        include_str!("../src/store/redis/prelude.lua"),
+        include_str!("../src/store/redis/acquire.lua")
+    );
     let loaded_sha = server
         .cli(&["SCRIPT", "LOAD", script])
         .trim()
