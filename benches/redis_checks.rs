@@ -581,7 +581,11 @@ fn main() {
     // The baseline calls the script the store sent, by its SHA: the store's first call left
     // it in Redis's script cache.
     let cached = server.cli(&["SCRIPT", "EXISTS", &sha]);
-    assert_eq!(cached.trim(), "1", "the store's script {sha} is cached in Redis");
+    assert_eq!(
+        cached.trim(),
+        "1",
+        "the store's script {sha} is cached in Redis"
+    );
     // The baseline's keys: the store's key for a user, its last 12 characters replaced by
     // redis-benchmark's 12-digit random number, so of the same length and prefix.
     let split = key
