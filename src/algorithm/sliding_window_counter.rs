@@ -29,13 +29,14 @@ impl CopyTransition for SlidingWindowCounter {
         // A wall clock stepped back into an earlier window decides at the start of the stored
         // one: going back in time must not hand out fresh windows. Durations are still
         // measured from the real now.
-        let at = match state {
-            Some(s) if s.window > quota.period_divisor().div_u64(now.as_u64()) => {
-                Nanos::new(s.window.saturating_mul(quota.period_nanos()))
+        let now_window = quota.period_divisor().div_u64(now.as_u64());
+        let (at, window) = match state {
+            Some(s) if s.window > now_window => {
+                let at = Nanos::new(s.window.saturating_mul(quota.period_nanos()));
+                (at, quota.period_divisor().div_u64(at.as_u64()))
             }
-            _ => now,
+            _ => (now, now_window),
         };
-        let window = quota.period_divisor().div_u64(at.as_u64());
         let (current, previous) = match state {
             Some(s) if s.window == window => (s.current, s.previous),
             Some(s) if s.window.checked_add(1) == Some(window) => (0, s.current),
