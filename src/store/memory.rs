@@ -310,7 +310,7 @@ fn decide_shared(
             return None;
         }
         let (_, decision) = packed.transition(None, now, quota, cost);
-        return (!decision.allowed || decision.reset_after.is_zero()).then_some(decision);
+        return (!leaves_state(&decision)).then_some(decision);
     };
     let timestamp = &entry.slot.0;
     let mut current = timestamp.load(Ordering::Acquire);
@@ -325,6 +325,12 @@ fn decide_shared(
             Err(actual) => current = actual,
         }
     }
+}
+
+/// Whether a request on a key not tracked leaves state worth remembering: it was admitted,
+/// and the state it leaves is not already the same as a key never seen.
+fn leaves_state(decision: &Decision) -> bool {
+    decision.allowed && !decision.reset_after.is_zero()
 }
 
 /// Whether deciding a limit also charges it.
@@ -383,7 +389,7 @@ impl Generations {
             return algorithm.peek(&state, now, quota, cost);
         }
         let decision = algorithm.acquire(&mut state, now, quota, cost);
-        if decision.allowed && !decision.reset_after.is_zero() {
+        if leaves_state(&decision) {
             let idle_at = idle_at(&decision);
             self.insert(fingerprint, General { idle_at, state }, now, capacity);
         }
@@ -411,8 +417,7 @@ impl Generations {
         let charged = S::new(state, now.plus(saturating_nanos(decision.reset_after)));
         match slot {
             Some(slot) => *slot = charged,
-            // A key whose state is the same as never seen is not worth remembering.
-            None if decision.reset_after.is_zero() => {}
+            None if !leaves_state(&decision) => {}
             None => self.insert(fingerprint, charged, now, capacity),
         }
         decision
