@@ -1,7 +1,7 @@
 //! The cost of one rate-limiting decision in memory, per algorithm, next to governor's keyed
 //! limiter on the same keys.
 //!
-//! **tollgate**: the public [`Store::acquire`] with one [`LimitCheck`] on
+//! **tollgate**: the public `Store::acquire` with one `LimitCheck` on
 //! `MemoryStore::new().with_max_keys(4_000_000)` (the system clock, so every decision includes
 //! its clock read; the ceiling is raised so that the 1,000,000-key sets fit whole and nothing is
 //! evicted; one extra pair of rows shows the default ceiling of 1,000,000 keys). One row per
@@ -68,7 +68,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant, SystemTime};
 use tollgate::algorithm::{Algorithm, Quota};
 use tollgate::clock::{Clock as _, SystemClock};
-use tollgate::store::{Acquisition, LimitCheck, MemoryStore, Store};
+use tollgate::store::{LimitCheck, MemoryStore};
 use verdicts::Verdict;
 
 /// The key ceiling of the measured stores: the largest key set fits whole.
@@ -265,11 +265,7 @@ impl<'k> Fixture<'k> {
                     cost: 1,
                     shadow: false,
                 };
-                match black_box(store.acquire(&[check])) {
-                    Acquisition::Ready(Ok(decisions)) => decisions[0].allowed,
-                    Acquisition::Ready(Err(error)) => panic!("the memory store failed: {error}"),
-                    Acquisition::Pending(_) => panic!("the memory store answers at once"),
-                }
+                verdicts::admitted(store, &check)
             }),
             Decider::GovernorIp(limiter) => {
                 let GovernorKeys::Ip(ips) = &keys.governor else {

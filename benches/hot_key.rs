@@ -29,7 +29,7 @@ use governor::DefaultKeyedRateLimiter;
 use std::hint::black_box;
 use std::time::Instant;
 use tollgate::algorithm::{Algorithm, Quota};
-use tollgate::store::{Acquisition, LimitCheck, MemoryStore, Store};
+use tollgate::store::{LimitCheck, MemoryStore};
 use verdicts::Verdict;
 
 /// Decisions per case in one round.
@@ -85,14 +85,16 @@ fn measure(threads: usize, verdict: Verdict, rounds: usize) {
         governor::RateLimiter::keyed(verdict.governor_quota());
     // The first request of each uses up a quota that admits one.
     for check in &checks {
-        decide(&store, check);
+        verdicts::admitted(&store, check);
     }
     let _ = governor.check_key(&ip);
 
     let mut times = vec![Vec::with_capacity(rounds); checks.len() + 1];
     for _ in 0..rounds {
         for (check, times) in checks.iter().zip(&mut times) {
-            times.push(round(threads, verdict, || decide(&store, check)));
+            times.push(round(threads, verdict, || {
+                verdicts::admitted(&store, check)
+            }));
         }
         let governor_times = times.last_mut().expect("governor's times");
         governor_times.push(round(threads, verdict, || {
@@ -109,16 +111,6 @@ fn measure(threads: usize, verdict: Verdict, rounds: usize) {
             fastest / governor_fastest,
             median / governor_median,
         );
-    }
-}
-
-/// One decision; whether it was admitted.
-fn decide(store: &MemoryStore, check: &LimitCheck<'_>) -> bool {
-    match black_box(store.acquire(black_box(std::slice::from_ref(check)))) {
-        Acquisition::Ready(Ok(decisions)) => decisions[0].allowed,
-        Acquisition::Ready(Err(_)) | Acquisition::Pending(_) => {
-            unreachable!("the memory store answers at once and never fails")
-        }
     }
 }
 

@@ -1,9 +1,20 @@
-//! The two verdicts the decision benches measure, and the quotas that produce them (shared
-//! by `benches/decisions.rs` and `benches/hot_key.rs`).
+//! The two verdicts the decision benches measure, the quotas that produce them, and one
+//! measured decision (shared by `benches/decisions.rs` and `benches/hot_key.rs`).
 
+use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::time::Duration;
 use tollgate::algorithm::{Algorithm, Quota};
+use tollgate::store::{Acquisition, LimitCheck, MemoryStore, Store};
+
+/// One decision of `store` on `check`: whether it was admitted.
+pub fn admitted(store: &MemoryStore, check: &LimitCheck<'_>) -> bool {
+    match black_box(store.acquire(black_box(std::slice::from_ref(check)))) {
+        Acquisition::Ready(Ok(decisions)) => decisions[0].allowed,
+        Acquisition::Ready(Err(error)) => panic!("the memory store failed: {error}"),
+        Acquisition::Pending(_) => panic!("the memory store answers at once"),
+    }
+}
 
 /// What every measured decision answers.
 #[derive(Clone, Copy, PartialEq)]
