@@ -2,7 +2,7 @@
 
 use crate::algorithm::Decision;
 use crate::rules::{Limit, ResponseOptions};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Response, StatusCode};
 use std::cell::RefCell;
@@ -58,20 +58,19 @@ impl RateLimitHeaders {
         headers.reserve(2 + optional.len());
         headers.insert(X_RATELIMIT_LIMIT, limit);
         headers.insert(X_RATELIMIT_REMAINING, remaining);
-        headers.extend(optional);
+        insert_all(headers, optional);
     }
 }
 
-/// A header value for `n`. Values below 1024 (most limits, counts and waits) come from a
-/// table made once, because a `HeaderValue` made from a number allocates and these are sent
-/// on every response.
+/// A header value for `n`. These are sent on every response, and a `HeaderValue` made from
+/// a number allocates, so values below 1024 (most limits, counts and waits) come from a table
+/// made once, and larger ones are cut from a block shared with the values made before them
+/// ([`large_number`]).
 fn number(n: u64) -> HeaderValue {
     const CACHED: u64 = 1024;
     static SMALL: OnceLock<Box<[HeaderValue]>> = OnceLock::new();
     if n >= CACHED {
-        // One allocation of the digits' exact length: `HeaderValue::from(u64)` takes two.
-        let mut digits = itoa::Buffer::new();
-        return HeaderValue::from_str(digits.format(n)).expect("digits are a valid header value");
+        return large_number(n);
     }
     let small = SMALL.get_or_init(|| {
         // Leaked once per process (a few kilobytes), so that every clone is free.
@@ -80,6 +79,30 @@ fn number(n: u64) -> HeaderValue {
             .collect()
     });
     small[usize::try_from(n).unwrap_or_default()].clone()
+}
+
+/// The size of the blocks [`large_number`] cuts header values from: a few hundred numbers
+/// written on one thread share one allocation, so a number costs a reference count rather
+/// than an allocation of its own. A block is freed once every header value cut from it is
+/// dropped with the response that carried it.
+const NUMBER_BLOCK_BYTES: usize = 4096;
+
+/// A header value for `n`, its digits written into this thread's current number block.
+fn large_number(n: u64) -> HeaderValue {
+    thread_local! {
+        static BLOCK: RefCell<BytesMut> = RefCell::new(BytesMut::new());
+    }
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(n).as_bytes();
+    let bytes = BLOCK.with_borrow_mut(|block| {
+        if block.capacity() < digits.len() {
+            *block = BytesMut::with_capacity(NUMBER_BLOCK_BYTES);
+        }
+        block.extend_from_slice(digits);
+        // The digits leave the block; the rest of its capacity stays for the next number.
+        block.split().freeze()
+    });
+    HeaderValue::from_maybe_shared(bytes).expect("digits are a valid header value")
 }
 
 /// [`number`] for a limit's size, which repeats on every response of that limit: the last
@@ -241,8 +264,17 @@ pub(crate) fn rejection(
     headers.insert(X_RATELIMIT_REMAINING, remaining);
     headers.insert(X_RATELIMIT_RETRY_AFTER, retry_after.clone());
     headers.insert(RETRY_AFTER, retry_after);
-    headers.extend(optional);
+    insert_all(headers, optional);
     response
+}
+
+/// Inserts each of `optional` into `headers`, replacing any header of the same name
+/// (`HeaderMap`'s `extend` would append beside it, and costs a call even when there is
+/// nothing to add, as there usually is not).
+fn insert_all(headers: &mut HeaderMap, optional: Vec<(HeaderName, HeaderValue)>) {
+    for (name, value) in optional {
+        headers.insert(name, value);
+    }
 }
 
 /// The `429` problem document (RFC 9457), written by hand in one allocation; the label's
@@ -367,6 +399,28 @@ mod tests {
                 assert_eq!(limit_number(n), n.to_string().as_str());
             }
         }
+    }
+
+    #[test]
+    fn numbers_cut_from_shared_blocks_keep_their_own_digits() {
+        // Enough numbers to fill several blocks, all alive at once.
+        let numbers: Vec<u64> = (0..3_000u64).map(|i| 1_000_000_007 * (i + 1)).collect();
+        let values: Vec<HeaderValue> = numbers.iter().map(|&n| number(n)).collect();
+        for (n, value) in numbers.iter().zip(&values) {
+            assert_eq!(value, n.to_string().as_str());
+        }
+    }
+
+    #[test]
+    fn optional_headers_replace_those_of_the_same_name() {
+        let mut headers = HeaderMap::new();
+        headers.insert(X_RATELIMIT_RESET, HeaderValue::from_static("9"));
+        insert_all(
+            &mut headers,
+            vec![(X_RATELIMIT_RESET, HeaderValue::from_static("1"))],
+        );
+        let resets: Vec<_> = headers.get_all(X_RATELIMIT_RESET).iter().collect();
+        assert_eq!(resets, ["1"]);
     }
 
     #[test]
