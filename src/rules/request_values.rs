@@ -10,7 +10,10 @@ use smallvec::SmallVec;
 pub(crate) struct RequestValues<'r> {
     view: RequestView<'r>,
     rules: &'r Rules,
-    cache: SmallVec<[Option<Option<Value<'r>>>; 8]>,
+    /// The values read so far, by source index, in the order they were asked for. A request
+    /// reads only the few sources its walk reaches, so a search beats a table of every
+    /// source, which would have to be cleared for each request.
+    read: SmallVec<[(usize, Option<Value<'r>>); 4]>,
 }
 
 impl<'r> RequestValues<'r> {
@@ -18,21 +21,23 @@ impl<'r> RequestValues<'r> {
         RequestValues {
             view,
             rules,
-            cache: SmallVec::from_elem(None, rules.sources.len()),
+            read: SmallVec::new(),
         }
     }
 }
 
 impl Values for RequestValues<'_> {
     fn get(&mut self, source: usize) -> Result<Option<&str>, MissingPeerAddr> {
-        if self.cache[source].is_none() {
-            let value = self
-                .view
-                .value(&self.rules.sources[source].1, &self.rules.client_ip)?;
-            self.cache[source] = Some(value);
-        }
-        Ok(self.cache[source]
-            .as_ref()
-            .and_then(|value| value.as_deref()))
+        let position = match self.read.iter().position(|(read, _)| *read == source) {
+            Some(position) => position,
+            None => {
+                let value = self
+                    .view
+                    .value(&self.rules.sources[source].1, &self.rules.client_ip)?;
+                self.read.push((source, value));
+                self.read.len() - 1
+            }
+        };
+        Ok(self.read[position].1.as_deref())
     }
 }
