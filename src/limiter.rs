@@ -3,7 +3,7 @@
 use crate::algorithm::Decision;
 use crate::clock::{Clock, Nanos, SystemClock};
 use crate::observe::{self, DecisionStart, Observer};
-use crate::rules::tree::{StateKey, Values};
+use crate::rules::tree::{Matches, StateKey, Values};
 use crate::rules::{OnStoreError, RuleErrors, Rules};
 use crate::source::MissingPeerAddr;
 use crate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, StoreError};
@@ -274,24 +274,25 @@ impl<St: Store> Limiter<St> {
         default_cost: u64,
     ) -> Result<Started<St::Pending>, MissingPeerAddr> {
         let rules = &*active.rules;
-        let matches = rules.applicable(values)?;
+        let mut matches = Matches::new();
+        rules.applicable(values, &mut matches)?;
         let shadow_all = rules.shadow_mode() || self.shadow_mode();
-        // A shadow `unlimited` entry (the only unlimited one left in the matches) has
-        // nothing to check.
-        let bookings: Bookings = matches
-            .into_iter()
-            .filter_map(|m| {
-                let limit = &rules.limits[m.limit];
-                limit.limited()?;
-                Some(Booking {
-                    cost: limit.cost(values, default_cost),
-                    limit: m.limit,
-                    key: m.key,
-                    shadow: shadow_all || limit.is_shadow(),
-                    booked_until: None,
-                })
-            })
-            .collect();
+        let mut bookings = Bookings::new();
+        for m in matches {
+            let limit = &rules.limits[m.limit];
+            // A shadow `unlimited` entry (the only unlimited one left in the matches) has
+            // nothing to check.
+            if limit.limited().is_none() {
+                continue;
+            }
+            bookings.push(Booking {
+                cost: limit.cost(values, default_cost),
+                limit: m.limit,
+                key: m.key,
+                shadow: shadow_all || limit.is_shadow(),
+                booked_until: None,
+            });
+        }
         if bookings.is_empty() {
             return Ok(Started::Ready {
                 verdict: Verdict::unlimited(),

@@ -4,7 +4,7 @@
 //! [`RequestView`] reads), so it cannot drift from what the layer enforces.
 
 use super::request_values::RequestValues;
-use super::tree::Values;
+use super::tree::{Matches, Values};
 use super::{Limit, Rules};
 use crate::source::{MissingPeerAddr, RequestView};
 
@@ -60,7 +60,8 @@ impl Rules {
         let mut values = RequestValues::new(RequestView::of(request), self);
         // Every match on the walk, to show what exemptions and `replaces` set aside, as
         // `Rules::set_aside` does for the layer.
-        let matched = self.matched(&mut values)?;
+        let mut matched = Matches::new();
+        self.matched(&mut values, &mut matched)?;
 
         let mut found = |index: usize| -> Result<AppliedLimit<'_>, MissingPeerAddr> {
             let limit = &self.limits[index];

@@ -221,19 +221,26 @@ impl Rules {
         self.shadow_mode
     }
 
-    /// The limits that apply to a request whose values `values` gives, after `unlimited`
-    /// and `replaces` are taken into account.
-    pub(crate) fn applicable(&self, values: &mut dyn Values) -> Result<Matches, MissingPeerAddr> {
-        let mut matches = self.matched(values)?;
-        self.set_aside(&mut matches);
-        Ok(matches)
+    /// Puts into `matches` the limits that apply to a request whose values `values` gives,
+    /// after `unlimited` and `replaces` are taken into account. (Filled in place rather than
+    /// returned: the matches are large enough that each return would copy them.)
+    pub(crate) fn applicable(
+        &self,
+        values: &mut dyn Values,
+        matches: &mut Matches,
+    ) -> Result<(), MissingPeerAddr> {
+        self.matched(values, matches)?;
+        self.set_aside(matches);
+        Ok(())
     }
 
-    /// Every entry on the walk of a request whose values `values` gives.
-    pub(crate) fn matched(&self, values: &mut dyn Values) -> Result<Matches, MissingPeerAddr> {
-        let mut matches = Matches::new();
-        self.root.walk(values, &mut StateKey::new(), &mut matches)?;
-        Ok(matches)
+    /// Puts into `matches` every entry on the walk of a request whose values `values` gives.
+    pub(crate) fn matched(
+        &self,
+        values: &mut dyn Values,
+        matches: &mut Matches,
+    ) -> Result<(), MissingPeerAddr> {
+        self.root.walk(values, &mut StateKey::new(), matches)
     }
 
     /// Drops from `matches` what an `unlimited` match exempts (everything) and what
