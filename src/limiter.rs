@@ -306,15 +306,15 @@ impl<St: Store> Limiter<St> {
         Ok(match acquisition {
             Acquisition::Ready(result) => {
                 let (verdict, queued) =
-                    Verdict::settle(active, bookings, result, &self.shared.fallback, start);
+                    Verdict::settle(active, &mut bookings, result, &self.shared.fallback, start);
                 Started::Ready { verdict, queued }
             }
-            Acquisition::Pending(future) => Started::Pending(PendingVerdict {
+            Acquisition::Pending(future) => Started::Pending(Box::new(PendingVerdict {
                 future,
                 bookings,
                 start,
                 span: span.exit(),
-            }),
+            })),
         })
     }
 }
@@ -384,11 +384,10 @@ fn checks<'a>(rules: &'a Rules, bookings: &'a [Booking]) -> SmallVec<[LimitCheck
 /// A decision under way.
 pub(crate) enum Started<F> {
     /// Decided: the verdict, and the queue places it booked (see [`QueuePlaces`]).
-    Ready {
-        verdict: Verdict,
-        queued: Queued,
-    },
-    Pending(PendingVerdict<F>),
+    Ready { verdict: Verdict, queued: Queued },
+    /// Boxed: a networked store's future is large, and a request decided at once should not
+    /// carry its size from step to step.
+    Pending(Box<PendingVerdict<F>>),
 }
 
 /// A store's answer still to come, and what is needed to make a verdict of it.
@@ -403,15 +402,19 @@ impl<F> PendingVerdict<F>
 where
     F: std::future::Future<Output = Result<Decisions, StoreError>>,
 {
-    pub(crate) async fn finish(self, active: &Active, fallback: &MemoryStore) -> (Verdict, Queued) {
+    pub(crate) async fn finish(
+        self: Box<Self>,
+        active: &Active,
+        fallback: &MemoryStore,
+    ) -> (Verdict, Queued) {
         let PendingVerdict {
             future,
-            bookings,
+            mut bookings,
             start,
             span,
-        } = self;
+        } = *self;
         let result = future.instrument(span.clone()).await;
-        span.in_scope(|| Verdict::settle(active, bookings, result, fallback, start))
+        span.in_scope(|| Verdict::settle(active, &mut bookings, result, fallback, start))
     }
 }
 
@@ -527,11 +530,11 @@ impl Verdict {
     }
 
     /// The verdict on `bookings` from the store's `result`, and the bookings that hold queue
-    /// places (admitted by an enforced shaping leaky bucket). Reports the decision begun at
-    /// `start`.
+    /// places (admitted by an enforced shaping leaky bucket), taken out of `bookings`.
+    /// Reports the decision begun at `start`.
     fn settle(
         active: &Active,
-        mut bookings: Bookings,
+        bookings: &mut Bookings,
         result: Result<Decisions, StoreError>,
         fallback: &MemoryStore,
         start: DecisionStart,
@@ -553,17 +556,18 @@ impl Verdict {
         });
         let (verdict, queued) = match result {
             Ok(decisions) => {
-                let verdict = Verdict::decide(&bookings, &decisions);
-                observer.decided(rules, &bookings, &decisions, &verdict);
+                let verdict = Verdict::decide(bookings, &decisions);
+                observer.decided(rules, bookings, &decisions, &verdict);
                 let mut decisions = decisions.iter();
                 bookings.retain(|booking| {
                     booking.booked_until = decisions.next().and_then(|d| d.booked_until);
                     verdict.is_allowed() && booking.booked_until.is_some() && !booking.shadow
                 });
-                (verdict, (!bookings.is_empty()).then(|| Box::new(bookings)))
+                let queued = (!bookings.is_empty()).then(|| Box::new(std::mem::take(bookings)));
+                (verdict, queued)
             }
             Err(error) => (
-                Verdict::on_store_error(active, &bookings, &error, fallback),
+                Verdict::on_store_error(active, bookings, &error, fallback),
                 None,
             ),
         };
