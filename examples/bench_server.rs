@@ -12,6 +12,7 @@
 //! | mode | layer |
 //! |---|---|
 //! | `bare` | nothing: plain axum, the baseline |
+//! | `bare-headers` | nothing, but the handler answers with the two headers tollgate adds to an admitted response in `tollgate` mode (same names, same values): what sending them costs without a limiter |
 //! | `tollgate` | tollgate, one per-IP `token_bucket` of 1,000,000,000 per second: nothing is limited |
 //! | `tollgate-limited` | tollgate, one per-IP `token_bucket` of 1 per hour: all but the first request get 429 |
 //! | `governor` | tower_governor's `GovernorLayer`, keyed by peer IP, one cell per nanosecond with a burst of `u32::MAX`: nothing is limited |
@@ -26,12 +27,14 @@
 #[path = "../benches/common/layers.rs"]
 mod layers;
 
+use axum::http::{HeaderName, HeaderValue};
 use axum::routing::get;
 use axum::Router;
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use tollgate::response::{X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING};
 
-const MODES: &str = "bare, tollgate, tollgate-limited, governor, governor-limited";
+const MODES: &str = "bare, bare-headers, tollgate, tollgate-limited, governor, governor-limited";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -75,9 +78,10 @@ fn main() -> ExitCode {
 
 /// The router for `mode`, or `None` for an unknown mode.
 fn app(mode: &str) -> Option<Router> {
-    let router = Router::new().route("/", get(|| async { "hello, world\n" }));
+    let router = Router::new().route("/", get(|| async { HELLO }));
     let app = match mode {
         "bare" => router,
+        "bare-headers" => Router::new().route("/", get(hello_with_rate_limit_headers)),
         "tollgate" => router.layer(layers::tollgate(false)),
         "tollgate-limited" => router.layer(layers::tollgate(true)),
         "governor" => router.layer(layers::governor(false)),
@@ -85,6 +89,20 @@ fn app(mode: &str) -> Option<Router> {
         _ => return None,
     };
     Some(app)
+}
+
+/// The body every mode answers.
+const HELLO: &str = "hello, world\n";
+
+/// [`HELLO`] with the `X-Ratelimit-*` headers of an admitted response in `tollgate` mode: its
+/// limit of 1,000,000,000 a second, and the room left after one request. The values are
+/// static, as tollgate's own are made without allocating.
+async fn hello_with_rate_limit_headers() -> ([(HeaderName, HeaderValue); 2], &'static str) {
+    let headers = [
+        (X_RATELIMIT_LIMIT, HeaderValue::from_static("1000000000")),
+        (X_RATELIMIT_REMAINING, HeaderValue::from_static("999999999")),
+    ];
+    (headers, HELLO)
 }
 
 async fn serve(app: Router, mode: &str, listen: &str, workers: usize) -> ExitCode {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end HTTP benchmark: wrk against examples/bench_server.rs in five modes (bare axum,
+# End-to-end HTTP benchmark: wrk against examples/bench_server.rs in six modes (bare axum;
+# bare axum answering with the two X-Ratelimit-* headers tollgate adds, without a limiter;
 # tollgate and tower_governor with nothing limited, and both with nearly everything limited).
 #
 #   scripts/bench-http.sh
@@ -30,7 +31,7 @@ WARMUP=${WARMUP:-1}
 CONNECTIONS=${CONNECTIONS:-32}
 PORT=${PORT:-3300}
 export BENCH_WORKERS=${BENCH_WORKERS:-1}
-MODES=(bare tollgate tollgate-limited governor governor-limited)
+MODES=(bare bare-headers tollgate tollgate-limited governor governor-limited)
 BIN=target/release/examples/bench_server
 URL="http://127.0.0.1:${PORT}/"
 
