@@ -106,7 +106,7 @@ fn large_number(n: u64) -> HeaderValue {
 }
 
 /// [`number`] for a limit's size, which repeats on every response of that limit: the last
-/// few made on this thread are kept, so a large one is not formatted and allocated again.
+/// few made on this thread are kept, so a large one is not formatted again.
 fn limit_number(n: u64) -> HeaderValue {
     thread_local! {
         static RECENT: RefCell<RecentNumbers> = const { RefCell::new(RecentNumbers::new()) };
