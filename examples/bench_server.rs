@@ -81,7 +81,10 @@ fn app(mode: &str) -> Option<Router> {
     let router = Router::new().route("/", get(|| async { HELLO }));
     let app = match mode {
         "bare" => router,
-        "bare-headers" => Router::new().route("/", get(hello_with_rate_limit_headers)),
+        "bare-headers" => {
+            let headers = admitted_headers();
+            Router::new().route("/", get(move || async move { (headers, HELLO) }))
+        }
         "tollgate" => router.layer(layers::tollgate(false)),
         "tollgate-limited" => router.layer(layers::tollgate(true)),
         "governor" => router.layer(layers::governor(false)),
@@ -94,15 +97,20 @@ fn app(mode: &str) -> Option<Router> {
 /// The body every mode answers.
 const HELLO: &str = "hello, world\n";
 
-/// [`HELLO`] with the `X-Ratelimit-*` headers of an admitted response in `tollgate` mode: its
-/// limit of 1,000,000,000 a second, and the room left after one request. The values are
-/// static, as tollgate's own are made without allocating.
-async fn hello_with_rate_limit_headers() -> ([(HeaderName, HeaderValue); 2], &'static str) {
-    let headers = [
-        (X_RATELIMIT_LIMIT, HeaderValue::from_static("1000000000")),
-        (X_RATELIMIT_REMAINING, HeaderValue::from_static("999999999")),
-    ];
-    (headers, HELLO)
+/// The `X-Ratelimit-*` headers of an admitted response in `tollgate` mode: its bucket's size,
+/// and the room left after one request. Made once and cloned for each response (a reference
+/// count each), as tollgate's own values are not formatted again for every response.
+fn admitted_headers() -> [(HeaderName, HeaderValue); 2] {
+    [
+        (
+            X_RATELIMIT_LIMIT,
+            HeaderValue::from(layers::UNLIMITED_PER_SECOND),
+        ),
+        (
+            X_RATELIMIT_REMAINING,
+            HeaderValue::from(layers::UNLIMITED_PER_SECOND - 1),
+        ),
+    ]
 }
 
 async fn serve(app: Router, mode: &str, listen: &str, workers: usize) -> ExitCode {

@@ -16,13 +16,16 @@ pub type Governor = GovernorLayer<
     Body,
 >;
 
-/// tollgate with one per-IP token bucket: 1,000,000,000 per second (nothing is limited), or,
-/// when `limited`, 1 per hour (every request but each address's first gets 429).
+/// The per-second limit of tollgate's layer when nothing is to be limited.
+pub const UNLIMITED_PER_SECOND: u64 = 1_000_000_000;
+
+/// tollgate with one per-IP token bucket: [`UNLIMITED_PER_SECOND`] per second (nothing is
+/// limited), or, when `limited`, 1 per hour (every request but each address's first gets 429).
 pub fn tollgate(limited: bool) -> RateLimitLayer {
     let limit = if limited {
         LimitSpec::per(Unit::Hour, 1)
     } else {
-        LimitSpec::per(Unit::Second, 1_000_000_000)
+        LimitSpec::per(Unit::Second, UNLIMITED_PER_SECOND)
     };
     let rules = Rules::builder("bench")
         .descriptor(
