@@ -192,7 +192,8 @@ impl Keys {
 /// What decides: a store with its algorithm and quota, or a governor limiter.
 enum Decider {
     Tollgate {
-        store: MemoryStore,
+        // Boxed: the store carries its hashing seed inline, several hundred bytes.
+        store: Box<MemoryStore>,
         algorithm: Algorithm,
         quota: Quota,
     },
@@ -215,7 +216,7 @@ impl<'k> Fixture<'k> {
     fn filled(limiter: Limiter, verdict: Verdict, keys: &'k Keys, store: MemoryStore) -> Self {
         let decider = match (limiter, &keys.governor) {
             (Limiter::Tollgate(algorithm), _) => Decider::Tollgate {
-                store,
+                store: Box::new(store),
                 algorithm,
                 quota: verdict.quota(algorithm),
             },

@@ -1,35 +1,86 @@
-//! A key's fingerprint: SipHash-1-3 of the key and a tag, under a secret seed, in one pass.
+//! A key's fingerprint: a 64-bit hash of the key and a tag under a secret random seed, from
+//! a family in which two different keys collide with probability 2⁻⁶⁴.
 //!
-//! [`std::hash::RandomState`] computes the same function, but through the streaming
-//! [`Hasher`](std::hash::Hasher) interface, which buffers every write; a key is hashed on
-//! every decision, so here it is read in place, 8 bytes at a time.
+//! Keys of up to [`SHORT_KEY_BYTES`] (client addresses, user IDs: nearly every key) are
+//! hashed by vector multiply-shift (Dietzfelbinger, 1996; Thorup, "High Speed Hashing for
+//! Integers and Strings", 2015): the key is read as 64-bit words `x₁, x₂, …` after a word
+//! `x₀` holding its length and tag, and its fingerprint is the high 64 bits of
+//! `a + Σ aᵢ·xᵢ mod 2¹²⁸` for multipliers `a, aᵢ` drawn at random. That family is strongly
+//! universal: for any two different keys, over the random seed, the pair of fingerprints is
+//! uniform, so they collide with probability exactly 2⁻⁶⁴, however the keys were chosen. It
+//! costs two multiplications per 8 bytes of key.
+//!
+//! The guarantee holds for keys chosen without knowledge of the seed, which never leaves the
+//! store (fingerprints are not shown to clients). Longer keys go through SipHash-1-3 under its
+//! own random seed, a pseudo-random function that keeps its strength even against a client
+//! that learns some fingerprints.
 
 use std::hash::{BuildHasher, RandomState};
 
-/// SipHash-1-3 under a seed drawn at random: clients cannot choose keys whose fingerprints
-/// collide without knowing it.
+/// The longest key fingerprinted by multiply-shift; longer keys take SipHash.
+const SHORT_KEY_BYTES: usize = 120;
+
+/// The words of a short key: its full 8-byte words and a last, partial one (zero-padded).
+/// One multiplier more than `SHORT_KEY_BYTES / 8` words need, so that the partial word of a
+/// key of exactly `SHORT_KEY_BYTES` (it is empty, and multiplies to zero) needs no branch.
+const SHORT_KEY_WORDS: usize = SHORT_KEY_BYTES / 8 + 1;
+
+/// Fingerprints keys under a secret seed drawn at random.
 pub(super) struct Fingerprinter {
-    k0: u64,
-    k1: u64,
+    /// The multiply-shift seed: the constant term.
+    offset: u128,
+    /// The multiplier of the word holding a key's length and tag.
+    length_multiplier: u128,
+    /// The multipliers of a short key's words, in order.
+    word_multipliers: [u128; SHORT_KEY_WORDS],
+    /// SipHash's seed, for longer keys.
+    sip_keys: [u64; 2],
 }
 
 impl Fingerprinter {
     /// A fingerprinter with a fresh random seed.
     pub(super) fn new() -> Self {
-        // The standard library's seed is random per `RandomState`; two values hashed under
-        // it are the seed's 128 bits, mixed.
+        // The standard library's seed is random per `RandomState` (128 bits); the numbers
+        // hashed under it are pseudo-random words drawn from that seed.
         let random = RandomState::new();
+        let word = |i: u64| random.hash_one(i);
+        let wide = |i: u64| u128::from(word(2 * i)) << 64 | u128::from(word(2 * i + 1));
         Fingerprinter {
-            k0: random.hash_one(0u8),
-            k1: random.hash_one(1u8),
+            sip_keys: [word(0), word(1)],
+            offset: wide(1),
+            length_multiplier: wide(2),
+            word_multipliers: std::array::from_fn(|i| wide(3 + i as u64)),
         }
     }
 
-    /// SipHash-1-3 of `key` followed by the byte `tag`.
+    /// The fingerprint of `key` under `tag`; different keys or tags give fingerprints that
+    /// collide with probability 2⁻⁶⁴.
     #[inline]
     pub(super) fn fingerprint(&self, key: &[u8], tag: u8) -> u64 {
-        sip::<1, 3>(self.k0, self.k1, key, tag)
+        if key.len() > SHORT_KEY_BYTES {
+            let [k0, k1] = self.sip_keys;
+            return sip::<1, 3>(k0, k1, key, tag);
+        }
+        // The length tells `a` from `a\0`, whose words are otherwise the same.
+        let length_and_tag = key.len() as u64 | u64::from(tag) << 8;
+        let mut sum = self
+            .offset
+            .wrapping_add(multiply(self.length_multiplier, length_and_tag));
+        let mut words = key.chunks_exact(8);
+        for (word, &multiplier) in words.by_ref().zip(&self.word_multipliers) {
+            let word: &[u8; 8] = word.try_into().expect("chunks of 8 bytes");
+            sum = sum.wrapping_add(multiply(multiplier, u64::from_le_bytes(*word)));
+        }
+        let last = little_endian(words.remainder());
+        sum = sum.wrapping_add(multiply(self.word_multipliers[key.len() / 8], last));
+        (sum >> 64) as u64
     }
+}
+
+/// `multiplier · word mod 2¹²⁸`: two multiplications, since the word has 64 bits.
+#[inline(always)]
+fn multiply(multiplier: u128, word: u64) -> u128 {
+    multiplier.wrapping_mul(u128::from(word))
 }
 
 /// SipHash-c-d of the bytes of `key` followed by `tag`.
@@ -173,5 +224,102 @@ mod tests {
             fingerprinter.fingerprint(key, 0),
             Fingerprinter::new().fingerprint(key, 0)
         );
+    }
+
+    /// Multiply-shift as its definition reads: the key zero-padded to every word the seed
+    /// has a multiplier for, each word times its multiplier, summed mod 2¹²⁸.
+    fn multiply_shift_by_definition(f: &Fingerprinter, key: &[u8], tag: u8) -> u64 {
+        let mut padded = key.to_vec();
+        padded.resize(8 * SHORT_KEY_WORDS, 0);
+        let words = padded
+            .chunks(8)
+            .map(|word| u64::from_le_bytes(word.try_into().expect("8 bytes")));
+        let length_and_tag = (key.len() + 256 * usize::from(tag)) as u64;
+        let sum = std::iter::once((f.length_multiplier, length_and_tag))
+            .chain(f.word_multipliers.into_iter().zip(words))
+            .fold(f.offset, |sum, (a, x)| {
+                sum.wrapping_add(a.wrapping_mul(u128::from(x)))
+            });
+        (sum >> 64) as u64
+    }
+
+    #[test]
+    fn short_keys_are_hashed_by_multiply_shift_at_every_length() {
+        let fingerprinter = Fingerprinter::new();
+        let bytes: Vec<u8> = (0..SHORT_KEY_BYTES as u8)
+            .map(|b| b.wrapping_mul(37) | 1)
+            .collect();
+        for length in 0..=SHORT_KEY_BYTES {
+            for tag in [0, 3, 255] {
+                let key = &bytes[..length];
+                assert_eq!(
+                    fingerprinter.fingerprint(key, tag),
+                    multiply_shift_by_definition(&fingerprinter, key, tag),
+                    "{length} bytes, tag {tag}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn longer_keys_are_hashed_by_siphash() {
+        let fingerprinter = Fingerprinter::new();
+        let [k0, k1] = fingerprinter.sip_keys;
+        for length in [SHORT_KEY_BYTES + 1, 200, 4096] {
+            let key = vec![7u8; length];
+            assert_eq!(
+                fingerprinter.fingerprint(&key, 2),
+                sip::<1, 3>(k0, k1, &key, 2),
+                "{length} bytes"
+            );
+        }
+    }
+
+    #[test]
+    fn every_byte_and_the_length_change_the_fingerprint() {
+        let fingerprinter = Fingerprinter::new();
+        let key = [0x5au8; SHORT_KEY_BYTES];
+        let whole = fingerprinter.fingerprint(&key, 0);
+        for at in 0..key.len() {
+            let mut changed = key;
+            changed[at] ^= 0x80;
+            assert_ne!(fingerprinter.fingerprint(&changed, 0), whole, "byte {at}");
+        }
+        // Zero bytes at the end are part of the key, not padding.
+        assert_ne!(
+            fingerprinter.fingerprint(b"a", 0),
+            fingerprinter.fingerprint(b"a\0", 0)
+        );
+        assert_ne!(
+            fingerprinter.fingerprint(b"", 0),
+            fingerprinter.fingerprint(b"\0", 0)
+        );
+    }
+
+    #[test]
+    fn fingerprints_of_similar_keys_spread_evenly_and_do_not_collide() {
+        // The store takes shards from bits 32 and up, and its tables take buckets from the
+        // low bits and a tag from the top 7: each must be even over keys that differ little.
+        const KEYS: usize = 80_000;
+        let fingerprinter = Fingerprinter::new();
+        let fingerprints: Vec<u64> = (0..KEYS)
+            .map(|i| {
+                let key = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 0xff, i & 0xff);
+                fingerprinter.fingerprint(key.as_bytes(), 0)
+            })
+            .collect();
+        let distinct: std::collections::HashSet<u64> = fingerprints.iter().copied().collect();
+        assert_eq!(distinct.len(), KEYS, "no two keys share a fingerprint");
+        for (name, shift) in [("low bits", 0), ("shard bits", 32), ("top bits", 61)] {
+            let mut counts = [0usize; 8];
+            for f in &fingerprints {
+                counts[(f >> shift) as usize & 7] += 1;
+            }
+            // 10,000 each expected, with a standard deviation of about 94.
+            assert!(
+                counts.iter().all(|&c| c.abs_diff(KEYS / 8) < 700),
+                "{name}: {counts:?}"
+            );
+        }
     }
 }

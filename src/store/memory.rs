@@ -21,9 +21,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 ///
 /// # What a key costs
 ///
-/// A key is not kept: its 64-bit fingerprint is (SipHash-1-3 of the key and the algorithm,
-/// under a seed drawn at random for each store), and the state is kept as small as the
-/// algorithm allows, with no allocation of its own:
+/// A key is not kept: its 64-bit fingerprint is (a hash of the key and the algorithm under a
+/// seed drawn at random for each store: multiply-shift, two multiplications per 8 bytes, for
+/// keys of up to 120 bytes, and SipHash-1-3 for longer ones), and the state is kept as small
+/// as the algorithm allows, with no allocation of its own:
 ///
 /// - GCRA and the leaky bucket: one timestamp, which is also when the key goes idle, so an
 ///   entry is 16 bytes: about 36 bytes per key at 1,000,000 keys, with the hash table's
@@ -33,9 +34,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// - the sliding windows: the whole 40-byte [`State`] and the idle time, 56 bytes (120 per
 ///   key, plus the log's entries).
 ///
-/// Two keys would share one state only if their fingerprints were equal: among a million
-/// live keys the odds are about 1 in 37 million, and since the seed is secret, clients
-/// cannot choose keys that collide.
+/// Two keys would share one state only if their fingerprints were equal. Any two different
+/// keys collide with probability 2⁻⁶⁴ over the random seed, however they were chosen: among a
+/// million live keys the odds are about 1 in 37 million, and since the seed is secret,
+/// clients cannot choose keys that collide.
 ///
 /// # Bounded memory
 ///
@@ -207,7 +209,7 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// What identifies the state of `check` in this store: its key and its algorithm,
-    /// hashed with SipHash-1-3 under a random seed.
+    /// hashed under the store's random seed.
     fn fingerprint(&self, check: &LimitCheck<'_>) -> u64 {
         self.fingerprinter
             .fingerprint(check.key, check.algorithm as u8)
