@@ -50,7 +50,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::VecDeque;
 use std::mem::size_of;
 use std::net::IpAddr;
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroU64};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -506,17 +506,21 @@ fn main() {
         ("SlidingWindowCounter", size_of::<SlidingWindowCounter>()),
         ("Gcra", size_of::<Gcra>()),
         ("Nanos", size_of::<Nanos>()),
-        // The memory store's private entries: a u64 fingerprint and the state: one timestamp
-        // (GCRA, leaky bucket); or the idle time and two words (token bucket, fixed window);
-        // or the idle time and a whole `State` (the sliding windows).
-        ("timestamp entry (u64, Nanos)", size_of::<(u64, Nanos)>()),
+        // The memory store's private table places: empty, or a non-zero fingerprint and the
+        // state: one timestamp (GCRA, leaky bucket); or the idle time and two words (token
+        // bucket, fixed window); or the idle time and a whole `State` (the sliding windows).
+        // Places come in cache-line-aligned groups of four, so a general place takes 64.
         (
-            "packed entry (u64, Nanos, [u64; 2])",
-            size_of::<(u64, Nanos, [u64; 2])>(),
+            "timestamp place Option<(NonZeroU64, Nanos)>",
+            size_of::<Option<(NonZeroU64, Nanos)>>(),
         ),
         (
-            "general entry (u64, Nanos, State)",
-            size_of::<(u64, Nanos, State)>(),
+            "packed place Option<(NonZeroU64, Nanos, [u64; 2])>",
+            size_of::<Option<(NonZeroU64, Nanos, [u64; 2])>>(),
+        ),
+        (
+            "general place Option<(NonZeroU64, Nanos, State)>",
+            size_of::<Option<(NonZeroU64, Nanos, State)>>(),
         ),
         (
             "VecDeque<(Nanos, u64)>",

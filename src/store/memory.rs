@@ -1,11 +1,12 @@
 use super::fingerprint::Fingerprinter;
+use super::probe_table::ProbeTable;
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
 use crate::algorithm::{Decision, PackedAlgorithm, State, Words};
 use crate::clock::{saturating_nanos, Clock, Nanos, SystemClock};
-use hashbrown::HashTable;
 use parking_lot::{RwLock, RwLockWriteGuard};
 use smallvec::SmallVec;
 use std::fmt;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Limit state in process memory: the default store.
@@ -27,12 +28,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// as the algorithm allows, with no allocation of its own:
 ///
 /// - GCRA and the leaky bucket: one timestamp, which is also when the key goes idle, so an
-///   entry is 16 bytes: about 36 bytes per key at 1,000,000 keys, with the hash table's
+///   entry is 16 bytes: about 34 bytes per key at 1,000,000 keys, with the hash table's
 ///   slack (governor's keyed limiter needs 69 for an `IpAddr` key; see `BENCHMARKS.md`);
-/// - the token bucket and the fixed window: two words and the idle time, 32 bytes (69 per
+/// - the token bucket and the fixed window: two words and the idle time, 32 bytes (67 per
 ///   key);
-/// - the sliding windows: the whole 40-byte [`State`] and the idle time, 56 bytes (120 per
-///   key, plus the log's entries).
+/// - the sliding windows: the whole 40-byte [`State`] and the idle time, 56 bytes in a
+///   64-byte place (134 per key, plus the log's entries).
+///
+/// The tables are probed in place: an entry sits where its fingerprint points or just after,
+/// in places grouped four to a cache line, so finding a key usually reads one line (a table
+/// with separate control bytes reads two, each a miss to memory once the keys outgrow the
+/// cache).
 ///
 /// Two keys would share one state only if their fingerprints were equal. Any two different
 /// keys collide with probability 2⁻⁶⁴ over the random seed, however they were chosen: among a
@@ -94,15 +100,9 @@ struct Generations {
 /// One generation's keys, by the shape of their state.
 #[derive(Default)]
 struct Tables {
-    timestamps: HashTable<Entry<Timestamp>>,
-    packed: HashTable<Entry<Packed>>,
-    general: HashTable<Entry<General>>,
-}
-
-/// A tracked key: its fingerprint, which is also its hash in the table, and its state.
-struct Entry<S> {
-    fingerprint: u64,
-    slot: S,
+    timestamps: ProbeTable<Timestamp>,
+    packed: ProbeTable<Packed>,
+    general: ProbeTable<General>,
 }
 
 /// A state that is one timestamp which is also the time the key goes idle (GCRA's
@@ -201,23 +201,28 @@ impl<C: Clock> MemoryStore<C> {
             for tables in [&mut generations.young, &mut generations.old] {
                 tables.retain_active(now);
                 // Give the buckets back too, not only the keys.
-                tables.timestamps.shrink_to_fit(|e| e.fingerprint);
-                tables.packed.shrink_to_fit(|e| e.fingerprint);
-                tables.general.shrink_to_fit(|e| e.fingerprint);
+                tables.timestamps.shrink_to_fit();
+                tables.packed.shrink_to_fit();
+                tables.general.shrink_to_fit();
             }
         }
     }
 
     /// What identifies the state of `check` in this store: its key and its algorithm,
     /// hashed under the store's random seed.
-    fn fingerprint(&self, check: &LimitCheck<'_>) -> u64 {
-        self.fingerprinter
-            .fingerprint(check.key, check.algorithm as u8)
+    ///
+    /// A fingerprint of 0 is taken as 1, since the tables mark empty places with 0. That adds
+    /// 2⁻¹²⁷ to the odds that two keys collide.
+    fn fingerprint(&self, check: &LimitCheck<'_>) -> NonZeroU64 {
+        let fingerprint = self
+            .fingerprinter
+            .fingerprint(check.key, check.algorithm as u8);
+        NonZeroU64::new(fingerprint).unwrap_or(NonZeroU64::MIN)
     }
 
-    fn shard_of(&self, fingerprint: u64) -> usize {
+    fn shard_of(&self, fingerprint: NonZeroU64) -> usize {
         // The tables use the low bits; take the shard from the high ones.
-        (fingerprint >> 32) as usize & (self.shards.len() - 1)
+        (fingerprint.get() >> 32) as usize & (self.shards.len() - 1)
     }
 
     fn decide(&self, checks: &[LimitCheck<'_>]) -> Decisions {
@@ -245,7 +250,8 @@ impl<C: Clock> MemoryStore<C> {
     #[inline(never)]
     fn decide_together(&self, checks: &[LimitCheck<'_>], now: Nanos) -> Decisions {
         let capacity = self.generation_capacity;
-        let fingerprints: SmallVec<[u64; 4]> = checks.iter().map(|c| self.fingerprint(c)).collect();
+        let fingerprints: SmallVec<[NonZeroU64; 4]> =
+            checks.iter().map(|c| self.fingerprint(c)).collect();
         let mut shard_ids: SmallVec<[usize; 4]> =
             fingerprints.iter().map(|&f| self.shard_of(f)).collect();
         shard_ids.sort_unstable();
@@ -254,7 +260,7 @@ impl<C: Clock> MemoryStore<C> {
             .iter()
             .map(|&id| self.shards[id].0.write())
             .collect();
-        let guard_of = |fingerprint: u64| {
+        let guard_of = |fingerprint: NonZeroU64| {
             shard_ids
                 .binary_search(&self.shard_of(fingerprint))
                 .expect("every check's shard is locked")
@@ -299,22 +305,20 @@ impl<C: Clock> MemoryStore<C> {
 #[inline(always)]
 fn decide_shared(
     shard: &RwLock<Generations>,
-    fingerprint: u64,
+    fingerprint: NonZeroU64,
     check: &LimitCheck<'_>,
     now: Nanos,
 ) -> Option<Decision> {
     let packed = check.algorithm.packed().filter(|p| p.is_timestamp())?;
     let LimitCheck { quota, cost, .. } = *check;
     let generations = shard.read();
-    let same = |entry: &Entry<Timestamp>| entry.fingerprint == fingerprint;
-    let Some(entry) = generations.young.timestamps.find(fingerprint, same) else {
-        if generations.old.timestamps.find(fingerprint, same).is_some() {
+    let Some(Timestamp(timestamp)) = generations.young.timestamps.find(fingerprint) else {
+        if generations.old.timestamps.find(fingerprint).is_some() {
             return None;
         }
         let (_, decision) = packed.transition(None, now, quota, cost);
         return (!leaves_state(&decision)).then_some(decision);
     };
-    let timestamp = &entry.slot.0;
     let mut current = timestamp.load(Ordering::Acquire);
     loop {
         let (next, decision) = packed.transition(Some(&[current, 0]), now, quota, cost);
@@ -352,7 +356,7 @@ impl Generations {
     #[inline(always)]
     fn decide(
         &mut self,
-        fingerprint: u64,
+        fingerprint: NonZeroU64,
         check: &LimitCheck<'_>,
         now: Nanos,
         capacity: usize,
@@ -403,7 +407,7 @@ impl Generations {
     fn decide_packed<S: PackedSlot>(
         &mut self,
         packed: PackedAlgorithm,
-        fingerprint: u64,
+        fingerprint: NonZeroU64,
         check: &LimitCheck<'_>,
         now: Nanos,
         capacity: usize,
@@ -427,30 +431,28 @@ impl Generations {
 
     /// The state of the key with `fingerprint`, moved to the young generation if it was in
     /// the old one. A key found young (the common case) costs one probe.
-    fn find<S: Slot>(&mut self, fingerprint: u64, now: Nanos, capacity: usize) -> Option<&mut S> {
-        let same = |entry: &Entry<S>| entry.fingerprint == fingerprint;
-        let index = match S::table(&mut self.young).find_bucket_index(fingerprint, same) {
+    fn find<S: Slot>(
+        &mut self,
+        fingerprint: NonZeroU64,
+        now: Nanos,
+        capacity: usize,
+    ) -> Option<&mut S> {
+        let index = match S::table(&mut self.young).index_of(fingerprint) {
             Some(index) => index,
             None => {
-                let (old, _) = S::table(&mut self.old)
-                    .find_entry(fingerprint, same)
-                    .ok()?
-                    .remove();
-                self.insert(fingerprint, old.slot, now, capacity);
-                S::table(&mut self.young).find_bucket_index(fingerprint, same)?
+                let old = S::table(&mut self.old).remove(fingerprint)?;
+                self.insert(fingerprint, old, now, capacity);
+                S::table(&mut self.young).index_of(fingerprint)?
             }
         };
-        S::table(&mut self.young)
-            .get_bucket_mut(index)
-            .map(|entry| &mut entry.slot)
+        S::table(&mut self.young).slot_mut(index)
     }
 
     /// Adds a key to the young generation, making room first when it is full. Each
     /// generation so holds at most `capacity` keys.
-    fn insert<S: Slot>(&mut self, fingerprint: u64, slot: S, now: Nanos, capacity: usize) {
+    fn insert<S: Slot>(&mut self, fingerprint: NonZeroU64, slot: S, now: Nanos, capacity: usize) {
         self.reserve(1, now, capacity);
-        let entry = Entry { fingerprint, slot };
-        S::table(&mut self.young).insert_unique(fingerprint, entry, |e| e.fingerprint);
+        S::table(&mut self.young).insert_new(fingerprint, slot);
     }
 
     /// Makes room for `keys` more keys in the young generation: idle keys go, and if that
@@ -472,9 +474,9 @@ impl Tables {
 
     /// Drops the keys that are idle at `now`.
     fn retain_active(&mut self, now: Nanos) {
-        self.timestamps.retain(|entry| entry.slot.idle_at() > now);
-        self.packed.retain(|entry| entry.slot.idle_at() > now);
-        self.general.retain(|entry| entry.slot.idle_at() > now);
+        self.timestamps.retain(|slot| slot.idle_at() > now);
+        self.packed.retain(|slot| slot.idle_at() > now);
+        self.general.retain(|slot| slot.idle_at() > now);
     }
 }
 
@@ -483,7 +485,7 @@ trait Slot: Sized {
     /// From this time on the state is the same as a key never seen.
     fn idle_at(&self) -> Nanos;
     /// The table of `tables` that holds this shape.
-    fn table(tables: &mut Tables) -> &mut HashTable<Entry<Self>>;
+    fn table(tables: &mut Tables) -> &mut ProbeTable<Self>;
 }
 
 /// A shape that holds a packed state.
@@ -497,7 +499,7 @@ impl Slot for Timestamp {
         Nanos::new(self.0.load(Ordering::Relaxed))
     }
 
-    fn table(tables: &mut Tables) -> &mut HashTable<Entry<Self>> {
+    fn table(tables: &mut Tables) -> &mut ProbeTable<Self> {
         &mut tables.timestamps
     }
 }
@@ -519,7 +521,7 @@ impl Slot for Packed {
         self.idle_at
     }
 
-    fn table(tables: &mut Tables) -> &mut HashTable<Entry<Self>> {
+    fn table(tables: &mut Tables) -> &mut ProbeTable<Self> {
         &mut tables.packed
     }
 }
@@ -539,7 +541,7 @@ impl Slot for General {
         self.idle_at
     }
 
-    fn table(tables: &mut Tables) -> &mut HashTable<Entry<Self>> {
+    fn table(tables: &mut Tables) -> &mut ProbeTable<Self> {
         &mut tables.general
     }
 }

@@ -14,6 +14,7 @@
 
 mod fingerprint;
 mod memory;
+mod probe_table;
 #[cfg(feature = "redis")]
 mod redis;
 
