@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 ///
 /// A key is not kept: its 64-bit fingerprint is (a hash of the key and the algorithm under a
 /// seed drawn at random for each store: multiply-shift, two multiplications per 8 bytes, for
-/// keys of up to 120 bytes, and SipHash-1-3 for longer ones), and the state is kept as small
+/// keys of up to 127 bytes, and SipHash-1-3 for longer ones), and the state is kept as small
 /// as the algorithm allows, with no allocation of its own:
 ///
 /// - GCRA and the leaky bucket: one timestamp, which is also when the key goes idle, so an
@@ -445,7 +445,7 @@ impl Generations {
                 S::table(&mut self.young).index_of(fingerprint)?
             }
         };
-        S::table(&mut self.young).slot_mut(index)
+        Some(S::table(&mut self.young).slot_mut(index))
     }
 
     /// Adds a key to the young generation, making room first when it is full. Each

@@ -7,12 +7,15 @@ use std::num::NonZeroU64;
 
 /// One tracked key: its fingerprint, which is also its hash, and its state.
 struct Entry<S> {
+    /// Never zero: a zero is an empty place.
     fingerprint: NonZeroU64,
+    /// The key's state.
     slot: S,
 }
 
-/// Places per line. Four 16-byte entries fill a cache line exactly; larger entries are
-/// aligned to it all the same, so that none of them straddles two lines needlessly.
+/// Places per line. Four 16-byte entries fill a cache line exactly, and four 32-byte ones
+/// two, so neither straddles a line boundary. Four 56-byte entries (the sliding windows)
+/// take 224 bytes padded to 256: three of them cross a boundary.
 const PLACES_PER_LINE: usize = 4;
 
 /// Four places, aligned to a cache line. `None` is an empty place: the fingerprint is never
@@ -50,10 +53,11 @@ impl<S> ProbeTable<S> {
         self.place(index).as_ref().map(|entry| &entry.slot)
     }
 
-    /// The state of the entry at `index` (from [`ProbeTable::index_of`]), to change.
+    /// The state of the entry at `index`, which [`ProbeTable::index_of`] gave, to change.
     #[inline]
-    pub(super) fn slot_mut(&mut self, index: usize) -> Option<&mut S> {
-        self.place_mut(index).as_mut().map(|entry| &mut entry.slot)
+    pub(super) fn slot_mut(&mut self, index: usize) -> &mut S {
+        let entry = self.place_mut(index).as_mut();
+        &mut entry.expect("an index from index_of holds an entry").slot
     }
 
     /// Adds an entry for `fingerprint`, which the table must not hold.
@@ -71,7 +75,8 @@ impl<S> ProbeTable<S> {
         self.remove_at(index).map(|entry| entry.slot)
     }
 
-    /// Keeps only the entries whose state satisfies `keep`.
+    /// Keeps only the entries whose state satisfies `keep`. It may be asked more than once
+    /// about an entry (one that a removal moves back across the end of the table).
     pub(super) fn retain(&mut self, mut keep: impl FnMut(&S) -> bool) {
         let mut index = 0;
         while index < self.places() {
@@ -205,7 +210,7 @@ mod tests {
         }
         assert_eq!(table.find(fingerprint(12345)), None);
         let index = table.index_of(fingerprint(0x9e37_79b9)).expect("inserted");
-        *table.slot_mut(index).expect("an entry") = 0;
+        *table.slot_mut(index) = 0;
         assert_eq!(table.find(fingerprint(0x9e37_79b9)), Some(&0));
     }
 
@@ -223,6 +228,42 @@ mod tests {
             for (n, &f) in fingerprints.iter().enumerate() {
                 let expected = (n != removed).then_some(&n);
                 assert_eq!(table.find(f), expected, "removed {removed}, looked for {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_run_across_the_end_keeps_entries_that_must_not_move() {
+        // Eight places. Homes 6, 7, 6, 1, 7 fill places 6, 7, 0, 1, 2: a run that wraps, in
+        // which some entries sit at their home and others after it.
+        let homes = [6u64, 7, 6, 1, 7];
+        let fingerprints: Vec<NonZeroU64> = homes
+            .iter()
+            .enumerate()
+            .map(|(n, home)| fingerprint((n as u64 + 1) << 32 | home))
+            .collect();
+        let filled = || {
+            let mut table = ProbeTable::default();
+            for (n, &f) in fingerprints.iter().enumerate() {
+                table.insert_new(f, n);
+            }
+            assert_eq!(table.places(), 8);
+            table
+        };
+        for removed in 0..homes.len() {
+            let mut table = filled();
+            assert_eq!(table.remove(fingerprints[removed]), Some(removed));
+            for (n, &f) in fingerprints.iter().enumerate() {
+                let expected = (n != removed).then_some(&n);
+                assert_eq!(table.find(f), expected, "removed {removed}, looked for {n}");
+            }
+        }
+        for refused in 0..homes.len() {
+            let mut table = filled();
+            table.retain(|&n| n != refused);
+            for (n, &f) in fingerprints.iter().enumerate() {
+                let expected = (n != refused).then_some(&n);
+                assert_eq!(table.find(f), expected, "refused {refused}, looked for {n}");
             }
         }
     }
