@@ -28,6 +28,7 @@ pub(super) struct ProbeTable<S> {
     /// Empty, or a power of two of places, at most three quarters full: a probe for a key
     /// that is not there stops at the first empty place.
     lines: Box<[Line<S>]>,
+    /// Entries held.
     len: usize,
 }
 
