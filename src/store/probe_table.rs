@@ -50,8 +50,7 @@ impl<S> ProbeTable<S> {
     /// The state of the entry with `fingerprint`.
     #[inline]
     pub(super) fn find(&self, fingerprint: NonZeroU64) -> Option<&S> {
-        let index = self.index_of(fingerprint)?;
-        self.place(index).as_ref().map(|entry| &entry.slot)
+        self.probe(fingerprint).map(|(_, entry)| &entry.slot)
     }
 
     /// The state of the entry at `index`, which [`ProbeTable::index_of`] gave, to change.
@@ -121,10 +120,16 @@ impl<S> ProbeTable<S> {
         fingerprint.get() as usize & (self.places() - 1)
     }
 
-    /// The place of the entry with `fingerprint`: at its home, or after it before the first
-    /// empty place.
+    /// The place of the entry with `fingerprint`.
     #[inline]
     pub(super) fn index_of(&self, fingerprint: NonZeroU64) -> Option<usize> {
+        self.probe(fingerprint).map(|(index, _)| index)
+    }
+
+    /// The entry with `fingerprint` and its place: at its home, or after it before the first
+    /// empty place.
+    #[inline]
+    fn probe(&self, fingerprint: NonZeroU64) -> Option<(usize, &Entry<S>)> {
         if self.len == 0 {
             return None;
         }
@@ -133,7 +138,7 @@ impl<S> ProbeTable<S> {
         loop {
             match self.place(index) {
                 None => return None,
-                Some(entry) if entry.fingerprint == fingerprint => return Some(index),
+                Some(entry) if entry.fingerprint == fingerprint => return Some((index, entry)),
                 Some(_) => index = (index + 1) & mask,
             }
         }
