@@ -75,18 +75,34 @@ impl<S> ProbeTable<S> {
         self.remove_at(index).map(|entry| entry.slot)
     }
 
-    /// Keeps only the entries whose state satisfies `keep`. It may be asked more than once
-    /// about an entry (one that a removal moves back across the end of the table).
+    /// Keeps only the entries whose state satisfies `keep`, asking it once about each.
+    ///
+    /// One pass over the places, starting after an empty one (no run of entries crosses
+    /// it): a refused entry leaves a hole in its run, and each later entry of that run is
+    /// put again, which moves it back to the first empty place from its home. Runs without a
+    /// refused entry are left as they are.
     pub(super) fn retain(&mut self, mut keep: impl FnMut(&S) -> bool) {
-        let mut index = 0;
-        while index < self.places() {
-            match self.place(index) {
-                // Removing shifts a later entry into this place (or one already seen, which
-                // is looked at again): look here once more.
-                Some(entry) if !keep(&entry.slot) => {
-                    self.remove_at(index);
-                }
-                _ => index += 1,
+        if self.len == 0 {
+            return;
+        }
+        let mask = self.places() - 1;
+        let start = (0..=mask)
+            .find(|&index| self.place(index).is_none())
+            .expect("at most three quarters full");
+        let mut holes_in_run = false;
+        for offset in 1..=mask {
+            let index = (start + offset) & mask;
+            let Some(entry) = self.place(index) else {
+                // Entries from here on have their homes here or later.
+                holes_in_run = false;
+                continue;
+            };
+            if !keep(&entry.slot) {
+                self.remove_only(index);
+                holes_in_run = true;
+            } else if holes_in_run {
+                let entry = self.remove_only(index);
+                self.put(entry);
             }
         }
     }
@@ -153,6 +169,13 @@ impl<S> ProbeTable<S> {
         }
         *self.place_mut(index) = Some(entry);
         self.len += 1;
+    }
+
+    /// Takes the entry at `index` out, leaving its run broken until it is mended.
+    fn remove_only(&mut self, index: usize) -> Entry<S> {
+        let entry = self.place_mut(index).take();
+        self.len -= 1;
+        entry.expect("an occupied place")
     }
 
     /// Empties the place at `index`, then moves back each later entry of the run that would
