@@ -15,7 +15,8 @@
 //! entry.
 //!
 //! After measuring, each case moves the clock an hour on (every key idle) and calls
-//! [`MemoryStore::sweep`], and reports what stays allocated with no key tracked.
+//! [`MemoryStore::sweep`], and reports what stays allocated with no key tracked and how long
+//! the sweep took (each shard's lock is held for its part of that time).
 //!
 //! For comparison, governor's keyed limiter is measured the same way:
 //! `governor::RateLimiter::keyed(Quota::per_second(10))` (its default `DashMap` state store
@@ -25,7 +26,7 @@
 //! reused `String`, which the limiter clones on insert). Keys tracked is `limiter.len()`.
 //! Its clock cannot be moved on, so the bench sleeps 300 ms (more than the 100 ms after
 //! which a key's state is indistinguishable from a fresh one), then calls `retain_recent()`
-//! and `shrink_to_fit()`.
+//! and `shrink_to_fit()`, timed together.
 //!
 //! Each case runs in a child process of this binary, so that one case's freed memory does
 //! not blur the next one's resident set size (read from `/proc/self/status`, a cross-check
@@ -270,12 +271,14 @@ struct Measured {
     elapsed: Duration,
     /// Live bytes still above the start once every key went idle and was swept.
     swept_bytes: usize,
+    /// How long sweeping every (idle) key took.
+    sweep: Duration,
 }
 
 impl Measured {
     fn to_line(&self) -> String {
         format!(
-            "RESULT {} {} {} {} {} {} {} {} {}",
+            "RESULT {} {} {} {} {} {} {} {} {} {}",
             self.bytes,
             self.small_bytes,
             self.large_bytes,
@@ -285,6 +288,7 @@ impl Measured {
             self.tracked,
             self.elapsed.as_micros(),
             self.swept_bytes,
+            self.sweep.as_micros(),
         )
     }
 
@@ -302,6 +306,7 @@ impl Measured {
             tracked: next_usize()?,
             elapsed: Duration::from_micros(u64::try_from(next_usize()?).ok()?),
             swept_bytes: next_usize()?,
+            sweep: Duration::from_micros(u64::try_from(next_usize()?).ok()?),
         })
     }
 }
@@ -340,7 +345,7 @@ impl Before {
         }
     }
 
-    /// What was filled since [`Before::take`]; `swept_bytes` is left at 0.
+    /// What was filled since [`Before::take`]; `swept_bytes` and `sweep` are left at 0.
     fn measure(&self, tracked: usize) -> Measured {
         let elapsed = self.started.elapsed();
         let small_after = LIVE_SMALL.load(Ordering::Relaxed);
@@ -358,6 +363,7 @@ impl Before {
             tracked,
             elapsed,
             swept_bytes: 0,
+            sweep: Duration::ZERO,
         }
     }
 
@@ -414,7 +420,9 @@ fn run_tollgate(algorithm: Algorithm, case: Case) -> Measured {
 
     // Every key idle (the longest period is a minute), then swept: what stays allocated.
     clock.advance(Duration::from_secs(3600));
+    let sweep = Instant::now();
     store.sweep();
+    measured.sweep = sweep.elapsed();
     assert_eq!(store.len(), 0, "sweep drops every idle key");
     measured.swept_bytes = before.live_above();
     measured
@@ -442,8 +450,10 @@ where
     // A key is indistinguishable from a fresh one 100 ms (one emission interval) after its
     // only request; the clock is the real one, so wait, then drop and shrink.
     std::thread::sleep(Duration::from_millis(300));
+    let sweep = Instant::now();
     limiter.retain_recent();
     limiter.shrink_to_fit();
+    measured.sweep = sweep.elapsed();
     assert_eq!(limiter.len(), 0, "retain_recent drops every idle key");
     measured.swept_bytes = before.live_above();
     measured
@@ -576,12 +586,12 @@ fn main() {
     }
 
     println!(
-        "| algorithm | key kind | bytes per key | keys tracked | of which per-key allocations (< {LARGE} B) | of which hash tables | heap allocations per key | peak bytes per key while filling | RSS growth per key | bytes per key left after all went idle and were swept (len 0) | time |"
+        "| algorithm | key kind | bytes per key | keys tracked | of which per-key allocations (< {LARGE} B) | of which hash tables | heap allocations per key | peak bytes per key while filling | RSS growth per key | bytes per key left after all went idle and were swept (len 0) | sweeping them | time |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (case, m) in &rows {
         println!(
-            "| {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {} | {:.2} s |",
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {} | {:.1} ms | {:.2} s |",
             case.subject.name(),
             case.label(),
             per_key(m.bytes, case.keys),
@@ -593,6 +603,7 @@ fn main() {
             m.rss_bytes
                 .map_or_else(|| "n/a".to_owned(), |b| per_key(b, case.keys)),
             per_key(m.swept_bytes, case.keys),
+            m.sweep.as_secs_f64() * 1000.0,
             m.elapsed.as_secs_f64(),
         );
     }
