@@ -80,7 +80,8 @@ impl<S> ProbeTable<S> {
     /// One pass over the places, starting after an empty one (no run of entries crosses
     /// it): a refused entry leaves a hole in its run, and each later entry of that run is
     /// put again, which moves it back to the first empty place from its home. Runs without a
-    /// refused entry are left as they are.
+    /// refused entry are left as they are. `keep` must not panic: the run it was asked about
+    /// would be left with a hole.
     pub(super) fn retain(&mut self, mut keep: impl FnMut(&S) -> bool) {
         if self.len == 0 {
             return;
@@ -93,7 +94,7 @@ impl<S> ProbeTable<S> {
         for offset in 1..=mask {
             let index = (start + offset) & mask;
             let Some(entry) = self.place(index) else {
-                // Entries from here on have their homes here or later.
+                // Entries after this place have their homes after it.
                 holes_in_run = false;
                 continue;
             };
@@ -220,8 +221,8 @@ mod tests {
         NonZeroU64::new(n).expect("not zero")
     }
 
-    /// Fingerprints that share their low bits, so that they compete for the same places and
-    /// their runs wrap around the end of the table.
+    /// Fingerprints that share their low bits, so that they compete for the same places: one
+    /// long run from place 7.
     fn crowded(count: u64) -> Vec<NonZeroU64> {
         (1..=count).map(|n| fingerprint(n << 40 | 7)).collect()
     }
@@ -298,6 +299,39 @@ mod tests {
     }
 
     #[test]
+    fn retain_across_the_end_asks_once_about_each_entry_and_keeps_the_rest_reachable() {
+        // The wrapping run of the test above (places 6, 7, 0, 1, 2), with every set of its
+        // entries refused.
+        let homes = [6u64, 7, 6, 1, 7];
+        let fingerprints: Vec<NonZeroU64> = homes
+            .iter()
+            .enumerate()
+            .map(|(n, home)| fingerprint((n as u64 + 1) << 32 | home))
+            .collect();
+        for refused in 0..1u32 << homes.len() {
+            let mut table = ProbeTable::default();
+            for (n, &f) in fingerprints.iter().enumerate() {
+                table.insert_new(f, n);
+            }
+            let mut asked = [0u32; 5];
+            table.retain(|&n| {
+                asked[n] += 1;
+                refused & 1 << n == 0
+            });
+            assert_eq!(asked, [1; 5], "refused {refused:#07b}");
+            assert_eq!(table.len(), homes.len() - refused.count_ones() as usize);
+            for (n, &f) in fingerprints.iter().enumerate() {
+                let expected = (refused & 1 << n == 0).then_some(&n);
+                assert_eq!(
+                    table.find(f),
+                    expected,
+                    "refused {refused:#07b}, looked for {n}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn retain_drops_exactly_the_entries_refused() {
         let mut table = ProbeTable::default();
         let fingerprints: Vec<NonZeroU64> = crowded(40)
@@ -346,7 +380,9 @@ mod tests {
             random ^= random << 13;
             random ^= random >> 7;
             random ^= random << 17;
-            let f = fingerprint(random % 300 + 1);
+            // 300 fingerprints crowded onto 16 homes: long runs, which wrap in small tables.
+            let id = random % 300 + 1;
+            let f = fingerprint(id << 32 | id % 16);
             match random >> 60 {
                 0..=7 if !model.contains_key(&f) => {
                     table.insert_new(f, step);
