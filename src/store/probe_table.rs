@@ -382,7 +382,7 @@ mod tests {
             random ^= random << 17;
             // 300 fingerprints crowded onto 16 homes: long runs, which wrap in small tables.
             let id = random % 300 + 1;
-            let f = fingerprint(id << 32 | id % 16);
+            let f = fingerprint((id << 32) | (id % 16));
             match random >> 60 {
                 0..=7 if !model.contains_key(&f) => {
                     table.insert_new(f, step);
