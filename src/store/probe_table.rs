@@ -72,7 +72,7 @@ impl<S> ProbeTable<S> {
     /// Removes the entry with `fingerprint`, returning its state.
     pub(super) fn remove(&mut self, fingerprint: NonZeroU64) -> Option<S> {
         let index = self.index_of(fingerprint)?;
-        self.remove_at(index).map(|entry| entry.slot)
+        Some(self.remove_at(index).slot)
     }
 
     /// Keeps only the entries whose state satisfies `keep`, asking it once about each.
@@ -179,11 +179,10 @@ impl<S> ProbeTable<S> {
         entry.expect("an occupied place")
     }
 
-    /// Empties the place at `index`, then moves back each later entry of the run that would
+    /// Takes the entry at `index` out, then moves back each later entry of the run that would
     /// otherwise no longer be found from its home (Knuth's algorithm R: no tombstones).
-    fn remove_at(&mut self, index: usize) -> Option<Entry<S>> {
-        let removed = self.place_mut(index).take()?;
-        self.len -= 1;
+    fn remove_at(&mut self, index: usize) -> Entry<S> {
+        let removed = self.remove_only(index);
         let mask = self.places() - 1;
         let mut hole = index;
         let mut next = (hole + 1) & mask;
@@ -196,7 +195,7 @@ impl<S> ProbeTable<S> {
             }
             next = (next + 1) & mask;
         }
-        Some(removed)
+        removed
     }
 
     /// Moves every entry into a table of `places` places (a power of two, or zero).
