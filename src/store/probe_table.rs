@@ -261,64 +261,46 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_run_across_the_end_keeps_entries_that_must_not_move() {
-        // Eight places. Homes 6, 7, 6, 1, 7 fill places 6, 7, 0, 1, 2: a run that wraps, in
-        // which some entries sit at their home and others after it.
-        let homes = [6u64, 7, 6, 1, 7];
-        let fingerprints: Vec<NonZeroU64> = homes
+    /// Homes 6, 7, 6, 1, 7 in a table of eight places fill places 6, 7, 0, 1, 2: a run that
+    /// wraps, in which some entries sit at their home and others after it. Entry `n` holds `n`.
+    fn wrapping_run() -> (Vec<NonZeroU64>, ProbeTable<usize>) {
+        let fingerprints: Vec<NonZeroU64> = [6u64, 7, 6, 1, 7]
             .iter()
             .enumerate()
             .map(|(n, home)| fingerprint((n as u64 + 1) << 32 | home))
             .collect();
-        let filled = || {
-            let mut table = ProbeTable::default();
-            for (n, &f) in fingerprints.iter().enumerate() {
-                table.insert_new(f, n);
-            }
-            assert_eq!(table.places(), 8);
-            table
-        };
-        for removed in 0..homes.len() {
-            let mut table = filled();
+        let mut table = ProbeTable::default();
+        for (n, &f) in fingerprints.iter().enumerate() {
+            table.insert_new(f, n);
+        }
+        assert_eq!(table.places(), 8);
+        (fingerprints, table)
+    }
+
+    #[test]
+    fn removing_from_a_run_across_the_end_keeps_entries_that_must_not_move() {
+        for removed in 0..5 {
+            let (fingerprints, mut table) = wrapping_run();
             assert_eq!(table.remove(fingerprints[removed]), Some(removed));
             for (n, &f) in fingerprints.iter().enumerate() {
                 let expected = (n != removed).then_some(&n);
                 assert_eq!(table.find(f), expected, "removed {removed}, looked for {n}");
             }
         }
-        for refused in 0..homes.len() {
-            let mut table = filled();
-            table.retain(|&n| n != refused);
-            for (n, &f) in fingerprints.iter().enumerate() {
-                let expected = (n != refused).then_some(&n);
-                assert_eq!(table.find(f), expected, "refused {refused}, looked for {n}");
-            }
-        }
     }
 
     #[test]
     fn retain_across_the_end_asks_once_about_each_entry_and_keeps_the_rest_reachable() {
-        // The wrapping run of the test above (places 6, 7, 0, 1, 2), with every set of its
-        // entries refused.
-        let homes = [6u64, 7, 6, 1, 7];
-        let fingerprints: Vec<NonZeroU64> = homes
-            .iter()
-            .enumerate()
-            .map(|(n, home)| fingerprint((n as u64 + 1) << 32 | home))
-            .collect();
-        for refused in 0..1u32 << homes.len() {
-            let mut table = ProbeTable::default();
-            for (n, &f) in fingerprints.iter().enumerate() {
-                table.insert_new(f, n);
-            }
+        // Every set of the run's entries refused.
+        for refused in 0..1u32 << 5 {
+            let (fingerprints, mut table) = wrapping_run();
             let mut asked = [0u32; 5];
             table.retain(|&n| {
                 asked[n] += 1;
                 refused & 1 << n == 0
             });
             assert_eq!(asked, [1; 5], "refused {refused:#07b}");
-            assert_eq!(table.len(), homes.len() - refused.count_ones() as usize);
+            assert_eq!(table.len(), 5 - refused.count_ones() as usize);
             for (n, &f) in fingerprints.iter().enumerate() {
                 let expected = (refused & 1 << n == 0).then_some(&n);
                 assert_eq!(
