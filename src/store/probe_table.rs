@@ -32,6 +32,17 @@ pub(super) struct ProbeTable<S> {
     len: usize,
 }
 
+/// Whether `places` places may hold `entries`: at most three quarters full, so that a probe
+/// always meets an empty place.
+fn may_hold(places: usize, entries: usize) -> bool {
+    4 * entries <= 3 * places
+}
+
+/// The place count after `places`: twice as many, and two lines at least.
+fn grown(places: usize) -> usize {
+    (2 * places).max(2 * PLACES_PER_LINE)
+}
+
 impl<S> Default for ProbeTable<S> {
     fn default() -> Self {
         ProbeTable {
@@ -63,8 +74,8 @@ impl<S> ProbeTable<S> {
     /// Adds an entry for `fingerprint`, which the table must not hold.
     pub(super) fn insert_new(&mut self, fingerprint: NonZeroU64, slot: S) {
         debug_assert!(self.index_of(fingerprint).is_none(), "inserted twice");
-        if 4 * (self.len + 1) > 3 * self.places() {
-            self.resize((2 * self.places()).max(2 * PLACES_PER_LINE));
+        if !may_hold(self.places(), self.len + 1) {
+            self.resize(grown(self.places()));
         }
         self.put(Entry { fingerprint, slot });
     }
@@ -111,8 +122,8 @@ impl<S> ProbeTable<S> {
     /// Gives back the places the entries do not need.
     pub(super) fn shrink_to_fit(&mut self) {
         let mut places = 0;
-        while 4 * self.len > 3 * places {
-            places = (2 * places).max(2 * PLACES_PER_LINE);
+        while !may_hold(places, self.len) {
+            places = grown(places);
         }
         if places < self.places() {
             self.resize(places);
