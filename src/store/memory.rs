@@ -424,7 +424,9 @@ impl Generations {
         match slot {
             Some(slot) => *slot = charged,
             None if !leaves_state(&decision) => {}
-            None => self.insert(fingerprint, charged, now, capacity),
+            None => {
+                self.insert(fingerprint, charged, now, capacity);
+            }
         }
         decision
     }
@@ -441,18 +443,23 @@ impl Generations {
             Some(index) => index,
             None => {
                 let old = S::table(&mut self.old).remove(fingerprint)?;
-                self.insert(fingerprint, old, now, capacity);
-                S::table(&mut self.young).index_of(fingerprint)?
+                self.insert(fingerprint, old, now, capacity)
             }
         };
         Some(S::table(&mut self.young).slot_mut(index))
     }
 
-    /// Adds a key to the young generation, making room first when it is full. Each
-    /// generation so holds at most `capacity` keys.
-    fn insert<S: Slot>(&mut self, fingerprint: NonZeroU64, slot: S, now: Nanos, capacity: usize) {
+    /// Adds a key to the young generation, making room first when it is full, and returns
+    /// its place there. Each generation so holds at most `capacity` keys.
+    fn insert<S: Slot>(
+        &mut self,
+        fingerprint: NonZeroU64,
+        slot: S,
+        now: Nanos,
+        capacity: usize,
+    ) -> usize {
         self.reserve(1, now, capacity);
-        S::table(&mut self.young).insert_new(fingerprint, slot);
+        S::table(&mut self.young).insert_new(fingerprint, slot)
     }
 
     /// Makes room for `keys` more keys in the young generation: idle keys go, and if that

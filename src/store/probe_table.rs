@@ -64,20 +64,21 @@ impl<S> ProbeTable<S> {
         self.probe(fingerprint).map(|(_, entry)| &entry.slot)
     }
 
-    /// The state of the entry at `index`, which [`ProbeTable::index_of`] gave, to change.
+    /// The state of the entry at `index`, which [`ProbeTable::index_of`] or
+    /// [`ProbeTable::insert_new`] gave, to change.
     #[inline]
     pub(super) fn slot_mut(&mut self, index: usize) -> &mut S {
         let entry = self.place_mut(index).as_mut();
         &mut entry.expect("an index from index_of holds an entry").slot
     }
 
-    /// Adds an entry for `fingerprint`, which the table must not hold.
-    pub(super) fn insert_new(&mut self, fingerprint: NonZeroU64, slot: S) {
+    /// Adds an entry for `fingerprint`, which the table must not hold; its place.
+    pub(super) fn insert_new(&mut self, fingerprint: NonZeroU64, slot: S) -> usize {
         debug_assert!(self.index_of(fingerprint).is_none(), "inserted twice");
         if !may_hold(self.places(), self.len + 1) {
             self.resize(grown(self.places()));
         }
-        self.put(Entry { fingerprint, slot });
+        self.put(Entry { fingerprint, slot })
     }
 
     /// Removes the entry with `fingerprint`, returning its state.
@@ -172,8 +173,8 @@ impl<S> ProbeTable<S> {
         }
     }
 
-    /// Puts `entry` in the first empty place from its home; there is one.
-    fn put(&mut self, entry: Entry<S>) {
+    /// Puts `entry` in the first empty place from its home (there is one); that place.
+    fn put(&mut self, entry: Entry<S>) -> usize {
         let mask = self.places() - 1;
         let mut index = self.home(entry.fingerprint);
         while self.place(index).is_some() {
@@ -181,6 +182,7 @@ impl<S> ProbeTable<S> {
         }
         *self.place_mut(index) = Some(entry);
         self.len += 1;
+        index
     }
 
     /// Takes the entry at `index` out, leaving its run broken until it is mended.
