@@ -362,21 +362,23 @@ pub(crate) type Bookings = SmallVec<[Booking; 2]>;
 /// delays have any, and every other request should not carry their size from step to step.
 pub(crate) type Queued = Option<Box<Bookings>>;
 
-/// What the store is asked about `bookings`, one check each, in order.
+/// What the store is asked about `bookings`, one check each, in order: callers pair the
+/// checks (and the decisions) with the bookings by position.
 fn checks<'a>(rules: &'a Rules, bookings: &'a [Booking]) -> SmallVec<[LimitCheck<'a>; 4]> {
     bookings
         .iter()
-        .filter_map(|booking| {
-            let limit = &rules.limits[booking.limit];
-            let (algorithm, quota) = limit.limited()?;
-            Some(LimitCheck {
+        .map(|booking| {
+            let (algorithm, quota) = rules.limits[booking.limit]
+                .limited()
+                .expect("only limited entries are booked (see `Limiter::start`)");
+            LimitCheck {
                 domain: rules.domain(),
                 key: &booking.key,
                 algorithm,
                 quota,
                 cost: booking.cost,
                 shadow: booking.shadow,
-            })
+            }
         })
         .collect()
 }
