@@ -99,7 +99,8 @@ const HELLO: &str = "hello, world\n";
 
 /// The `X-Ratelimit-*` headers of an admitted response in `tollgate` mode: its bucket's size,
 /// and the room left after one request. Made once and cloned for each response (a reference
-/// count each), as tollgate's own values are not formatted again for every response.
+/// count each, as tollgate's are), so that the mode measures sending the headers, not making
+/// their values (tollgate writes each `X-Ratelimit-Remaining` anew).
 fn admitted_headers() -> [(HeaderName, HeaderValue); 2] {
     [
         (
