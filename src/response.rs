@@ -1,10 +1,13 @@
 //! What clients are told: rate-limit headers, the `429` problem document, the gRPC status.
 
+mod recent_rejections;
+
 use crate::algorithm::Decision;
 use crate::rules::{Limit, ResponseOptions};
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Response, StatusCode};
+use recent_rejections::{RecentRejections, RejectionKey};
 use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -31,6 +34,8 @@ const GRPC_RESOURCE_EXHAUSTED: HeaderValue = HeaderValue::from_static("8");
 const GRPC_INTERNAL: HeaderValue = HeaderValue::from_static("13");
 const GRPC_CONTENT_TYPE: HeaderValue = HeaderValue::from_static("application/grpc");
 const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
+/// `X-Ratelimit-Remaining` of a denial.
+const NONE_REMAINING: HeaderValue = HeaderValue::from_static("0");
 
 /// The rate-limit headers of an admitted request's response, prepared before the inner
 /// service runs. Kept small: the response future carries them.
@@ -236,36 +241,70 @@ pub(crate) fn rejection(
 ) -> Response<Bytes> {
     let retry_after = whole_seconds_at_least_one(decision.retry_after);
     let mut response = if grpc {
-        let message = format!(
-            "rate limit exceeded ({}); retry after {retry_after}s",
-            limit.label()
-        );
-        // Rounded up like Retry-After: a client that waits this long is admitted.
-        let pushback_ms = millis_at_least_one(decision.retry_after);
-        let mut response = grpc_status(GRPC_RESOURCE_EXHAUSTED, &message);
-        response
-            .headers_mut()
-            .insert(GRPC_RETRY_PUSHBACK_MS, number(pushback_ms));
-        response
+        grpc_rejection(limit, decision, retry_after)
     } else {
-        let mut response = Response::new(problem_document(limit.label_json(), retry_after));
-        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-        response
+        problem_rejection(limit, decision, retry_after)
     };
-    let [limit_count, remaining] = counts(decision);
-    let retry_after = number(retry_after);
-    let optional = optional_headers(limit, decision, options);
-    let headers = response.headers_mut();
-    headers.reserve(5 + optional.len());
-    if !grpc {
-        headers.insert(CONTENT_TYPE, PROBLEM_JSON);
+    insert_all(
+        response.headers_mut(),
+        optional_headers(limit, decision, options),
+    );
+    response
+}
+
+/// `429` with a problem document, copied from the last one made on this thread for the same
+/// limit and wait when there is one (see [`RecentRejections`]).
+fn problem_rejection(limit: &Limit, decision: &Decision, retry_after: u64) -> Response<Bytes> {
+    thread_local! {
+        static RECENT: RefCell<RecentRejections> = const { RefCell::new(RecentRejections::new()) };
     }
-    headers.insert(X_RATELIMIT_LIMIT, limit_count);
-    headers.insert(X_RATELIMIT_REMAINING, remaining);
+    let key = RejectionKey {
+        label_json: limit.label_json(),
+        limit: decision.limit,
+        retry_after,
+    };
+    let (headers, body) = RECENT.with_borrow_mut(|recent| {
+        recent.get_or_make(&key, || {
+            let mut headers = HeaderMap::with_capacity(5);
+            headers.insert(CONTENT_TYPE, PROBLEM_JSON);
+            // Kept for as long as the answer is: values of their own, which keep no block of
+            // numbers alive (see `large_number`).
+            insert_denial_counts(
+                &mut headers,
+                HeaderValue::from(key.limit),
+                HeaderValue::from(retry_after),
+            );
+            (headers, problem_document(key.label_json, retry_after))
+        })
+    });
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    *response.headers_mut() = headers;
+    response
+}
+
+/// A Trailers-Only `RESOURCE_EXHAUSTED`, with the wait in its message and pushback.
+fn grpc_rejection(limit: &Limit, decision: &Decision, retry_after: u64) -> Response<Bytes> {
+    let message = format!(
+        "rate limit exceeded ({}); retry after {retry_after}s",
+        limit.label()
+    );
+    let mut response = grpc_status(GRPC_RESOURCE_EXHAUSTED, &message);
+    let headers = response.headers_mut();
+    // Rounded up like Retry-After: a client that waits this long is admitted.
+    let pushback_ms = millis_at_least_one(decision.retry_after);
+    headers.insert(GRPC_RETRY_PUSHBACK_MS, number(pushback_ms));
+    insert_denial_counts(headers, limit_number(decision.limit), number(retry_after));
+    response
+}
+
+/// The headers of every denial: `X-Ratelimit-Limit` (`limit`), `X-Ratelimit-Remaining: 0`,
+/// and the wait (`retry_after`) as `X-Ratelimit-Retry-After` and `Retry-After`.
+fn insert_denial_counts(headers: &mut HeaderMap, limit: HeaderValue, retry_after: HeaderValue) {
+    headers.insert(X_RATELIMIT_LIMIT, limit);
+    headers.insert(X_RATELIMIT_REMAINING, NONE_REMAINING);
     headers.insert(X_RATELIMIT_RETRY_AFTER, retry_after.clone());
     headers.insert(RETRY_AFTER, retry_after);
-    insert_all(headers, optional);
-    response
 }
 
 /// Inserts each of `optional` into `headers`, replacing any header of the same name
