@@ -245,15 +245,18 @@ pub(crate) fn rejection(
     } else {
         problem_rejection(limit, decision, retry_after)
     };
-    insert_all(
-        response.headers_mut(),
-        optional_headers(limit, decision, options),
-    );
+    let optional = optional_headers(limit, decision, options);
+    if !optional.is_empty() {
+        let headers = response.headers_mut();
+        // A copied map has no room to spare.
+        headers.reserve(optional.len());
+        insert_all(headers, optional);
+    }
     response
 }
 
-/// `429` with a problem document, copied from the last one made on this thread for the same
-/// limit and wait when there is one (see [`RecentRejections`]).
+/// `429` with a problem document, copied from the one kept on this thread for the same limit
+/// and wait when there is one (see [`RecentRejections`]).
 fn problem_rejection(limit: &Limit, decision: &Decision, retry_after: u64) -> Response<Bytes> {
     thread_local! {
         static RECENT: RefCell<RecentRejections> = const { RefCell::new(RecentRejections::new()) };
@@ -264,16 +267,10 @@ fn problem_rejection(limit: &Limit, decision: &Decision, retry_after: u64) -> Re
         retry_after,
     };
     let (headers, body) = RECENT.with_borrow_mut(|recent| {
-        recent.get_or_make(&key, || {
+        recent.answer(&key, || {
             let mut headers = HeaderMap::with_capacity(5);
             headers.insert(CONTENT_TYPE, PROBLEM_JSON);
-            // Kept for as long as the answer is: values of their own, which keep no block of
-            // numbers alive (see `large_number`).
-            insert_denial_counts(
-                &mut headers,
-                HeaderValue::from(key.limit),
-                HeaderValue::from(retry_after),
-            );
+            insert_denial_counts(&mut headers, limit_number(key.limit), number(retry_after));
             (headers, problem_document(key.label_json, retry_after))
         })
     });

@@ -259,15 +259,19 @@ async fn hostile_forwarding_headers_neither_panic_nor_choose_the_key() {
 }
 
 /// Denials are answered from answers kept per thread (the test's server runs on the test's
-/// one thread): each must still carry its own limit and its own wait, in headers and body.
+/// one thread): each must still carry its own limit, label and wait, in headers and body,
+/// and the optional headers of its own request. The users and home limits differ only in
+/// their names.
 #[tokio::test]
 async fn repeated_denials_each_carry_their_own_limit_and_wait() {
     let (layer, clock) = layer(
         r#"
 domain: test
+response: { reset_header: true }
 sources:
   endpoint:
     - { value: login, path: /auth/login }
+    - { value: users, path: "/users/*" }
     - { value: home, path: / }
 descriptors:
   - key: endpoint
@@ -276,36 +280,60 @@ descriptors:
       - key: remote_address
         rate_limit: { unit: minute, requests_per_unit: 1, name: login }
   - key: endpoint
+    value: users
+    descriptors:
+      - key: remote_address
+        rate_limit: { unit: minute, requests_per_unit: 2, name: users }
+  - key: endpoint
     value: home
     descriptors:
       - key: remote_address
-        rate_limit: { unit: hour, requests_per_unit: 2, name: home }
+        rate_limit: { unit: minute, requests_per_unit: 2, name: home }
 "#,
     );
     let addr = serve(app().layer(layer)).await;
-    for path in ["/", "/", "/auth/login"] {
-        assert_eq!(server::get(addr, path, &[]).await.status, StatusCode::OK);
+    let limits = [
+        ("/auth/login", "login", 1),
+        ("/users/7", "users", 2),
+        ("/", "home", 2),
+    ];
+    for (path, _, size) in limits {
+        for _ in 0..size {
+            assert_eq!(server::get(addr, path, &[]).await.status, StatusCode::OK);
+        }
     }
-    let expect_denial = |reply: &Reply, label: &str, limit: u64, wait: u64| {
-        assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS, "{label}");
-        assert_eq!(reply.number("x-ratelimit-limit"), limit, "{label}");
-        assert_eq!(reply.number("x-ratelimit-remaining"), 0, "{label}");
-        assert_eq!(reply.number("retry-after"), wait, "{label}");
-        assert_eq!(reply.number("x-ratelimit-retry-after"), wait, "{label}");
-        let problem: serde_json::Value = serde_json::from_str(&reply.body).expect("JSON body");
-        assert_eq!(problem["limit"], label);
-        assert_eq!(problem["retry_after"], wait, "{label}");
-    };
     // Fixed windows from the manual clock's start, a minute boundary.
     let mut elapsed = 0;
     for now in [0, 1, 59] {
         clock.advance(Duration::from_secs(now - elapsed));
         elapsed = now;
+        let wait = 60 - elapsed;
         for _ in 0..3 {
-            let login = server::get(addr, "/auth/login", &[]).await;
-            expect_denial(&login, "login", 1, 60 - elapsed);
-            let home = server::get(addr, "/", &[]).await;
-            expect_denial(&home, "home", 2, 3600 - elapsed);
+            for (path, label, size) in limits {
+                let reply = server::get(addr, path, &[]).await;
+                assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS, "{path}");
+                let names: Vec<&str> = reply.headers.keys().map(|name| name.as_str()).collect();
+                for name in [
+                    "content-type",
+                    "x-ratelimit-limit",
+                    "x-ratelimit-remaining",
+                    "x-ratelimit-retry-after",
+                    "retry-after",
+                    "x-ratelimit-reset",
+                ] {
+                    let sent = reply.headers.get_all(name).iter().count();
+                    assert_eq!(sent, 1, "{path}: {name} in {names:?}");
+                }
+                assert_eq!(reply.number("x-ratelimit-limit"), size, "{path}");
+                assert_eq!(reply.number("x-ratelimit-remaining"), 0, "{path}");
+                assert_eq!(reply.number("retry-after"), wait, "{path}");
+                assert_eq!(reply.number("x-ratelimit-retry-after"), wait, "{path}");
+                assert_eq!(reply.number("x-ratelimit-reset"), wait, "{path}");
+                let problem: serde_json::Value =
+                    serde_json::from_str(&reply.body).expect("JSON body");
+                assert_eq!(problem["limit"], label, "{path}");
+                assert_eq!(problem["retry_after"], wait, "{path}");
+            }
         }
     }
 }

@@ -1,79 +1,91 @@
-//! The `429` answers made last on this thread, kept to be sent again.
+//! The `429` answers that came up more than once lately on this thread, kept to be sent again.
 //!
-//! While a limit is full, every request it denies gets the same answer: the same problem
-//! document and the same `X-Ratelimit-*` headers, until the wait it announces drops by a
-//! second. Making that answer (five header names hashed into a new `HeaderMap`, three numbers
-//! written, the document written) costs more than the decision itself; a copy of a kept one
-//! costs a fraction of that.
+//! A limit's `429` depends on the limit and the announced wait in whole seconds: while a
+//! fixed window is full, every client it denies gets the same answer until the wait drops by
+//! a second, and other algorithms repeat theirs for one client, or for all whose refill is
+//! under a second. Making an answer (five header names hashed into a new `HeaderMap`, the
+//! numbers and the problem document written) costs more than the decision itself; a copy of
+//! a kept one costs about half as much. An answer is kept the second time its key comes up,
+//! so that a flood of answers that never repeat pays for remembering keys, not for copies.
 
 use bytes::Bytes;
 use http::HeaderMap;
+use std::sync::Arc;
 
-/// How many answers each thread keeps: enough for a few limits denying at once.
+/// How many keys each thread remembers: enough for a few limits denying at once.
 const KEPT: usize = 4;
 
+/// The headers and body of a `429`, apart from the optional headers.
+pub(super) type Answer = (HeaderMap, Bytes);
+
 /// What a `429`'s headers and body are made from, apart from the optional headers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct RejectionKey<'a> {
-    /// The limit's label as JSON (the body names it).
-    pub(super) label_json: &'a str,
+    /// The limit's label as JSON (the body names it), shared with the limit. Remembered
+    /// keys hold it, so while one is remembered no other label can have its address:
+    /// the same address is the same label.
+    pub(super) label_json: &'a Arc<str>,
     /// `X-Ratelimit-Limit`.
     pub(super) limit: u64,
     /// `Retry-After` and `X-Ratelimit-Retry-After`, in whole seconds (the body repeats it).
     pub(super) retry_after: u64,
 }
 
-/// One answer kept: its key, and the headers and body made for it.
-struct Kept {
-    label_json: Box<str>,
+/// A key that came up, and its answer once it came up again.
+struct Remembered {
+    label_json: Arc<str>,
     limit: u64,
     retry_after: u64,
-    headers: HeaderMap,
-    body: Bytes,
+    answer: Option<Answer>,
 }
 
-impl Kept {
+impl Remembered {
     fn is_for(&self, key: &RejectionKey<'_>) -> bool {
         self.retry_after == key.retry_after
             && self.limit == key.limit
-            && *self.label_json == *key.label_json
+            && Arc::ptr_eq(&self.label_json, key.label_json)
     }
 }
 
-/// The last few answers made on this thread, replaced in turn.
+/// The last few keys that came up on this thread, replaced in turn, with the answers of
+/// those that came up twice.
 pub(super) struct RecentRejections {
-    kept: [Option<Kept>; KEPT],
+    remembered: [Option<Remembered>; KEPT],
     next: usize,
 }
 
 impl RecentRejections {
     pub(super) const fn new() -> Self {
         RecentRejections {
-            kept: [const { None }; KEPT],
+            remembered: [const { None }; KEPT],
             next: 0,
         }
     }
 
-    /// The headers and body of the answer for `key`: copies of a kept one, or made by `make`
-    /// and kept.
-    pub(super) fn get_or_make(
+    /// The answer for `key`: a copy of the kept one, or one made by `make` (and kept, when
+    /// the key came up before).
+    pub(super) fn answer(
         &mut self,
         key: &RejectionKey<'_>,
-        make: impl FnOnce() -> (HeaderMap, Bytes),
-    ) -> (HeaderMap, Bytes) {
-        if let Some(kept) = self.kept.iter().flatten().find(|kept| kept.is_for(key)) {
-            return (kept.headers.clone(), kept.body.clone());
+        make: impl FnOnce() -> Answer,
+    ) -> Answer {
+        let Some(remembered) = self.remembered.iter_mut().flatten().find(|r| r.is_for(key)) else {
+            self.remembered[self.next] = Some(Remembered {
+                label_json: Arc::clone(key.label_json),
+                limit: key.limit,
+                retry_after: key.retry_after,
+                answer: None,
+            });
+            self.next = (self.next + 1) % KEPT;
+            return make();
+        };
+        match &remembered.answer {
+            Some((headers, body)) => (headers.clone(), body.clone()),
+            None => {
+                let (headers, body) = make();
+                remembered.answer = Some((headers.clone(), body.clone()));
+                (headers, body)
+            }
         }
-        let (headers, body) = make();
-        self.kept[self.next] = Some(Kept {
-            label_json: key.label_json.into(),
-            limit: key.limit,
-            retry_after: key.retry_after,
-            headers: headers.clone(),
-            body: body.clone(),
-        });
-        self.next = (self.next + 1) % KEPT;
-        (headers, body)
     }
 }
 
@@ -82,21 +94,19 @@ mod tests {
     use super::*;
     use http::HeaderValue;
 
-    /// An answer whose body says which key it was made for, counting the answers made.
-    fn make_for<'a>(
-        key: &'a RejectionKey<'a>,
-        made: &'a mut usize,
-    ) -> impl FnOnce() -> (HeaderMap, Bytes) + 'a {
-        move || {
+    /// Asks `recent` for the answer to `key`, with a `make` whose body says which key it was
+    /// made for and whose header counts the answers made so far.
+    fn answer(recent: &mut RecentRejections, key: &RejectionKey<'_>, made: &mut usize) -> Answer {
+        recent.answer(key, || {
             *made += 1;
             let text = format!("{} {} {}", key.label_json, key.limit, key.retry_after);
             let mut headers = HeaderMap::new();
             headers.insert("x-made", HeaderValue::from(*made));
             (headers, Bytes::from(text))
-        }
+        })
     }
 
-    fn key(label_json: &str, limit: u64, retry_after: u64) -> RejectionKey<'_> {
+    fn key(label_json: &Arc<str>, limit: u64, retry_after: u64) -> RejectionKey<'_> {
         RejectionKey {
             label_json,
             limit,
@@ -105,52 +115,64 @@ mod tests {
     }
 
     #[test]
-    fn an_answer_is_made_once_and_copied_while_its_key_repeats() {
+    fn an_answer_is_kept_the_second_time_and_copied_from_then_on() {
         let mut recent = RecentRejections::new();
         let mut made = 0;
-        let wanted = key(r#""login""#, 5, 60);
-        for _ in 0..3 {
-            let (headers, body) = recent.get_or_make(&wanted, make_for(&wanted, &mut made));
+        let login: Arc<str> = r#""login""#.into();
+        let wanted = key(&login, 5, 60);
+        for (asked, made_by_then) in [(1, 1), (2, 2), (3, 2), (4, 2)] {
+            let (headers, body) = answer(&mut recent, &wanted, &mut made);
             assert_eq!(body, r#""login" 5 60"#);
-            assert_eq!(headers["x-made"], "1");
+            assert_eq!(made, made_by_then, "after {asked} asks");
+            let kept_from = made_by_then.to_string();
+            assert_eq!(headers["x-made"], kept_from.as_str());
         }
-        assert_eq!(made, 1);
     }
 
     #[test]
     fn every_part_of_the_key_tells_answers_apart() {
         let mut recent = RecentRejections::new();
         let mut made = 0;
+        let login: Arc<str> = r#""login""#.into();
+        // Equal text, another limit's label.
+        let other_login: Arc<str> = r#""login""#.into();
         let keys = [
-            key(r#""login""#, 5, 60),
-            key(r#""signup""#, 5, 60),
-            key(r#""login""#, 6, 60),
-            key(r#""login""#, 5, 59),
+            key(&login, 5, 60),
+            key(&other_login, 5, 60),
+            key(&login, 6, 60),
+            key(&login, 5, 59),
         ];
-        for wanted in &keys {
-            let (_, body) = recent.get_or_make(wanted, make_for(wanted, &mut made));
-            let expected = format!(
-                "{} {} {}",
-                wanted.label_json, wanted.limit, wanted.retry_after
-            );
-            assert_eq!(body, expected.as_str());
+        for _ in 0..3 {
+            for wanted in &keys {
+                let (_, body) = answer(&mut recent, wanted, &mut made);
+                let expected = format!(
+                    "{} {} {}",
+                    wanted.label_json, wanted.limit, wanted.retry_after
+                );
+                assert_eq!(body, expected.as_str());
+            }
         }
-        assert_eq!(made, keys.len());
+        // Each made when first seen and when kept, then copied.
+        assert_eq!(made, 2 * keys.len());
     }
 
     #[test]
-    fn the_oldest_answer_makes_room_for_a_new_one() {
+    fn keys_that_never_repeat_in_time_keep_no_answer() {
         let mut recent = RecentRejections::new();
         let mut made = 0;
-        let keys: Vec<_> = (0..=KEPT as u64).map(|s| key(r#""api""#, 10, s)).collect();
-        for wanted in &keys {
-            recent.get_or_make(wanted, make_for(wanted, &mut made));
+        let api: Arc<str> = r#""api""#.into();
+        let keys: Vec<_> = (0..=KEPT as u64).map(|s| key(&api, 10, s)).collect();
+        // Round and round: each key comes up again only after the others pushed it out.
+        for _ in 0..3 {
+            for wanted in &keys {
+                answer(&mut recent, wanted, &mut made);
+            }
         }
-        // The first was replaced by the last; the others are still kept.
-        recent.get_or_make(&keys[1], make_for(&keys[1], &mut made));
-        assert_eq!(made, KEPT + 1);
-        let (_, body) = recent.get_or_make(&keys[0], make_for(&keys[0], &mut made));
-        assert_eq!(body, r#""api" 10 0"#);
-        assert_eq!(made, KEPT + 2);
+        assert_eq!(made, 3 * keys.len());
+        assert!(recent
+            .remembered
+            .iter()
+            .flatten()
+            .all(|r| r.answer.is_none()));
     }
 }

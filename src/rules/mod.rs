@@ -43,6 +43,7 @@ use smallvec::SmallVec;
 use std::io::Read;
 use std::num::IntErrorKind;
 use std::path::Path;
+use std::sync::Arc;
 use tree::{Level, Matches, StateKey, Values};
 
 /// Rules files larger than this are refused before parsing.
@@ -72,8 +73,9 @@ pub struct Rules {
 /// One rate limit of the rules.
 #[derive(Debug, Clone)]
 pub struct Limit {
-    /// The label as a JSON string, for rejection bodies.
-    label_json: String,
+    /// The label as a JSON string, for rejection bodies; shared with the answers kept for
+    /// them (see `response`).
+    label_json: Arc<str>,
     cost: Option<Cost>,
     name: Option<String>,
     descriptor: String,
@@ -287,7 +289,7 @@ impl Limit {
     }
 
     /// [`Limit::label`] as a JSON string (quoted and escaped).
-    pub(crate) fn label_json(&self) -> &str {
+    pub(crate) fn label_json(&self) -> &Arc<str> {
         &self.label_json
     }
 
