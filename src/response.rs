@@ -239,6 +239,7 @@ pub(crate) fn rejection(
     options: ResponseOptions,
     grpc: bool,
 ) -> Response<Bytes> {
+    debug_assert!(!decision.allowed, "a rejection reports a denying decision");
     let retry_after = whole_seconds_at_least_one(decision.retry_after);
     let mut response = if grpc {
         grpc_rejection(limit, decision, retry_after)
@@ -256,7 +257,8 @@ pub(crate) fn rejection(
 }
 
 /// `429` with a problem document, copied from the one kept on this thread for the same limit
-/// and wait when there is one (see [`RecentRejections`]).
+/// and wait when there is one (see [`RecentRejections`]). A kept answer may hold the block its
+/// numbers were cut from ([`large_number`]): a few kilobytes per thread at most.
 fn problem_rejection(limit: &Limit, decision: &Decision, retry_after: u64) -> Response<Bytes> {
     thread_local! {
         static RECENT: RefCell<RecentRejections> = const { RefCell::new(RecentRejections::new()) };

@@ -5,7 +5,7 @@
 //! a second, and other algorithms repeat theirs for one client, or for all whose refill is
 //! under a second. Making an answer (five header names hashed into a new `HeaderMap`, the
 //! numbers and the problem document written) costs more than the decision itself; a copy of
-//! a kept one costs about half as much. An answer is kept the second time its key comes up,
+//! a kept one costs about a third as much. An answer is kept the second time its key comes up,
 //! so that a flood of answers that never repeat pays for remembering keys, not for copies.
 
 use bytes::Bytes;
