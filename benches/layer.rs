@@ -13,6 +13,7 @@
 //! | `bare` | none: the cost of building the request and the response |
 //! | `tollgate` | one per-IP `token_bucket` of 1,000,000,000 per second: nothing is limited |
 //! | `tollgate-limited` | the same at 1 per hour: every request but each address's first gets 429 |
+//! | `tollgate-limited-apart` | the same on a manual clock, each address first admitted a second after the one before: every 429 announces its own wait, so no answer repeats |
 //! | `governor` | tower_governor keyed by peer IP, one cell per nanosecond, burst `u32::MAX` |
 //! | `governor-limited` | tower_governor, one cell per hour, burst 1 |
 //!
@@ -37,6 +38,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
+use tollgate::clock::ManualClock;
+use tollgate::RateLimitLayer;
 use tower::{Layer, Service, ServiceExt};
 
 /// The handler behind every layer: a static body, as the HTTP bench's server answers.
@@ -147,6 +150,22 @@ fn ready<S: Service<Request<Body>>>(mut service: S) -> S {
     service
 }
 
+/// tollgate as in `tollgate-limited`, on a manual clock that stands still while it is
+/// measured: each of the 256 addresses was first admitted a second after the one before, so
+/// each is denied with its own wait, and a thread's last few answers never fit the next
+/// request (the worst case of the answers tollgate keeps for repeated 429s).
+fn tollgate_limited_apart(
+) -> impl Service<Request<Body>, Response = Response<impl Sized>, Error = Infallible> {
+    let clock = ManualClock::new();
+    let limiter = tollgate::Limiter::with_clock(layers::tollgate_rules(true), clock.clone());
+    let mut service = ready(RateLimitLayer::new(limiter).layer(Hello));
+    for i in 0..256 {
+        one_request(&mut service, i);
+        clock.advance(Duration::from_secs(1));
+    }
+    service
+}
+
 /// Every service measured, by id.
 fn each_service(visitor: &mut impl Visit) {
     visitor.visit("bare", ready(Hello));
@@ -155,6 +174,7 @@ fn each_service(visitor: &mut impl Visit) {
         "tollgate-limited",
         ready(layers::tollgate(true).layer(Hello)),
     );
+    visitor.visit("tollgate-limited-apart", tollgate_limited_apart());
     visitor.visit("governor", ready(layers::governor(false).layer(Hello)));
     visitor.visit(
         "governor-limited",

@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 LOW=${LOW:-20000}
 HIGH=${HIGH:-60000}
-SERVICES=(bare tollgate tollgate-limited governor governor-limited)
+SERVICES=(bare tollgate tollgate-limited tollgate-limited-apart governor governor-limited)
 
 source scripts/require.sh
 require valgrind valgrind

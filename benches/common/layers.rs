@@ -22,19 +22,23 @@ pub const UNLIMITED_PER_SECOND: u64 = 1_000_000_000;
 /// tollgate with one per-IP token bucket: [`UNLIMITED_PER_SECOND`] per second (nothing is
 /// limited), or, when `limited`, 1 per hour (every request but each address's first gets 429).
 pub fn tollgate(limited: bool) -> RateLimitLayer {
+    RateLimitLayer::from_rules(tollgate_rules(limited))
+}
+
+/// The rules of [`tollgate`].
+pub fn tollgate_rules(limited: bool) -> Rules {
     let limit = if limited {
         LimitSpec::per(Unit::Hour, 1)
     } else {
         LimitSpec::per(Unit::Second, UNLIMITED_PER_SECOND)
     };
-    let rules = Rules::builder("bench")
+    Rules::builder("bench")
         .descriptor(
             DescriptorSpec::key("remote_address")
                 .rate_limit(limit.algorithm(Algorithm::TokenBucket)),
         )
         .build()
-        .expect("valid bench rules");
-    RateLimitLayer::from_rules(rules)
+        .expect("valid bench rules")
 }
 
 /// tower_governor keyed by peer IP: one cell per nanosecond with a burst of `u32::MAX`
