@@ -15,8 +15,9 @@
 #   BENCH_WORKERS [1]   Tokio workers of the server
 #
 # With taskset and at least 2 CPUs, the server is pinned to CPU 0 and wrk to CPU 1. The
-# figures are medians over the rounds; the script prints markdown tables, the machine and the
-# date at the end.
+# figures are medians over the rounds, and each mode's req/s is also taken against bare
+# axum's in the same round (a machine's speed drifts less within a round than across rounds);
+# the script prints markdown tables, the machine and the date at the end.
 #
 # Each measured run also records CPU time from /proc: the server's (per request, and as a
 # share of one CPU), wrk's, every other process's, and the hypervisor's steal time. On a
@@ -193,6 +194,11 @@ column_of() { # mode, column number: that column over the rounds, one a line
   awk -F'\t' -v m="$1" -v c="$2" '$1 == m { print $c }' "$RESULTS"
 }
 
+round_ratios() { # mode: its req/s in % of bare axum's in the same round, one a line
+  awk -F'\t' -v m="$1" '$1 == "bare" { bare[$2] = $3 }
+    $1 == m && bare[$2] > 0 { print 100 * $3 / bare[$2] }' "$RESULTS"
+}
+
 bare_rps=$(column_of bare 3 | median)
 
 echo
@@ -208,19 +214,25 @@ echo "- Pinning: $PINNING; server with $BENCH_WORKERS Tokio worker(s)"
 echo "- Source: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' with uncommitted changes')"
 echo
 bare_us=$(column_of bare 9 | median)
-echo "| mode | req/s | p50 | p99 | req/s vs bare axum | server CPU µs/request | vs bare axum |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| mode | req/s | p50 | p99 | req/s vs bare axum | same round vs bare axum | server CPU µs/request | vs bare axum |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 for mode in "${MODES[@]}"; do
   rps=$(column_of "$mode" 3 | median)
   p50=$(column_of "$mode" 4 | median)
   p99=$(column_of "$mode" 5 | median)
   us=$(column_of "$mode" 9 | median)
-  awk -v m="$mode" -v rps="$rps" -v p50="$p50" -v p99="$p99" -v b="$bare_rps" -v us="$us" -v bus="$bare_us" \
-    'BEGIN { printf "| %s | %.0f | %.3f ms | %.3f ms | %.1f %% | %.2f | %.1f %% |\n", m, rps, p50, p99, 100 * rps / b, us, 100 * us / bus }'
+  same_round=$(round_ratios "$mode" | median)
+  awk -v m="$mode" -v rps="$rps" -v p50="$p50" -v p99="$p99" -v b="$bare_rps" -v r="$same_round" \
+    -v us="$us" -v bus="$bare_us" \
+    'BEGIN { printf "| %s | %.0f | %.3f ms | %.3f ms | %.1f %% | %.1f %% | %.2f | %.1f %% |\n", m, rps, p50, p99, 100 * rps / b, r, us, 100 * us / bus }'
 done
 echo
-echo "Medians over the rounds, each column on its own. Server CPU µs/request = the server" \
-  "process's CPU time (user + system, /proc) over the run ÷ the requests wrk completed."
+echo "Medians over the rounds, each column on its own. Same round vs bare axum = the median," \
+  "over the rounds, of the mode's req/s in % of bare axum's in the same round: a round runs" \
+  "every mode within about $(( ${#MODES[@]} * (DURATION + WARMUP + 1) )) s, so a machine whose speed drifts" \
+  "from round to round moves this column less than the one before it. Server CPU" \
+  "µs/request = the server process's CPU time (user + system, /proc) over the run ÷ the" \
+  "requests wrk completed."
 
 echo
 echo "Every run, to show the spread and whether anything else ran (CPU shares in % of one CPU):"
