@@ -1,5 +1,6 @@
 //! What clients are told: rate-limit headers, the `429` problem document, the gRPC status.
 
+mod recent;
 mod recent_rejections;
 
 use crate::algorithm::Decision;
@@ -7,6 +8,7 @@ use crate::rules::{Limit, ResponseOptions};
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Response, StatusCode};
+use recent::Recent;
 use recent_rejections::{RecentRejections, RejectionKey};
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -114,34 +116,16 @@ fn large_number(n: u64) -> HeaderValue {
 /// few made on this thread are kept, so a large one is not formatted again.
 fn limit_number(n: u64) -> HeaderValue {
     thread_local! {
-        static RECENT: RefCell<RecentNumbers> = const { RefCell::new(RecentNumbers::new()) };
+        static RECENT: RefCell<Recent<(u64, HeaderValue), 4>> = const { RefCell::new(Recent::new()) };
     }
-    RECENT.with_borrow_mut(|recent| recent.get_or_make(n))
-}
-
-/// The last few numbers made into header values, replaced in turn.
-struct RecentNumbers {
-    kept: [Option<(u64, HeaderValue)>; 4],
-    next: usize,
-}
-
-impl RecentNumbers {
-    const fn new() -> Self {
-        RecentNumbers {
-            kept: [const { None }; 4],
-            next: 0,
-        }
-    }
-
-    fn get_or_make(&mut self, n: u64) -> HeaderValue {
-        if let Some((_, value)) = self.kept.iter().flatten().find(|(kept, _)| *kept == n) {
+    RECENT.with_borrow_mut(|recent| {
+        if let Some((_, value)) = recent.find_mut(|(kept, _)| *kept == n) {
             return value.clone();
         }
         let value = number(n);
-        self.kept[self.next] = Some((n, value.clone()));
-        self.next = (self.next + 1) % self.kept.len();
+        recent.push((n, value.clone()));
         value
-    }
+    })
 }
 
 /// Whether a request is a gRPC call (`content-type: application/grpc*`).

@@ -44,8 +44,13 @@ fn app() -> Router {
 
 /// Serves [`app`] behind the rules in `yaml` (on a memory store), with connect info.
 async fn serve_app(yaml: &str) -> SocketAddr {
-    let (layer, _) = layer(yaml);
-    serve(app().layer(layer)).await
+    serve_app_with_clock(yaml).await.0
+}
+
+/// [`serve_app`], with the manual clock of the store.
+async fn serve_app_with_clock(yaml: &str) -> (SocketAddr, ManualClock) {
+    let (layer, clock) = layer(yaml);
+    (serve(app().layer(layer)).await, clock)
 }
 
 /// Sends `GET /` with the header `name: value` (any bytes, not only UTF-8).
@@ -110,15 +115,15 @@ async fn denial_is_problem_json_with_retry_headers() {
 
 #[tokio::test]
 async fn a_retry_after_the_advertised_seconds_succeeds_and_not_before() {
-    let (layer, clock) = layer(
+    let (addr, clock) = serve_app_with_clock(
         r#"
 domain: test
 descriptors:
   - key: remote_address
     rate_limit: { unit: second, requests_per_unit: 2, algorithm: token_bucket }
 "#,
-    );
-    let addr = serve(app().layer(layer)).await;
+    )
+    .await;
     clock.advance(Duration::from_millis(300));
     server::get(addr, "/", &[]).await;
     server::get(addr, "/", &[]).await;
@@ -264,7 +269,7 @@ async fn hostile_forwarding_headers_neither_panic_nor_choose_the_key() {
 /// their names.
 #[tokio::test]
 async fn repeated_denials_each_carry_their_own_limit_and_wait() {
-    let (layer, clock) = layer(
+    let (addr, clock) = serve_app_with_clock(
         r#"
 domain: test
 response: { reset_header: true }
@@ -290,8 +295,8 @@ descriptors:
       - key: remote_address
         rate_limit: { unit: minute, requests_per_unit: 2, name: home }
 "#,
-    );
-    let addr = serve(app().layer(layer)).await;
+    )
+    .await;
     let limits = [
         ("/auth/login", "login", 1),
         ("/users/7", "users", 2),

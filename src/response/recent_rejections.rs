@@ -8,6 +8,7 @@
 //! a kept one costs about a third as much. An answer is kept the second time its key comes up,
 //! so that a flood of answers that never repeat pays for remembering keys, not for copies.
 
+use super::recent::Recent;
 use bytes::Bytes;
 use http::HeaderMap;
 use std::sync::Arc;
@@ -48,17 +49,11 @@ impl Remembered {
 
 /// The last few keys that came up on this thread, replaced in turn, with the answers of
 /// those that came up twice.
-pub(super) struct RecentRejections {
-    remembered: [Option<Remembered>; KEPT],
-    next: usize,
-}
+pub(super) struct RecentRejections(Recent<Remembered, KEPT>);
 
 impl RecentRejections {
     pub(super) const fn new() -> Self {
-        RecentRejections {
-            remembered: [const { None }; KEPT],
-            next: 0,
-        }
+        RecentRejections(Recent::new())
     }
 
     /// The answer for `key`: a copy of the kept one, or one made by `make` (and kept, when
@@ -68,14 +63,13 @@ impl RecentRejections {
         key: &RejectionKey<'_>,
         make: impl FnOnce() -> Answer,
     ) -> Answer {
-        let Some(remembered) = self.remembered.iter_mut().flatten().find(|r| r.is_for(key)) else {
-            self.remembered[self.next] = Some(Remembered {
+        let Some(remembered) = self.0.find_mut(|r| r.is_for(key)) else {
+            self.0.push(Remembered {
                 label_json: Arc::clone(key.label_json),
                 limit: key.limit,
                 retry_after: key.retry_after,
                 answer: None,
             });
-            self.next = (self.next + 1) % KEPT;
             return make();
         };
         match &remembered.answer {
@@ -169,10 +163,6 @@ mod tests {
             }
         }
         assert_eq!(made, 3 * keys.len());
-        assert!(recent
-            .remembered
-            .iter()
-            .flatten()
-            .all(|r| r.answer.is_none()));
+        assert!(recent.0.find_mut(|r| r.answer.is_some()).is_none());
     }
 }
