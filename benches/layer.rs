@@ -5,8 +5,8 @@
 //! Each iteration builds a `GET /` request with a `ConnectInfo<SocketAddr>` extension (as
 //! `into_make_service_with_connect_info` gives it), calls the service, polls the response
 //! future once with a no-op waker (the inner service answers at once, so one poll finishes
-//! it) and drops the response. The inner service answers `200` with a static body, as
-//! `examples/bench_server.rs` does. Layers:
+//! it), reads the response body to its end, as hyper does, and drops the response. The inner
+//! service answers `200` with a static body, as `examples/bench_server.rs` does. Layers:
 //!
 //! | id | layer |
 //! |---|---|
@@ -16,9 +16,11 @@
 //! | `tollgate-limited-apart` | the same on a manual clock, each address first admitted a second after the one before: every 429 announces its own wait, so no answer repeats |
 //! | `governor` | tower_governor keyed by peer IP, one cell per nanosecond, burst `u32::MAX` |
 //! | `governor-limited` | tower_governor, one cell per hour, burst 1 |
+//! | `router-bare`, `router-tollgate`, `router-tollgate-limited`, `router-governor`, `router-governor-limited` | the same handler as an axum `Router`'s route, the layer added with `Router::layer`, as users add it: axum clones the layered service for each request, boxes its future, and boxes a response body that is not its own |
 //!
 //! The client address is one of 256 (`10.0.0.0/24`), in turn, so the limiters keep a small
-//! hot set of keys. Figures are ns per request; subtract `bare` for what the layer costs.
+//! hot set of keys. Figures are ns per request; subtract `bare` (`router-bare` for the
+//! `router-` services) for what the layer costs.
 //!
 //! ```text
 //! cargo bench --bench layer
@@ -29,8 +31,11 @@ mod layers;
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
+use axum::routing::get;
+use axum::Router;
 use criterion::Criterion;
 use http::{Request, Response};
+use http_body::Body as HttpBody;
 use std::convert::Infallible;
 use std::future::Future;
 use std::hint::black_box;
@@ -74,19 +79,38 @@ fn request(i: u32) -> Request<Body> {
     request
 }
 
-/// Calls `service` once and drops the response; the inner service answers at once.
+/// Calls `service` once, reads the response body and drops the response; the inner service
+/// answers at once.
 fn one_request<S, B>(service: &mut S, i: u32)
 where
     S: Service<Request<Body>, Response = Response<B>>,
     S::Error: std::fmt::Debug,
+    B: HttpBody,
 {
     let mut context = Context::from_waker(Waker::noop());
     let future = pin!(service.call(request(i)));
     match future.poll(&mut context) {
         Poll::Ready(response) => {
-            black_box(response.expect("the services never fail").status());
+            let response = response.expect("the services never fail");
+            black_box(response.status());
+            read_to_end(response.into_body(), &mut context);
         }
         Poll::Pending => panic!("every service here answers at once"),
+    }
+}
+
+/// Reads `body` to its end, as hyper does when it writes a response.
+fn read_to_end<B: HttpBody>(body: B, context: &mut Context<'_>) {
+    let mut body = pin!(body);
+    black_box(body.size_hint());
+    loop {
+        match body.as_mut().poll_frame(context) {
+            Poll::Ready(Some(frame)) => {
+                black_box(frame.is_ok());
+            }
+            Poll::Ready(None) => return,
+            Poll::Pending => panic!("every body here is ready at once"),
+        }
     }
 }
 
@@ -95,7 +119,8 @@ trait Visit {
     fn visit<S, B>(&mut self, id: &str, service: S)
     where
         S: Service<Request<Body>, Response = Response<B>>,
-        S::Error: std::fmt::Debug;
+        S::Error: std::fmt::Debug,
+        B: HttpBody;
 }
 
 /// Times each service with criterion.
@@ -106,6 +131,7 @@ impl Visit for Time<'_> {
     where
         S: Service<Request<Body>, Response = Response<B>>,
         S::Error: std::fmt::Debug,
+        B: HttpBody,
     {
         let mut i = 0u32;
         self.0.bench_function(id, |b| {
@@ -129,6 +155,7 @@ impl Visit for Count {
     where
         S: Service<Request<Body>, Response = Response<B>>,
         S::Error: std::fmt::Debug,
+        B: HttpBody,
     {
         if id == self.id {
             for i in 0..self.requests {
@@ -155,7 +182,7 @@ fn ready<S: Service<Request<Body>>>(mut service: S) -> S {
 /// each is denied with its own wait, and a thread's last few answers never fit the next
 /// request (the worst case of the answers tollgate keeps for repeated 429s).
 fn tollgate_limited_apart(
-) -> impl Service<Request<Body>, Response = Response<impl Sized>, Error = Infallible> {
+) -> impl Service<Request<Body>, Response = Response<impl HttpBody>, Error = Infallible> {
     let clock = ManualClock::new();
     let limiter = tollgate::Limiter::with_clock(layers::tollgate_rules(true), clock.clone());
     let mut service = ready(RateLimitLayer::new(limiter).layer(Hello));
@@ -180,6 +207,30 @@ fn each_service(visitor: &mut impl Visit) {
         "governor-limited",
         ready(layers::governor(true).layer(Hello)),
     );
+    visitor.visit("router-bare", ready(router()));
+    visitor.visit(
+        "router-tollgate",
+        ready(router().layer(layers::tollgate(false))),
+    );
+    visitor.visit(
+        "router-tollgate-limited",
+        ready(router().layer(layers::tollgate(true))),
+    );
+    visitor.visit(
+        "router-governor",
+        ready(router().layer(layers::governor(false))),
+    );
+    visitor.visit(
+        "router-governor-limited",
+        ready(router().layer(layers::governor(true))),
+    );
+}
+
+/// The route of `examples/bench_server.rs`, in an axum `Router`, which is how users add a
+/// layer: axum then turns the layer's responses into its own, and a body of another type
+/// than axum's is boxed on the way.
+fn router() -> Router {
+    Router::new().route("/", get(|| async { "hello, world\n" }))
 }
 
 fn config() -> Criterion {

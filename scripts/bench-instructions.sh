@@ -3,7 +3,8 @@
 # valgrind: repeatable to about ±150 instructions per request from run to run, even on a noisy
 # machine where timings vary by tens of percent.
 #
-#   scripts/bench-instructions.sh
+#   scripts/bench-instructions.sh                        # every service of the bench
+#   scripts/bench-instructions.sh router-tollgate-limited # some, each with its bare service
 #
 # For each service the bench binary makes LOW and then HIGH requests under
 # `valgrind --tool=cachegrind`; (instructions at HIGH - instructions at LOW) / (HIGH - LOW)
@@ -17,7 +18,12 @@ cd "$(dirname "$0")/.."
 
 LOW=${LOW:-20000}
 HIGH=${HIGH:-60000}
-SERVICES=(bare tollgate tollgate-limited tollgate-limited-apart governor governor-limited)
+# Each `router-` service is compared with `router-bare`, the others with `bare`.
+SERVICES=(bare tollgate tollgate-limited tollgate-limited-apart governor governor-limited
+  router-bare router-tollgate router-tollgate-limited router-governor router-governor-limited)
+if [ $# -gt 0 ]; then
+  SERVICES=("$@")
+fi
 
 source scripts/require.sh
 require valgrind valgrind
@@ -37,15 +43,26 @@ instructions() {
 }
 
 echo
-echo "| service | instructions per request | added to bare |"
+echo "| service | instructions per request | added to its bare service |"
 echo "|---|---:|---:|"
-bare=""
+declare -A per_request
+# Counts `$1`'s instructions per request into per_request, once.
+count() {
+  if [ -z "${per_request[$1]:-}" ]; then
+    local low high
+    low=$(instructions "$1" "$LOW")
+    high=$(instructions "$1" "$HIGH")
+    per_request[$1]=$(( (high - low) / (HIGH - LOW) ))
+  fi
+}
 for service in "${SERVICES[@]}"; do
-  low=$(instructions "$service" "$LOW")
-  high=$(instructions "$service" "$HIGH")
-  per_request=$(( (high - low) / (HIGH - LOW) ))
-  [ -z "$bare" ] && bare=$per_request
-  echo "| $service | $per_request | $(( per_request - bare )) |"
+  case $service in
+    router-*) base=router-bare ;;
+    *) base=bare ;;
+  esac
+  count "$base"
+  count "$service"
+  echo "| $service | ${per_request[$service]} | $(( per_request[$service] - per_request[$base] )) |"
 done
 echo
 echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); source: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with uncommitted changes)')"
