@@ -6,7 +6,7 @@ mod recent_rejections;
 use crate::algorithm::Decision;
 use crate::rules::{Limit, ResponseOptions};
 use bytes::{Bytes, BytesMut};
-use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Response, StatusCode};
 use recent::Recent;
 use recent_rejections::{RecentRejections, RejectionKey};
@@ -254,10 +254,15 @@ fn problem_rejection(limit: &Limit, decision: &Decision, retry_after: u64) -> Re
     };
     let (headers, body) = RECENT.with_borrow_mut(|recent| {
         recent.answer(&key, || {
-            let mut headers = HeaderMap::with_capacity(5);
+            let body = problem_document(key.label_json, retry_after);
+            let mut headers = HeaderMap::with_capacity(6);
             headers.insert(CONTENT_TYPE, PROBLEM_JSON);
+            // axum's router adds the length of a body that knows it when the headers do not
+            // say it: to a copied map, which has no room to spare, at the price of growing
+            // it. Said here, it is kept with the answer.
+            headers.insert(CONTENT_LENGTH, number(body_length(&body)));
             insert_denial_counts(&mut headers, limit_number(key.limit), number(retry_after));
-            (headers, problem_document(key.label_json, retry_after))
+            (headers, body)
         })
     });
     let mut response = Response::new(body);
@@ -337,6 +342,11 @@ pub(crate) fn missing_peer_addr(grpc: bool, fix: &str) -> Response<Bytes> {
     response
 }
 
+/// `body`'s length, as `Content-Length` says it.
+fn body_length(body: &Bytes) -> u64 {
+    u64::try_from(body.len()).unwrap_or(u64::MAX)
+}
+
 /// A Trailers-Only gRPC response: HTTP 200, the status in the headers, no body.
 fn grpc_status(status: HeaderValue, message: &str) -> Response<Bytes> {
     let mut response = Response::new(Bytes::new());
@@ -379,6 +389,7 @@ fn structured_string(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rules::{DescriptorSpec, LimitSpec, Rules, Unit};
 
     #[test]
     fn retry_after_is_rounded_up_and_never_zero() {
@@ -407,6 +418,32 @@ mod tests {
                 "retry_after": 3600
             })
         );
+    }
+
+    #[test]
+    fn a_429_states_its_length_when_made_and_when_copied() {
+        let rules = Rules::builder("api")
+            .descriptor(
+                DescriptorSpec::key("remote_address").rate_limit(LimitSpec::per(Unit::Minute, 5)),
+            )
+            .build()
+            .expect("valid rules");
+        let limit = &rules.limits()[0];
+        let decision = Decision {
+            allowed: false,
+            limit: 5,
+            remaining: 0,
+            reset_after: Duration::from_secs(60),
+            retry_after: Duration::from_secs(12),
+            delay: Duration::ZERO,
+            booked_until: None,
+        };
+        // Made, made again and kept, then copied (see `RecentRejections`).
+        for _ in 0..3 {
+            let response = rejection(limit, &decision, ResponseOptions::default(), false);
+            let length = response.body().len().to_string();
+            assert_eq!(response.headers()[CONTENT_LENGTH], length.as_str());
+        }
     }
 
     #[test]
