@@ -257,9 +257,9 @@ fn problem_rejection(limit: &Limit, decision: &Decision, retry_after: u64) -> Re
             let body = problem_document(key.label_json, retry_after);
             let mut headers = HeaderMap::with_capacity(6);
             headers.insert(CONTENT_TYPE, PROBLEM_JSON);
-            // axum's router adds the length of a body that knows it when the headers do not
-            // say it: to a copied map, which has no room to spare, at the price of growing
-            // it. Said here, it is kept with the answer.
+            // axum's router inserts `Content-Length` into a response that lacks it, and a
+            // copied map has no room to spare: the insert would grow it on every copy. Said
+            // here, the length is kept with the answer and copied with it.
             headers.insert(CONTENT_LENGTH, number(body_length(&body)));
             insert_denial_counts(&mut headers, limit_number(key.limit), number(retry_after));
             (headers, body)
@@ -328,6 +328,11 @@ fn problem_document(label_json: &str, retry_after: u64) -> Bytes {
     Bytes::from(document)
 }
 
+/// `body`'s length, as `Content-Length` says it.
+fn body_length(body: &Bytes) -> u64 {
+    u64::try_from(body.len()).unwrap_or(u64::MAX)
+}
+
 /// The answer when the server records no peer address: a loud `500` that says how to fix it.
 pub(crate) fn missing_peer_addr(grpc: bool, fix: &str) -> Response<Bytes> {
     if grpc {
@@ -340,11 +345,6 @@ pub(crate) fn missing_peer_addr(grpc: bool, fix: &str) -> Response<Bytes> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
-}
-
-/// `body`'s length, as `Content-Length` says it.
-fn body_length(body: &Bytes) -> u64 {
-    u64::try_from(body.len()).unwrap_or(u64::MAX)
 }
 
 /// A Trailers-Only gRPC response: HTTP 200, the status in the headers, no body.
