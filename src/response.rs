@@ -12,6 +12,7 @@ use recent::Recent;
 use recent_rejections::{RecentRejections, RejectionKey};
 use std::cell::RefCell;
 use std::sync::OnceLock;
+use std::thread::LocalKey;
 use std::time::Duration;
 
 /// `X-Ratelimit-Limit`: the most requests the client may send at once.
@@ -69,19 +70,21 @@ impl RateLimitHeaders {
     }
 }
 
+/// The numbers below this one have their header values made once per process ([`number`]).
+const SMALL_NUMBERS: u64 = 1024;
+
 /// A header value for `n`. These are sent on every response, and a `HeaderValue` made from
 /// a number allocates, so values below 1024 (most limits, counts and waits) come from a table
 /// made once, and larger ones are cut from a block shared with the values made before them
 /// ([`large_number`]).
 fn number(n: u64) -> HeaderValue {
-    const CACHED: u64 = 1024;
     static SMALL: OnceLock<Box<[HeaderValue]>> = OnceLock::new();
-    if n >= CACHED {
+    if n >= SMALL_NUMBERS {
         return large_number(n);
     }
     let small = SMALL.get_or_init(|| {
         // Leaked once per process (a few kilobytes), so that every clone is free.
-        (0..CACHED)
+        (0..SMALL_NUMBERS)
             .map(|n| HeaderValue::from_static(Box::leak(n.to_string().into_boxed_str())))
             .collect()
     });
@@ -112,17 +115,39 @@ fn large_number(n: u64) -> HeaderValue {
     HeaderValue::from_maybe_shared(bytes).expect("digits are a valid header value")
 }
 
-/// [`number`] for a limit's size, which repeats on every response of that limit: the last
-/// few made on this thread are kept, so a large one is not formatted again.
+/// The last few header values made on one thread for one kind of count, kept so that a
+/// large count that repeats is not formatted again.
+type KeptNumbers = RefCell<Recent<(u64, HeaderValue), 4>>;
+
+/// [`number`] for a limit's size, which repeats on every response of that limit.
 fn limit_number(n: u64) -> HeaderValue {
     thread_local! {
-        static RECENT: RefCell<Recent<(u64, HeaderValue), 4>> = const { RefCell::new(Recent::new()) };
+        static KEPT: KeptNumbers = const { RefCell::new(Recent::new()) };
     }
-    RECENT.with_borrow_mut(|recent| {
+    kept_number(&KEPT, n)
+}
+
+/// [`number`] for `X-Ratelimit-Remaining` of an admitted request, which repeats while a
+/// client stays far below its limit: a bucket that refills faster than the client spends
+/// reports the same count on every request.
+fn remaining_number(n: u64) -> HeaderValue {
+    thread_local! {
+        static KEPT: KeptNumbers = const { RefCell::new(Recent::new()) };
+    }
+    kept_number(&KEPT, n)
+}
+
+/// [`number`] for `n`, taken from `kept` when it was made there before, and kept there when
+/// it is large (small numbers come from [`number`]'s table, which is cheaper to look up).
+fn kept_number(kept: &'static LocalKey<KeptNumbers>, n: u64) -> HeaderValue {
+    if n < SMALL_NUMBERS {
+        return number(n);
+    }
+    kept.with_borrow_mut(|recent| {
         if let Some((_, value)) = recent.find_mut(|(kept, _)| *kept == n) {
             return value.clone();
         }
-        let value = number(n);
+        let value = large_number(n);
         recent.push((n, value.clone()));
         value
     })
@@ -168,7 +193,10 @@ pub(crate) fn headers(
 
 /// `X-Ratelimit-Limit` and `X-Ratelimit-Remaining` for `decision`.
 fn counts(decision: &Decision) -> [HeaderValue; 2] {
-    [limit_number(decision.limit), number(remaining(decision))]
+    [
+        limit_number(decision.limit),
+        remaining_number(remaining(decision)),
+    ]
 }
 
 /// The requests the client may still send now: none after a denial.
@@ -451,12 +479,32 @@ mod tests {
         for n in [0, 7, 1023, 1024, 3600, 1_000_000_000, u64::MAX] {
             assert_eq!(number(n), n.to_string().as_str());
         }
-        // More distinct limits than are kept, twice over, in turn.
-        let limits = [5_000, 60_000, 1_000_000, 86_400, 2_000_000_000, 1024];
+        // More distinct counts than are kept, small and large, twice over, in turn.
+        let counts = [
+            5_000,
+            60_000,
+            1_000_000,
+            7,
+            86_400,
+            2_000_000_000,
+            1024,
+            1023,
+        ];
         for _ in 0..2 {
-            for n in limits {
+            for n in counts {
                 assert_eq!(limit_number(n), n.to_string().as_str());
+                assert_eq!(remaining_number(n), n.to_string().as_str());
             }
+        }
+    }
+
+    #[test]
+    fn a_large_count_that_repeats_is_not_written_again() {
+        for count in [limit_number, remaining_number] {
+            let first = count(999_999_999);
+            let again = count(999_999_999);
+            assert_eq!(again, "999999999");
+            assert_eq!(first.as_bytes().as_ptr(), again.as_bytes().as_ptr());
         }
     }
 
