@@ -208,22 +208,18 @@ fn each_service(visitor: &mut impl Visit) {
         ready(layers::governor(true).layer(Hello)),
     );
     visitor.visit("router-bare", ready(router()));
-    visitor.visit(
-        "router-tollgate",
-        ready(router().layer(layers::tollgate(false))),
-    );
-    visitor.visit(
-        "router-tollgate-limited",
-        ready(router().layer(layers::tollgate(true))),
-    );
-    visitor.visit(
-        "router-governor",
-        ready(router().layer(layers::governor(false))),
-    );
-    visitor.visit(
-        "router-governor-limited",
-        ready(router().layer(layers::governor(true))),
-    );
+    for (id, limited) in [
+        ("router-tollgate", false),
+        ("router-tollgate-limited", true),
+    ] {
+        visitor.visit(id, ready(router().layer(layers::tollgate(limited))));
+    }
+    for (id, limited) in [
+        ("router-governor", false),
+        ("router-governor-limited", true),
+    ] {
+        visitor.visit(id, ready(router().layer(layers::governor(limited))));
+    }
 }
 
 /// The route of `examples/bench_server.rs`, in an axum `Router`, which is how users add a
