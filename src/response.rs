@@ -144,7 +144,7 @@ fn kept_number(kept: &'static LocalKey<KeptNumbers>, n: u64) -> HeaderValue {
         return number(n);
     }
     kept.with_borrow_mut(|recent| {
-        if let Some((_, value)) = recent.find_mut(|(kept, _)| *kept == n) {
+        if let Some((_, value)) = recent.find_mut(|(made, _)| *made == n) {
             return value.clone();
         }
         let value = large_number(n);
