@@ -16,11 +16,12 @@
 //! | `tollgate-limited-apart` | the same on a manual clock, each address first admitted a second after the one before: every 429 announces its own wait, so no answer repeats |
 //! | `governor` | tower_governor keyed by peer IP, one cell per nanosecond, burst `u32::MAX` |
 //! | `governor-limited` | tower_governor, one cell per hour, burst 1 |
+//! | `grpc-bare`, `grpc-tollgate-limited` | `bare` and `tollgate-limited` called with gRPC requests (`content-type: application/grpc`): every request but each address's first gets a Trailers-Only `RESOURCE_EXHAUSTED` |
 //! | `router-bare`, `router-tollgate`, `router-tollgate-limited`, `router-governor`, `router-governor-limited` | the same handler as an axum `Router`'s route, the layer added with `Router::layer`, as users add it: axum clones the layered service for each request, boxes its future, and boxes a response body that is not its own |
 //!
 //! The client address is one of 256 (`10.0.0.0/24`), in turn, so the limiters keep a small
 //! hot set of keys. Figures are ns per request; subtract `bare` (`router-bare` for the
-//! `router-` services) for what the layer costs.
+//! `router-` services, `grpc-bare` for the `grpc-` ones) for what the layer costs.
 //!
 //! ```text
 //! cargo bench --bench layer
@@ -220,6 +221,25 @@ fn each_service(visitor: &mut impl Visit) {
     ] {
         visitor.visit(id, ready(router().layer(layers::governor(limited))));
     }
+    visitor.visit("grpc-bare", ready(grpc(Hello)));
+    visitor.visit(
+        "grpc-tollgate-limited",
+        ready(grpc(layers::tollgate(true).layer(Hello))),
+    );
+}
+
+/// `service` called with gRPC requests (`content-type: application/grpc`), which tollgate
+/// answers with a Trailers-Only `RESOURCE_EXHAUSTED` instead of a 429.
+fn grpc<S: Service<Request<Body>>>(
+    service: S,
+) -> impl Service<Request<Body>, Response = S::Response, Error = S::Error> {
+    service.map_request(|mut request: Request<Body>| {
+        request.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/grpc"),
+        );
+        request
+    })
 }
 
 /// The route of `examples/bench_server.rs`, in an axum `Router`, which is how users add a

@@ -18,9 +18,11 @@ cd "$(dirname "$0")/.."
 
 LOW=${LOW:-20000}
 HIGH=${HIGH:-60000}
-# Each `router-` service is compared with `router-bare`, the others with `bare`.
+# Each `router-` service is compared with `router-bare`, each `grpc-` one with `grpc-bare`,
+# the others with `bare`.
 SERVICES=(bare tollgate tollgate-limited tollgate-limited-apart governor governor-limited
-  router-bare router-tollgate router-tollgate-limited router-governor router-governor-limited)
+  router-bare router-tollgate router-tollgate-limited router-governor router-governor-limited
+  grpc-bare grpc-tollgate-limited)
 if [ $# -gt 0 ]; then
   SERVICES=("$@")
 fi
@@ -58,6 +60,7 @@ count() {
 for service in "${SERVICES[@]}"; do
   case $service in
     router-*) base=router-bare ;;
+    grpc-*) base=grpc-bare ;;
     *) base=bare ;;
   esac
   count "$base"
