@@ -305,7 +305,7 @@ fn grpc_rejection(limit: &Limit, decision: &Decision, retry_after: u64) -> Respo
         "rate limit exceeded ({}); retry after {retry_after}s",
         limit.label()
     );
-    let mut response = grpc_status(GRPC_RESOURCE_EXHAUSTED, &message);
+    let mut response = grpc_status(GRPC_RESOURCE_EXHAUSTED, message);
     let headers = response.headers_mut();
     // Rounded up like Retry-After: a client that waits this long is admitted.
     let pushback_ms = millis_at_least_one(decision.retry_after);
@@ -364,7 +364,7 @@ fn body_length(body: &Bytes) -> u64 {
 /// The answer when the server records no peer address: a loud `500` that says how to fix it.
 pub(crate) fn missing_peer_addr(grpc: bool, fix: &str) -> Response<Bytes> {
     if grpc {
-        return grpc_status(GRPC_INTERNAL, fix);
+        return grpc_status(GRPC_INTERNAL, fix.to_owned());
     }
     let mut response = Response::new(Bytes::from(fix.to_owned()));
     *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
@@ -375,10 +375,16 @@ pub(crate) fn missing_peer_addr(grpc: bool, fix: &str) -> Response<Bytes> {
     response
 }
 
-/// A Trailers-Only gRPC response: HTTP 200, the status in the headers, no body.
-fn grpc_status(status: HeaderValue, message: &str) -> Response<Bytes> {
+/// The most headers a gRPC answer carries: its three, a rejection's five (pushback and the
+/// denial counts), and the `Content-Length: 0` that axum's router (tonic's too) adds.
+const GRPC_ANSWER_HEADERS: usize = 9;
+
+/// A Trailers-Only gRPC response: HTTP 200, the status in the headers, no body. Its headers
+/// have room for what is added after them, so that they never grow.
+fn grpc_status(status: HeaderValue, message: String) -> Response<Bytes> {
     let mut response = Response::new(Bytes::new());
     let headers = response.headers_mut();
+    *headers = HeaderMap::with_capacity(GRPC_ANSWER_HEADERS);
     headers.insert(CONTENT_TYPE, GRPC_CONTENT_TYPE);
     headers.insert(GRPC_STATUS, status);
     if let Ok(message) = HeaderValue::try_from(percent_encode(message)) {
@@ -387,17 +393,26 @@ fn grpc_status(status: HeaderValue, message: &str) -> Response<Bytes> {
     response
 }
 
-/// gRPC's percent-encoding of `grpc-message`: printable ASCII except `%` stays as is.
-fn percent_encode(message: &str) -> String {
+/// gRPC's percent-encoding of `grpc-message`: printable ASCII except `%` stays as is, and a
+/// message that is all such bytes (as most are) is returned as it is.
+fn percent_encode(message: String) -> String {
+    if message.bytes().all(stays_unencoded) {
+        return message;
+    }
     let mut encoded = String::with_capacity(message.len());
     for byte in message.bytes() {
-        if (0x20..=0x7e).contains(&byte) && byte != b'%' {
+        if stays_unencoded(byte) {
             encoded.push(char::from(byte));
         } else {
             encoded.push_str(&format!("%{byte:02X}"));
         }
     }
     encoded
+}
+
+/// Whether `byte` stands for itself in a `grpc-message`.
+fn stays_unencoded(byte: u8) -> bool {
+    (0x20..=0x7e).contains(&byte) && byte != b'%'
 }
 
 /// An RFC 8941 sf-string: quoted, with `"` and `\` escaped and non-ASCII dropped.
@@ -532,7 +547,11 @@ mod tests {
 
     #[test]
     fn grpc_messages_are_percent_encoded() {
-        assert_eq!(percent_encode("50% off, née"), "50%25 off, n%C3%A9e");
+        assert_eq!(
+            percent_encode("50% off, née".to_owned()),
+            "50%25 off, n%C3%A9e"
+        );
+        assert_eq!(percent_encode("plain (api)".to_owned()), "plain (api)");
     }
 
     #[test]
