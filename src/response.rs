@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, Response, StatusCode};
 use recent::Recent;
-use recent_rejections::{RecentRejections, RejectionKey};
+use recent_rejections::{Answer, RecentRejections, RejectionKey};
 use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::thread::LocalKey;
@@ -39,6 +39,8 @@ const GRPC_CONTENT_TYPE: HeaderValue = HeaderValue::from_static("application/grp
 const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
 /// `X-Ratelimit-Remaining` of a denial.
 const NONE_REMAINING: HeaderValue = HeaderValue::from_static("0");
+/// `Content-Length` of an empty body (gRPC's Trailers-Only answers).
+const EMPTY_LENGTH: HeaderValue = HeaderValue::from_static("0");
 
 /// The rate-limit headers of an admitted request's response, prepared before the inner
 /// service runs. Kept small: the response future carries them.
@@ -269,29 +271,25 @@ pub(crate) fn rejection(
 }
 
 /// `429` with a problem document, copied from the one kept on this thread for the same limit
-/// and wait when there is one (see [`RecentRejections`]). A kept answer may hold the block its
-/// numbers were cut from ([`large_number`]): a few kilobytes per thread at most.
+/// and wait when there is one.
 fn problem_rejection(limit: &Limit, decision: &Decision, retry_after: u64) -> Response<Bytes> {
     thread_local! {
         static RECENT: RefCell<RecentRejections> = const { RefCell::new(RecentRejections::new()) };
     }
-    let key = RejectionKey {
-        label_json: limit.label_json(),
-        limit: decision.limit,
-        retry_after,
-    };
-    let (headers, body) = RECENT.with_borrow_mut(|recent| {
-        recent.answer(&key, || {
-            let body = problem_document(key.label_json, retry_after);
-            let mut headers = HeaderMap::with_capacity(6);
-            headers.insert(CONTENT_TYPE, PROBLEM_JSON);
-            // axum's router inserts `Content-Length` into a response that lacks it, and a
-            // copied map has no room to spare: the insert would grow it on every copy. Said
-            // here, the length is kept with the answer and copied with it.
-            headers.insert(CONTENT_LENGTH, number(body_length(&body)));
-            insert_denial_counts(&mut headers, limit_number(key.limit), number(retry_after));
-            (headers, body)
-        })
+    let (headers, body) = kept_answer(&RECENT, limit, decision, retry_after, || {
+        let body = problem_document(limit.label_json(), retry_after);
+        let mut headers = HeaderMap::with_capacity(6);
+        headers.insert(CONTENT_TYPE, PROBLEM_JSON);
+        // axum's router inserts `Content-Length` into a response that lacks it, and a
+        // copied map has no room to spare: the insert would grow it on every copy. Said
+        // here, the length is kept with the answer and copied with it.
+        headers.insert(CONTENT_LENGTH, number(body_length(&body)));
+        insert_denial_counts(
+            &mut headers,
+            limit_number(decision.limit),
+            number(retry_after),
+        );
+        (headers, body)
     });
     let mut response = Response::new(body);
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
@@ -299,19 +297,52 @@ fn problem_rejection(limit: &Limit, decision: &Decision, retry_after: u64) -> Re
     response
 }
 
-/// A Trailers-Only `RESOURCE_EXHAUSTED`, with the wait in its message and pushback.
+/// A Trailers-Only `RESOURCE_EXHAUSTED`, with the wait in its message and pushback, copied
+/// like a 429 from the one kept on this thread for the same limit and wait when there is
+/// one. Only the pushback, in milliseconds, is written for each request.
 fn grpc_rejection(limit: &Limit, decision: &Decision, retry_after: u64) -> Response<Bytes> {
-    let message = format!(
-        "rate limit exceeded ({}); retry after {retry_after}s",
-        limit.label()
-    );
-    let mut response = grpc_status(GRPC_RESOURCE_EXHAUSTED, message);
-    let headers = response.headers_mut();
+    thread_local! {
+        static RECENT: RefCell<RecentRejections> = const { RefCell::new(RecentRejections::new()) };
+    }
     // Rounded up like Retry-After: a client that waits this long is admitted.
-    let pushback_ms = millis_at_least_one(decision.retry_after);
-    headers.insert(GRPC_RETRY_PUSHBACK_MS, number(pushback_ms));
-    insert_denial_counts(headers, limit_number(decision.limit), number(retry_after));
+    let pushback = number(millis_at_least_one(decision.retry_after));
+    let (mut headers, body) = kept_answer(&RECENT, limit, decision, retry_after, || {
+        let message = format!(
+            "rate limit exceeded ({}); retry after {retry_after}s",
+            limit.label()
+        );
+        let (mut parts, body) = grpc_status(GRPC_RESOURCE_EXHAUSTED, message).into_parts();
+        let headers = &mut parts.headers;
+        // As for the 429: said here, so that axum's router (tonic's too) has nothing to add.
+        headers.insert(CONTENT_LENGTH, EMPTY_LENGTH);
+        headers.insert(GRPC_RETRY_PUSHBACK_MS, pushback.clone());
+        insert_denial_counts(headers, limit_number(decision.limit), number(retry_after));
+        (parts.headers, body)
+    });
+    // A kept answer holds the pushback of the request it was made for. Replacing a header
+    // does not grow the copied map, as adding one would.
+    headers.insert(GRPC_RETRY_PUSHBACK_MS, pushback);
+    let mut response = Response::new(body);
+    *response.headers_mut() = headers;
     response
+}
+
+/// The answer kept in `recent` for a denial by `limit` with this wait, or the one `make`
+/// makes (see [`RecentRejections`]). A kept answer may hold the block its numbers were cut
+/// from ([`large_number`]): a few kilobytes per thread at most.
+fn kept_answer(
+    recent: &'static LocalKey<RefCell<RecentRejections>>,
+    limit: &Limit,
+    decision: &Decision,
+    retry_after: u64,
+    make: impl FnOnce() -> Answer,
+) -> Answer {
+    let key = RejectionKey {
+        label_json: limit.label_json(),
+        limit: decision.limit,
+        retry_after,
+    };
+    recent.with_borrow_mut(|recent| recent.answer(&key, make))
 }
 
 /// The headers of every denial: `X-Ratelimit-Limit` (`limit`), `X-Ratelimit-Remaining: 0`,
@@ -375,8 +406,9 @@ pub(crate) fn missing_peer_addr(grpc: bool, fix: &str) -> Response<Bytes> {
     response
 }
 
-/// The most headers a gRPC answer carries: its three, a rejection's five (pushback and the
-/// denial counts), and the `Content-Length: 0` that axum's router (tonic's too) adds.
+/// The most headers a gRPC answer carries: its three, and a rejection's six (its length,
+/// pushback and the denial counts); the length is also what axum's router (tonic's too) adds
+/// to the other answers.
 const GRPC_ANSWER_HEADERS: usize = 9;
 
 /// A Trailers-Only gRPC response: HTTP 200, the status in the headers, no body. Its headers
@@ -510,6 +542,38 @@ mod tests {
                 assert_eq!(limit_number(n), n.to_string().as_str());
                 assert_eq!(remaining_number(n), n.to_string().as_str());
             }
+        }
+    }
+
+    #[test]
+    fn a_grpc_denial_tells_its_own_pushback_when_made_and_when_copied() {
+        let rules = Rules::builder("api")
+            .descriptor(
+                DescriptorSpec::key("remote_address").rate_limit(LimitSpec::per(Unit::Minute, 5)),
+            )
+            .build()
+            .expect("valid rules");
+        let limit = &rules.limits()[0];
+        // One wait in whole seconds (12), so one kept answer: made, made again and kept, then
+        // copied twice (see `RecentRejections`).
+        for pushback_ms in [11_500, 11_200, 11_900, 11_001] {
+            let decision = Decision {
+                allowed: false,
+                limit: 5,
+                remaining: 0,
+                reset_after: Duration::from_secs(60),
+                retry_after: Duration::from_millis(pushback_ms),
+                delay: Duration::ZERO,
+                booked_until: None,
+            };
+            let response = rejection(limit, &decision, ResponseOptions::default(), true);
+            let headers = response.headers();
+            let expected = pushback_ms.to_string();
+            assert_eq!(headers[GRPC_RETRY_PUSHBACK_MS], expected.as_str());
+            assert_eq!(headers[GRPC_STATUS], "8");
+            assert_eq!(headers[RETRY_AFTER], "12");
+            assert_eq!(headers[CONTENT_LENGTH], "0");
+            assert!(response.body().is_empty());
         }
     }
 
