@@ -495,27 +495,41 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_429_states_its_length_when_made_and_when_copied() {
-        let rules = Rules::builder("api")
+    /// Rules of one limit, 5 requests per minute per client address.
+    fn five_per_minute() -> Rules {
+        Rules::builder("api")
             .descriptor(
                 DescriptorSpec::key("remote_address").rate_limit(LimitSpec::per(Unit::Minute, 5)),
             )
             .build()
-            .expect("valid rules");
-        let limit = &rules.limits()[0];
-        let decision = Decision {
+            .expect("valid rules")
+    }
+
+    /// A denial by [`five_per_minute`] that may retry after `retry_after`.
+    fn denial(retry_after: Duration) -> Decision {
+        Decision {
             allowed: false,
             limit: 5,
             remaining: 0,
             reset_after: Duration::from_secs(60),
-            retry_after: Duration::from_secs(12),
+            retry_after,
             delay: Duration::ZERO,
             booked_until: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_429_states_its_length_when_made_and_when_copied() {
+        let rules = five_per_minute();
+        let decision = denial(Duration::from_secs(12));
         // Made, made again and kept, then copied (see `RecentRejections`).
         for _ in 0..3 {
-            let response = rejection(limit, &decision, ResponseOptions::default(), false);
+            let response = rejection(
+                &rules.limits()[0],
+                &decision,
+                ResponseOptions::default(),
+                false,
+            );
             let length = response.body().len().to_string();
             assert_eq!(response.headers()[CONTENT_LENGTH], length.as_str());
         }
@@ -547,26 +561,17 @@ mod tests {
 
     #[test]
     fn a_grpc_denial_tells_its_own_pushback_when_made_and_when_copied() {
-        let rules = Rules::builder("api")
-            .descriptor(
-                DescriptorSpec::key("remote_address").rate_limit(LimitSpec::per(Unit::Minute, 5)),
-            )
-            .build()
-            .expect("valid rules");
-        let limit = &rules.limits()[0];
+        let rules = five_per_minute();
         // One wait in whole seconds (12), so one kept answer: made, made again and kept, then
         // copied twice (see `RecentRejections`).
         for pushback_ms in [11_500, 11_200, 11_900, 11_001] {
-            let decision = Decision {
-                allowed: false,
-                limit: 5,
-                remaining: 0,
-                reset_after: Duration::from_secs(60),
-                retry_after: Duration::from_millis(pushback_ms),
-                delay: Duration::ZERO,
-                booked_until: None,
-            };
-            let response = rejection(limit, &decision, ResponseOptions::default(), true);
+            let decision = denial(Duration::from_millis(pushback_ms));
+            let response = rejection(
+                &rules.limits()[0],
+                &decision,
+                ResponseOptions::default(),
+                true,
+            );
             let headers = response.headers();
             let expected = pushback_ms.to_string();
             assert_eq!(headers[GRPC_RETRY_PUSHBACK_MS], expected.as_str());
