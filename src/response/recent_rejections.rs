@@ -1,4 +1,6 @@
-//! The `429` answers that came up more than once lately on this thread, kept to be sent again.
+//! The denials that came up more than once lately on this thread, kept to be sent again: a
+//! `429`, or a gRPC `RESOURCE_EXHAUSTED` (whose pushback, in milliseconds, is written into
+//! each copy), each kind kept apart.
 //!
 //! A limit's `429` depends on the limit and the announced wait in whole seconds: while a
 //! fixed window is full, every client it denies gets the same answer until the wait drops by
@@ -16,18 +18,20 @@ use std::sync::Arc;
 /// How many keys each thread remembers: enough for a few limits denying at once.
 const KEPT: usize = 4;
 
-/// The headers and body of a `429`, apart from the optional headers.
+/// The headers and body of a denial, apart from the optional headers.
 pub(super) type Answer = (HeaderMap, Bytes);
 
-/// What a `429`'s headers and body are made from, apart from the optional headers.
+/// What a denial's headers and body are made from, apart from the optional headers (and a
+/// gRPC denial's pushback).
 pub(super) struct RejectionKey<'a> {
-    /// The limit's label as JSON (the body names it), shared with the limit. Remembered
+    /// The limit's label as JSON (the body, or a gRPC message, names it), shared with the limit. Remembered
     /// keys hold it, so while one is remembered no other label can have its address:
     /// the same address is the same label.
     pub(super) label_json: &'a Arc<str>,
     /// `X-Ratelimit-Limit`.
     pub(super) limit: u64,
-    /// `Retry-After` and `X-Ratelimit-Retry-After`, in whole seconds (the body repeats it).
+    /// `Retry-After` and `X-Ratelimit-Retry-After`, in whole seconds (the body, or a gRPC
+    /// message, repeats it).
     pub(super) retry_after: u64,
 }
 
