@@ -24,9 +24,9 @@ pub(super) type Answer = (HeaderMap, Bytes);
 /// What a denial's headers and body are made from, apart from the optional headers (and a
 /// gRPC denial's pushback).
 pub(super) struct RejectionKey<'a> {
-    /// The limit's label as JSON (the body, or a gRPC message, names it), shared with the limit. Remembered
-    /// keys hold it, so while one is remembered no other label can have its address:
-    /// the same address is the same label.
+    /// The limit's label as JSON (the body, or a gRPC message, names it), shared with the
+    /// limit. Remembered keys hold it, so while one is remembered no other label can have its
+    /// address: the same address is the same label.
     pub(super) label_json: &'a Arc<str>,
     /// `X-Ratelimit-Limit`.
     pub(super) limit: u64,
