@@ -39,8 +39,6 @@ const GRPC_CONTENT_TYPE: HeaderValue = HeaderValue::from_static("application/grp
 const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
 /// `X-Ratelimit-Remaining` of a denial.
 const NONE_REMAINING: HeaderValue = HeaderValue::from_static("0");
-/// `Content-Length` of an empty body (gRPC's Trailers-Only answers).
-const EMPTY_LENGTH: HeaderValue = HeaderValue::from_static("0");
 
 /// The rate-limit headers of an admitted request's response, prepared before the inner
 /// service runs. Kept small: the response future carries them.
@@ -278,12 +276,9 @@ fn problem_rejection(limit: &Limit, decision: &Decision, retry_after: u64) -> Re
     }
     let (headers, body) = kept_answer(&RECENT, limit, decision, retry_after, || {
         let body = problem_document(limit.label_json(), retry_after);
+        // Room for its length too (see `kept_answer`).
         let mut headers = HeaderMap::with_capacity(6);
         headers.insert(CONTENT_TYPE, PROBLEM_JSON);
-        // axum's router inserts `Content-Length` into a response that lacks it, and a
-        // copied map has no room to spare: the insert would grow it on every copy. Said
-        // here, the length is kept with the answer and copied with it.
-        headers.insert(CONTENT_LENGTH, number(body_length(&body)));
         insert_denial_counts(
             &mut headers,
             limit_number(decision.limit),
@@ -313,8 +308,6 @@ fn grpc_rejection(limit: &Limit, decision: &Decision, retry_after: u64) -> Respo
         );
         let (mut parts, body) = grpc_status(GRPC_RESOURCE_EXHAUSTED, message).into_parts();
         let headers = &mut parts.headers;
-        // As for the 429: said here, so that axum's router (tonic's too) has nothing to add.
-        headers.insert(CONTENT_LENGTH, EMPTY_LENGTH);
         headers.insert(GRPC_RETRY_PUSHBACK_MS, pushback.clone());
         insert_denial_counts(headers, limit_number(decision.limit), number(retry_after));
         (parts.headers, body)
@@ -328,8 +321,11 @@ fn grpc_rejection(limit: &Limit, decision: &Decision, retry_after: u64) -> Respo
 }
 
 /// The answer kept in `recent` for a denial by `limit` with this wait, or the one `make`
-/// makes (see [`RecentRejections`]). A kept answer may hold the block its numbers were cut
-/// from ([`large_number`]): a few kilobytes per thread at most.
+/// makes (see [`RecentRejections`]), with its `Content-Length`. axum's router (tonic's too)
+/// inserts that header into a response that lacks it, and a copied map has no room to spare:
+/// the insert would grow every copy. Said here, the length is kept with the answer. A kept
+/// answer may hold the block its numbers were cut from ([`large_number`]): a few kilobytes
+/// per thread at most.
 fn kept_answer(
     recent: &'static LocalKey<RefCell<RecentRejections>>,
     limit: &Limit,
@@ -342,7 +338,14 @@ fn kept_answer(
         limit: decision.limit,
         retry_after,
     };
-    recent.with_borrow_mut(|recent| recent.answer(&key, make))
+    recent.with_borrow_mut(|recent| {
+        recent.answer(&key, || {
+            let (mut headers, body) = make();
+            let length = u64::try_from(body.len()).unwrap_or(u64::MAX);
+            headers.insert(CONTENT_LENGTH, number(length));
+            (headers, body)
+        })
+    })
 }
 
 /// The headers of every denial: `X-Ratelimit-Limit` (`limit`), `X-Ratelimit-Remaining: 0`,
@@ -385,11 +388,6 @@ fn problem_document(label_json: &str, retry_after: u64) -> Bytes {
         document.push_str(part);
     }
     Bytes::from(document)
-}
-
-/// `body`'s length, as `Content-Length` says it.
-fn body_length(body: &Bytes) -> u64 {
-    u64::try_from(body.len()).unwrap_or(u64::MAX)
 }
 
 /// The answer when the server records no peer address: a loud `500` that says how to fix it.
