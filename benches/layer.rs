@@ -149,6 +149,9 @@ impl Visit for Time<'_> {
 struct Count {
     id: String,
     requests: u32,
+    /// Written over between requests (`LAYER_EVICT`): what the kernel's network stack does
+    /// to a server's caches between two requests.
+    evict: Vec<u8>,
 }
 
 impl Visit for Count {
@@ -160,10 +163,20 @@ impl Visit for Count {
     {
         if id == self.id {
             for i in 0..self.requests {
+                evict(&mut self.evict);
                 one_request(&mut service, i);
             }
         }
     }
+}
+
+/// Writes one byte of every cache line of `buffer`, so that a cache no larger than it keeps
+/// none of the data the last request touched.
+fn evict(buffer: &mut [u8]) {
+    for line in buffer.chunks_mut(64) {
+        line[0] = line[0].wrapping_add(1);
+    }
+    black_box(buffer);
 }
 
 /// Waits until `service` is ready (all of these are ready at once). The services here stay
@@ -258,18 +271,26 @@ fn config() -> Criterion {
 }
 
 /// With `LAYER_COUNT=<id>` (and optionally `LAYER_REQUESTS=<n>`, default 100,000), makes
-/// that many requests to one service and exits, for `scripts/bench-instructions.sh`;
-/// otherwise times every service with criterion.
+/// that many requests to one service and exits, for `scripts/bench-instructions.sh` and
+/// `scripts/bench-footprint.sh`; with `LAYER_EVICT=<bytes>` as well, writes over that many
+/// bytes before each request. Otherwise times every service with criterion.
 fn main() {
     if let Ok(id) = std::env::var("LAYER_COUNT") {
-        let requests = std::env::var("LAYER_REQUESTS")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(100_000);
-        each_service(&mut Count { id, requests });
+        let requests = env_number("LAYER_REQUESTS").unwrap_or(100_000);
+        let evict = vec![0; env_number("LAYER_EVICT").unwrap_or(0)];
+        each_service(&mut Count {
+            id,
+            requests,
+            evict,
+        });
         return;
     }
     let mut criterion = config().configure_from_args();
     each_service(&mut Time(&mut criterion));
     criterion.final_summary();
+}
+
+/// The number in the environment variable `name`, if it holds one.
+fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok().and_then(|n| n.parse().ok())
 }
