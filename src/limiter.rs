@@ -383,6 +383,17 @@ fn checks<'a>(rules: &'a Rules, bookings: &'a [Booking]) -> SmallVec<[LimitCheck
         .collect()
 }
 
+/// The bookings of an admitted request that hold queue places (their enforced shaping leaky
+/// buckets booked one), each with the end of its place, taken out of `bookings`.
+fn take_queued(bookings: &mut Bookings, decisions: &[Decision]) -> Queued {
+    let mut decisions = decisions.iter();
+    bookings.retain(|booking| {
+        booking.booked_until = decisions.next().and_then(|d| d.booked_until);
+        booking.booked_until.is_some() && !booking.shadow
+    });
+    (!bookings.is_empty()).then(|| Box::new(std::mem::take(bookings)))
+}
+
 /// A decision under way.
 pub(crate) enum Started<F> {
     /// Decided: the verdict, and the queue places it booked (see [`QueuePlaces`]).
@@ -560,12 +571,13 @@ impl Verdict {
             Ok(decisions) => {
                 let verdict = Verdict::decide(bookings, &decisions);
                 observer.decided(rules, bookings, &decisions, &verdict);
-                let mut decisions = decisions.iter();
-                bookings.retain(|booking| {
-                    booking.booked_until = decisions.next().and_then(|d| d.booked_until);
-                    verdict.is_allowed() && booking.booked_until.is_some() && !booking.shadow
-                });
-                let queued = (!bookings.is_empty()).then(|| Box::new(std::mem::take(bookings)));
+                // Most requests book no queue place and run none of the code that keeps them.
+                let books = decisions.iter().any(|d| d.booked_until.is_some());
+                let queued = if verdict.is_allowed() && books {
+                    take_queued(bookings, &decisions)
+                } else {
+                    None
+                };
                 (verdict, queued)
             }
             Err(error) => (

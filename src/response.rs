@@ -49,8 +49,8 @@ pub(crate) struct RateLimitHeaders(Option<AdmittedHeaders>);
 struct AdmittedHeaders {
     /// `X-Ratelimit-Limit` and `X-Ratelimit-Remaining`.
     counts: [HeaderValue; 2],
-    /// The headers the rules opt into (`X-Ratelimit-Reset`, IETF): usually none.
-    optional: Vec<(HeaderName, HeaderValue)>,
+    /// The headers the rules opt into (`X-Ratelimit-Reset`, IETF); see [`optional_headers`].
+    optional: Option<Vec<(HeaderName, HeaderValue)>>,
 }
 
 impl RateLimitHeaders {
@@ -63,10 +63,12 @@ impl RateLimitHeaders {
         else {
             return;
         };
-        headers.reserve(2 + optional.len());
+        headers.reserve(2 + optional.as_ref().map_or(0, Vec::len));
         headers.insert(X_RATELIMIT_LIMIT, limit);
         headers.insert(X_RATELIMIT_REMAINING, remaining);
-        insert_all(headers, optional);
+        if let Some(optional) = optional {
+            insert_all(headers, optional);
+        }
     }
 }
 
@@ -208,14 +210,26 @@ fn remaining(decision: &Decision) -> u64 {
     }
 }
 
-/// The headers `options` ask for beyond the counts and `Retry-After`.
+/// The headers `options` ask for beyond the counts and `Retry-After`; `None` when they ask
+/// for none, as most rules do, so that their requests run no code for these headers (a
+/// request's cost in a server follows the lines of code it runs: scripts/bench-footprint.sh).
+#[inline]
 fn optional_headers(
+    limit: &Limit,
+    decision: &Decision,
+    options: ResponseOptions,
+) -> Option<Vec<(HeaderName, HeaderValue)>> {
+    (options.reset_header || options.ietf_headers)
+        .then(|| opted_in_headers(limit, decision, options))
+}
+
+/// The headers of [`optional_headers`], when `options` ask for some.
+fn opted_in_headers(
     limit: &Limit,
     decision: &Decision,
     options: ResponseOptions,
 ) -> Vec<(HeaderName, HeaderValue)> {
     let mut headers = Vec::new();
-    // Only when asked for: most rules send neither header.
     let reset_seconds = || units_rounded_up(decision.reset_after, NANOS_PER_SECOND);
     if options.reset_header {
         headers.push((X_RATELIMIT_RESET, number(reset_seconds())));
@@ -258,8 +272,7 @@ pub(crate) fn rejection(
     } else {
         problem_rejection(limit, decision, retry_after)
     };
-    let optional = optional_headers(limit, decision, options);
-    if !optional.is_empty() {
+    if let Some(optional) = optional_headers(limit, decision, options) {
         let headers = response.headers_mut();
         // A copied map has no room to spare.
         headers.reserve(optional.len());
