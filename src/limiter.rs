@@ -301,7 +301,8 @@ impl<St: Store> Limiter<St> {
         }
         // Requests that no limit applies to pay for neither.
         let start = DecisionStart::now();
-        let span = observe::decision_span(rules, &bookings).entered();
+        let span = observe::decision_span(rules, &bookings);
+        let entered = span.as_ref().map(tracing::Span::enter);
         let acquisition = self.shared.store.acquire(&checks(rules, &bookings));
         Ok(match acquisition {
             Acquisition::Ready(result) => {
@@ -309,12 +310,15 @@ impl<St: Store> Limiter<St> {
                     Verdict::settle(active, &mut bookings, result, &self.shared.fallback, start);
                 Started::Ready { verdict, queued }
             }
-            Acquisition::Pending(future) => Started::Pending(Box::new(PendingVerdict {
-                future,
-                bookings,
-                start,
-                span: span.exit(),
-            })),
+            Acquisition::Pending(future) => {
+                drop(entered);
+                Started::Pending(Box::new(PendingVerdict {
+                    future,
+                    bookings,
+                    start,
+                    span: span.unwrap_or_else(tracing::Span::none),
+                }))
+            }
         })
     }
 }

@@ -236,19 +236,21 @@ pub(crate) fn record_reload(ok: bool) {
     let _ = ok;
 }
 
-/// The span of one decision: `debug`, with the domain and the labels of the limits that apply.
-pub(crate) fn decision_span(rules: &Rules, bookings: &[Booking]) -> tracing::Span {
+/// The span of one decision: `debug`, with the domain and the labels of the limits that
+/// apply; `None` when no subscriber wants it.
+pub(crate) fn decision_span(rules: &Rules, bookings: &[Booking]) -> Option<tracing::Span> {
     // Asked first: making, entering and dropping a disabled span still costs about 200
-    // instructions a request (scripts/bench-instructions.sh); this question costs a few.
+    // instructions a request (scripts/bench-instructions.sh), and even `Span::none()` runs
+    // code to be entered and dropped; this question costs a few.
     if !tracing::enabled!(target: "tollgate::observe", tracing::Level::DEBUG) {
-        return tracing::Span::none();
+        return None;
     }
     // The labels are written only when the span is enabled.
-    tracing::debug_span!(
+    Some(tracing::debug_span!(
         "rate_limit",
         domain = rules.domain(),
         limits = %Labels { rules, bookings }
-    )
+    ))
 }
 
 /// The labels of the limits booked, comma-separated, written on demand.
