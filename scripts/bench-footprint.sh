@@ -28,16 +28,8 @@ if [ $# -gt 0 ]; then
   SERVICES=("$@")
 fi
 
-source scripts/require.sh
-require valgrind valgrind
-
-echo "==> cargo bench --bench layer --no-run"
-BIN=$(cargo bench --bench layer --no-run --message-format=json 2>/dev/null \
-  | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
-if [ -z "$BIN" ]; then
-  echo "could not find the bench binary" >&2
-  exit 1
-fi
+source scripts/layer-bench.sh
+build_layer_bench
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
@@ -102,16 +94,11 @@ measure() {
   fi
 }
 for service in "${SERVICES[@]}"; do
-  case $service in
-    router-*) base=router-bare ;;
-    grpc-*) base=grpc-bare ;;
-    *) base=bare ;;
-  esac
+  base=$(bare_service_of "$service")
   measure "$base"
   measure "$service"
   echo "| $service | ${code[$service]} | $(( code[$service] - code[$base] )) | ${data[$service]} | $(( data[$service] - data[$base] )) |"
 done
 echo
-echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); source: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with uncommitted changes)')"
-echo "- Machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1); $(valgrind --version); $(rustc --version)"
+print_run_details
 echo "- Requests: $LOW and $HIGH per service (LOW, HIGH); lines of 64 bytes"

@@ -18,8 +18,6 @@ cd "$(dirname "$0")/.."
 
 LOW=${LOW:-20000}
 HIGH=${HIGH:-60000}
-# Each `router-` service is compared with `router-bare`, each `grpc-` one with `grpc-bare`,
-# the others with `bare`.
 SERVICES=(bare tollgate tollgate-limited tollgate-limited-apart governor governor-limited
   router-bare router-tollgate router-tollgate-limited router-governor router-governor-limited
   grpc-bare grpc-tollgate-limited)
@@ -27,16 +25,8 @@ if [ $# -gt 0 ]; then
   SERVICES=("$@")
 fi
 
-source scripts/require.sh
-require valgrind valgrind
-
-echo "==> cargo bench --bench layer --no-run"
-BIN=$(cargo bench --bench layer --no-run --message-format=json 2>/dev/null \
-  | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
-if [ -z "$BIN" ]; then
-  echo "could not find the bench binary" >&2
-  exit 1
-fi
+source scripts/layer-bench.sh
+build_layer_bench
 
 instructions() {
   LAYER_COUNT=$1 LAYER_REQUESTS=$2 valgrind --tool=cachegrind --cache-sim=no \
@@ -58,16 +48,11 @@ count() {
   fi
 }
 for service in "${SERVICES[@]}"; do
-  case $service in
-    router-*) base=router-bare ;;
-    grpc-*) base=grpc-bare ;;
-    *) base=bare ;;
-  esac
+  base=$(bare_service_of "$service")
   count "$base"
   count "$service"
   echo "| $service | ${per_request[$service]} | $(( per_request[$service] - per_request[$base] )) |"
 done
 echo
-echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); source: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with uncommitted changes)')"
-echo "- Machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1); $(valgrind --version); $(rustc --version)"
+print_run_details
 echo "- Requests: $LOW and $HIGH per service (LOW, HIGH)"
