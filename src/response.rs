@@ -530,6 +530,39 @@ mod tests {
     }
 
     #[test]
+    fn an_admitted_response_gets_only_the_headers_the_rules_ask_for() {
+        let rules = five_per_minute();
+        let admitted = Decision {
+            allowed: true,
+            remaining: 4,
+            ..denial(Duration::ZERO)
+        };
+        let names = |options: ResponseOptions| {
+            let mut response = HeaderMap::new();
+            headers(&rules.limits()[0], &admitted, options).write_to(&mut response);
+            let mut names: Vec<String> = response.keys().map(|n| n.to_string()).collect();
+            names.sort_unstable();
+            names
+        };
+        assert_eq!(
+            names(ResponseOptions::default()),
+            ["x-ratelimit-limit", "x-ratelimit-remaining"]
+        );
+        let with_reset = ResponseOptions {
+            reset_header: true,
+            ..ResponseOptions::default()
+        };
+        assert_eq!(
+            names(with_reset),
+            [
+                "x-ratelimit-limit",
+                "x-ratelimit-remaining",
+                "x-ratelimit-reset"
+            ]
+        );
+    }
+
+    #[test]
     fn a_429_states_its_length_when_made_and_when_copied() {
         let rules = five_per_minute();
         let decision = denial(Duration::from_secs(12));
