@@ -576,8 +576,8 @@ impl Verdict {
                 let verdict = Verdict::decide(bookings, &decisions);
                 observer.decided(rules, bookings, &decisions, &verdict);
                 // Most requests book no queue place and run none of the code that keeps them.
-                let books = decisions.iter().any(|d| d.booked_until.is_some());
-                let queued = if verdict.is_allowed() && books {
+                let booked = decisions.iter().any(|d| d.booked_until.is_some());
+                let queued = if verdict.is_allowed() && booked {
                     take_queued(bookings, &decisions)
                 } else {
                     None
