@@ -360,7 +360,10 @@ pub(crate) struct Booking {
     booked_until: Option<Nanos>,
 }
 
-pub(crate) type Bookings = SmallVec<[Booking; 2]>;
+/// How many limits of one request are kept without allocating: most requests meet one or two.
+const INLINE_LIMITS: usize = 2;
+
+pub(crate) type Bookings = SmallVec<[Booking; INLINE_LIMITS]>;
 
 /// The bookings that hold queue places, boxed: only requests that a shaping leaky bucket
 /// delays have any, and every other request should not carry their size from step to step.
@@ -368,7 +371,10 @@ pub(crate) type Queued = Option<Box<Bookings>>;
 
 /// What the store is asked about `bookings`, one check each, in order: callers pair the
 /// checks (and the decisions) with the bookings by position.
-fn checks<'a>(rules: &'a Rules, bookings: &'a [Booking]) -> SmallVec<[LimitCheck<'a>; 4]> {
+fn checks<'a>(
+    rules: &'a Rules,
+    bookings: &'a [Booking],
+) -> SmallVec<[LimitCheck<'a>; INLINE_LIMITS]> {
     bookings
         .iter()
         .map(|booking| {
