@@ -60,9 +60,14 @@ code_lines() {
       count[$1] += (run == 1 ? -$3 : $3)
     }
     END {
-      for (address in count)
-        if (count[address] >= requests) hot[int(hex(address) / 64)] = 1
-      print length(hot)
+      for (address in count) {
+        line = int(hex(address) / 64)
+        if (count[address] >= requests && !(line in hot)) {
+          hot[line] = 1
+          lines++
+        }
+      }
+      print lines + 0
     }' "$WORK/$1.$LOW" "$WORK/$1.$HIGH"
 }
 
