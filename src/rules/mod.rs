@@ -44,7 +44,7 @@ use std::io::Read;
 use std::num::IntErrorKind;
 use std::path::Path;
 use std::sync::Arc;
-use tree::{Level, Matches, StateKey, Values};
+use tree::{Level, Matches, Values};
 
 /// Rules files larger than this are refused before parsing.
 const MAX_FILE_BYTES: usize = 4 * 1024 * 1024;
@@ -242,7 +242,7 @@ impl Rules {
         values: &mut dyn Values,
         matches: &mut Matches,
     ) -> Result<(), MissingPeerAddr> {
-        self.root.walk(values, &mut StateKey::new(), matches)
+        self.root.walk(values, matches)
     }
 
     /// Drops from `matches` what an `unlimited` match exempts (everything) and what

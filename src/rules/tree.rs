@@ -75,9 +75,24 @@ impl Group {
     }
 }
 
+/// The bytes of a state id at the front of a [`StateKey`].
+const STATE_ID_BYTES: usize = std::mem::size_of::<u64>();
+
 impl Level {
-    /// Collects the limits that apply under this level into `out`.
+    /// Collects the limits that apply under this level, the root, into `out`.
     pub(crate) fn walk(
+        &self,
+        values: &mut dyn Values,
+        out: &mut Matches,
+    ) -> Result<(), MissingPeerAddr> {
+        // The path keeps room for a state id at its front, so that a limit's key is one copy
+        // of it.
+        let mut path = StateKey::from_slice(&[0; STATE_ID_BYTES]);
+        self.walk_from(values, &mut path, out)
+    }
+
+    /// Collects the limits that apply under this level, reached by `path`, into `out`.
+    fn walk_from(
         &self,
         values: &mut dyn Values,
         path: &mut StateKey,
@@ -95,15 +110,14 @@ impl Level {
             path.extend_from_slice(&len.to_le_bytes());
             path.extend_from_slice(value.as_bytes());
             if let Some(limit) = node.limit {
-                let mut key = StateKey::new();
-                key.extend_from_slice(&limit.state_id.to_le_bytes());
-                key.extend_from_slice(path);
+                let mut key = StateKey::from_slice(path);
+                key[..STATE_ID_BYTES].copy_from_slice(&limit.state_id.to_le_bytes());
                 out.push(Matched {
                     limit: limit.index,
                     key,
                 });
             }
-            node.children.walk(values, path, out)?;
+            node.children.walk_from(values, path, out)?;
             path.truncate(mark);
         }
         Ok(())
