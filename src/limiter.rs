@@ -599,35 +599,33 @@ impl Verdict {
         (verdict, queued)
     }
 
-    /// The verdict on `bookings` given one decision each.
+    /// The verdict on `bookings` given one decision each, in one pass over them.
     fn decide(bookings: &[Booking], decisions: &[Decision]) -> Verdict {
         let mut verdict = Verdict::unlimited();
-        let enforced = bookings
-            .iter()
-            .zip(decisions)
-            .filter(|(booking, _)| !booking.shadow);
-        let allowed = enforced.clone().all(|(_, d)| d.allowed);
-        if allowed {
-            verdict.delay = enforced
-                .clone()
-                .map(|(_, d)| d.delay)
-                .max()
-                .unwrap_or_default();
-        } else {
+        // Among the enforced limits: the first with the least room left, and the last of
+        // those that deny to free up last.
+        let mut least_room: Option<(usize, &Decision)> = None;
+        let mut last_freed: Option<(usize, &Decision)> = None;
+        for (booking, decision) in bookings.iter().zip(decisions) {
+            if booking.shadow {
+                verdict.shadow_denied |= !decision.allowed;
+            } else if decision.allowed {
+                verdict.delay = verdict.delay.max(decision.delay);
+                let room = |d: &Decision| (d.remaining, d.limit);
+                if least_room.is_none_or(|(_, least)| room(decision) < room(least)) {
+                    least_room = Some((booking.limit, decision));
+                }
+            } else if last_freed.is_none_or(|(_, last)| decision.retry_after >= last.retry_after) {
+                last_freed = Some((booking.limit, decision));
+            }
+        }
+        if last_freed.is_some() {
             verdict.denial = Some(Denial::OverLimit);
+            verdict.delay = Duration::ZERO;
         }
-        verdict.decision = if allowed {
-            enforced.min_by_key(|(_, d)| (d.remaining, d.limit))
-        } else {
-            enforced
-                .filter(|(_, d)| !d.allowed)
-                .max_by_key(|(_, d)| d.retry_after)
-        }
-        .map(|(booking, decision)| (booking.limit, *decision));
-        verdict.shadow_denied = bookings
-            .iter()
-            .zip(decisions)
-            .any(|(booking, decision)| booking.shadow && !decision.allowed);
+        verdict.decision = last_freed
+            .or(least_room)
+            .map(|(limit, decision)| (limit, *decision));
         verdict
     }
 
@@ -763,6 +761,78 @@ mod tests {
             Ok(Started::Ready { verdict, .. }) => verdict,
             _ => panic!("the store answers at once"),
         }
+    }
+
+    /// A booking of limit `limit`, enforced or `shadow`.
+    fn booking(limit: usize, shadow: bool) -> Booking {
+        Booking {
+            limit,
+            key: StateKey::new(),
+            cost: 1,
+            shadow,
+            booked_until: None,
+        }
+    }
+
+    /// A decision with `remaining` left of `limit`, waiting `wait` seconds to admit the next
+    /// request (denied when `remaining` is 0 and `wait` is not) after `delay` ms in a queue.
+    fn decision(remaining: u64, limit: u64, wait: u64, delay: u64) -> Decision {
+        Decision {
+            allowed: remaining > 0 || wait == 0,
+            limit,
+            remaining,
+            reset_after: Duration::from_secs(60),
+            retry_after: Duration::from_secs(wait),
+            delay: Duration::from_millis(delay),
+            booked_until: None,
+        }
+    }
+
+    #[test]
+    fn the_verdict_reports_the_least_room_when_admitted_and_the_last_to_free_up_when_denied() {
+        let enforced = [booking(0, false), booking(1, false), booking(2, false)];
+        // Admitted: the least room left, the smaller limit on a tie, the first on a full tie;
+        // the longest queue delay of them all.
+        let admitted = Verdict::decide(
+            &enforced,
+            &[
+                decision(3, 10, 0, 5),
+                decision(3, 5, 0, 20),
+                decision(3, 5, 0, 0),
+            ],
+        );
+        assert!(admitted.is_allowed());
+        assert_eq!(admitted.limit_index(), Some(1));
+        assert_eq!(admitted.delay(), Duration::from_millis(20));
+        // Denied: of the denying limits, the one that frees up last, the last on a tie; no
+        // delay, whatever the admitting limits queued.
+        let denied = Verdict::decide(
+            &enforced,
+            &[
+                decision(0, 5, 30, 0),
+                decision(2, 5, 0, 20),
+                decision(0, 5, 30, 0),
+            ],
+        );
+        assert_eq!(denied.denial(), Some(Denial::OverLimit));
+        assert_eq!(denied.limit_index(), Some(2));
+        assert_eq!(denied.delay(), Duration::ZERO);
+        let longest = Verdict::decide(
+            &enforced,
+            &[
+                decision(0, 5, 30, 0),
+                decision(0, 5, 40, 0),
+                decision(0, 5, 10, 0),
+            ],
+        );
+        assert_eq!(longest.limit_index(), Some(1));
+        // A shadow limit neither denies nor is reported, but is seen to have denied.
+        let shadowed = Verdict::decide(
+            &[booking(0, true), booking(1, false)],
+            &[decision(0, 1, 30, 0), decision(4, 5, 0, 0)],
+        );
+        assert!(shadowed.is_allowed() && shadowed.is_shadow_denied());
+        assert_eq!(shadowed.limit_index(), Some(1));
     }
 
     /// How many of `attempts` requests with `values` are admitted.
