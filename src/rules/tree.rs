@@ -117,7 +117,10 @@ impl Level {
                     key,
                 });
             }
-            node.children.walk_from(values, path, out)?;
+            // Most entries are leaves, with nothing below them to walk.
+            if !node.children.groups.is_empty() {
+                node.children.walk_from(values, path, out)?;
+            }
             path.truncate(mark);
         }
         Ok(())
