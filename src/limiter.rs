@@ -602,8 +602,8 @@ impl Verdict {
     /// The verdict on `bookings` given one decision each, in one pass over them.
     fn decide(bookings: &[Booking], decisions: &[Decision]) -> Verdict {
         let mut verdict = Verdict::unlimited();
-        // Among the enforced limits: the first with the least room left, and the last of
-        // those that deny to free up last.
+        // Among the enforced limits: the first of those with the least room left, and, of
+        // those that deny, the last of those that free up last.
         let mut least_room: Option<(usize, &Decision)> = None;
         let mut last_freed: Option<(usize, &Decision)> = None;
         for (booking, decision) in bookings.iter().zip(decisions) {
