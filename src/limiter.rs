@@ -582,12 +582,12 @@ impl Verdict {
                 let verdict = Verdict::decide(bookings, &decisions);
                 observer.decided(rules, bookings, &decisions, &verdict);
                 // Most requests book no queue place and run none of the code that keeps them.
-                let booked = decisions.iter().any(|d| d.booked_until.is_some());
-                let queued = if verdict.is_allowed() && booked {
-                    take_queued(bookings, &decisions)
-                } else {
-                    None
-                };
+                let queued =
+                    if verdict.is_allowed() && decisions.iter().any(|d| d.booked_until.is_some()) {
+                        take_queued(bookings, &decisions)
+                    } else {
+                        None
+                    };
                 (verdict, queued)
             }
             Err(error) => (

@@ -80,10 +80,16 @@ const SMALL_NUMBERS: u64 = 1024;
 /// made once, and larger ones are cut from a block shared with the values made before them
 /// ([`large_number`]).
 fn number(n: u64) -> HeaderValue {
-    static SMALL: OnceLock<Box<[HeaderValue]>> = OnceLock::new();
-    if n >= SMALL_NUMBERS {
-        return large_number(n);
+    if n < SMALL_NUMBERS {
+        small_number(n)
+    } else {
+        large_number(n)
     }
+}
+
+/// The header value for `n`, below [`SMALL_NUMBERS`], from the table made once per process.
+fn small_number(n: u64) -> HeaderValue {
+    static SMALL: OnceLock<Box<[HeaderValue]>> = OnceLock::new();
     let small = SMALL.get_or_init(|| {
         // Leaked once per process (a few kilobytes), so that every clone is free.
         (0..SMALL_NUMBERS)
@@ -143,7 +149,7 @@ fn remaining_number(n: u64) -> HeaderValue {
 /// it is large (small numbers come from [`number`]'s table, which is cheaper to look up).
 fn kept_number(kept: &'static LocalKey<KeptNumbers>, n: u64) -> HeaderValue {
     if n < SMALL_NUMBERS {
-        return number(n);
+        return small_number(n);
     }
     kept.with_borrow_mut(|recent| {
         if let Some((_, value)) = recent.find_mut(|(made, _)| *made == n) {
