@@ -1,6 +1,6 @@
 use super::future::{Waited, WaitingFuture};
 use super::{ResponseBody, ResponseFuture};
-use crate::limiter::{QueuePlaces, Started, Verdict};
+use crate::limiter::{Active, PendingVerdict, QueuePlaces, Queued, Started, Verdict};
 use crate::response::{self, RateLimitHeaders};
 use crate::rules::request_values::RequestValues;
 use crate::rules::Rules;
@@ -9,7 +9,9 @@ use crate::store::{MemoryStore, Store};
 use crate::Limiter;
 use bytes::Bytes;
 use http::{Request, Response};
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tower_service::Service;
@@ -81,55 +83,88 @@ where
             self.limiter.start(&rules, &mut values, 1)
         };
         match started {
-            Err(MissingPeerAddr) => {
-                report_missing_peer_addr();
-                let grpc = response::is_grpc(request.headers());
-                ResponseFuture::answered(response::missing_peer_addr(grpc, MissingPeerAddr::FIX))
-            }
+            Err(MissingPeerAddr) => missing_peer_addr(&request),
             Ok(Started::Ready { verdict, queued }) => match plan(current, &verdict, &mut request) {
                 Plan::Reject(rejection) => ResponseFuture::answered(rejection),
+                Plan::Admit(headers) if verdict.delay().is_zero() => {
+                    ResponseFuture::admitted(self.inner.call(request), headers)
+                }
                 Plan::Admit(headers) => {
-                    if verdict.delay().is_zero() {
-                        return ResponseFuture::admitted(self.inner.call(request), headers);
-                    }
-                    let rules = arc_swap::Guard::into_inner(rules);
-                    let places = QueuePlaces::new(self.limiter.clone(), rules, queued);
-                    let inner = self.take_ready_inner();
-                    let waiting = wait_then_call(
-                        release_at(verdict.delay()),
-                        places,
-                        inner,
-                        request,
-                        headers,
-                    );
-                    ResponseFuture::waiting(Box::pin(waiting))
+                    self.wait_in_queue(rules, &verdict, queued, request, headers)
                 }
             },
-            Ok(Started::Pending(pending)) => {
-                let rules = arc_swap::Guard::into_inner(rules);
-                let limiter = self.limiter.clone();
-                let inner = self.take_ready_inner();
-                let waiting: WaitingFuture<_> = Box::pin(async move {
-                    let (verdict, queued) = pending.finish(&rules, limiter.fallback()).await;
-                    match plan(&rules.rules, &verdict, &mut request) {
-                        Plan::Reject(rejection) => Waited::Answered(rejection),
-                        Plan::Admit(headers) => {
-                            let places = QueuePlaces::new(limiter, rules, queued);
-                            wait_then_call(
-                                release_at(verdict.delay()),
-                                places,
-                                inner,
-                                request,
-                                headers,
-                            )
-                            .await
-                        }
-                    }
-                });
-                ResponseFuture::waiting(waiting)
-            }
+            Ok(Started::Pending(pending)) => self.wait_for_store(rules, pending, request),
         }
     }
+}
+
+// The paths of the few requests that wait are kept out of `call`, so that the common
+// request's stack frame does not hold their futures (a request's cost in a server follows
+// the lines of code and data it touches: scripts/bench-footprint.sh).
+impl<S, St> RateLimit<S, St>
+where
+    St: Store,
+{
+    /// An admitted request that waits `verdict.delay()` for its turn in a shaping leaky
+    /// bucket's queue, holding the places `queued`.
+    #[inline(never)]
+    fn wait_in_queue<ReqBody, ResBody>(
+        &mut self,
+        rules: arc_swap::Guard<Arc<Active>>,
+        verdict: &Verdict,
+        queued: Queued,
+        request: Request<ReqBody>,
+        headers: RateLimitHeaders,
+    ) -> ResponseFuture<S::Future>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        ReqBody: Send + 'static,
+    {
+        let rules = arc_swap::Guard::into_inner(rules);
+        let places = QueuePlaces::new(self.limiter.clone(), rules, queued);
+        let inner = self.take_ready_inner();
+        let waiting = wait_then_call(release_at(verdict.delay()), places, inner, request, headers);
+        ResponseFuture::waiting(Box::pin(waiting))
+    }
+
+    /// A request whose decision waits for a networked store's answer.
+    #[inline(never)]
+    fn wait_for_store<ReqBody, ResBody>(
+        &mut self,
+        rules: arc_swap::Guard<Arc<Active>>,
+        pending: Box<PendingVerdict<St::Pending>>,
+        mut request: Request<ReqBody>,
+    ) -> ResponseFuture<S::Future>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        ReqBody: Send + 'static,
+    {
+        let rules = arc_swap::Guard::into_inner(rules);
+        let limiter = self.limiter.clone();
+        let inner = self.take_ready_inner();
+        let waiting: WaitingFuture<_> = Box::pin(async move {
+            let (verdict, queued) = pending.finish(&rules, limiter.fallback()).await;
+            match plan(&rules.rules, &verdict, &mut request) {
+                Plan::Reject(rejection) => Waited::Answered(rejection),
+                Plan::Admit(headers) => {
+                    let places = QueuePlaces::new(limiter, rules, queued);
+                    wait_then_call(release_at(verdict.delay()), places, inner, request, headers)
+                        .await
+                }
+            }
+        });
+        ResponseFuture::waiting(waiting)
+    }
+}
+
+/// The answer to a request without a peer address when the rules need one.
+#[cold]
+fn missing_peer_addr<B, F: Future>(request: &Request<B>) -> ResponseFuture<F> {
+    report_missing_peer_addr();
+    let grpc = response::is_grpc(request.headers());
+    ResponseFuture::answered(response::missing_peer_addr(grpc, MissingPeerAddr::FIX))
 }
 
 impl<S: Clone, St> RateLimit<S, St> {
