@@ -632,6 +632,10 @@ impl Verdict {
     /// The verdict when the store could not decide: a limit whose policy is `deny` denies
     /// (or, in shadow mode, would have); limits whose policy is `local` are decided by
     /// `fallback`, an in-memory store with the same rules; the others (`allow`) admit.
+    // Cold and out of line, so that `settle`'s stack frame does not hold what only a failed
+    // store needs.
+    #[cold]
+    #[inline(never)]
     fn on_store_error(
         active: &Active,
         bookings: &[Booking],
