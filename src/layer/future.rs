@@ -77,14 +77,22 @@ where
                     .expect("ResponseFuture polled after completion");
                 Poll::Ready(Ok(response.map(ResponseBody::rejection)))
             }
-            KindProj::Waiting { future } => Poll::Ready(match ready!(future.as_mut().poll(cx)) {
-                Waited::Served(result, headers) => {
-                    result.map(|response| with_headers(response, headers))
-                }
-                Waited::Answered(response) => Ok(response.map(ResponseBody::rejection)),
-            }),
+            KindProj::Waiting { future } => poll_waiting(future, cx),
         }
     }
+}
+
+/// [`ResponseFuture::poll`] for a request that waits. Out of line, so that the frame of
+/// `poll`, which every request uses, does not hold what only a waiting request needs.
+#[inline(never)]
+fn poll_waiting<B, E>(
+    future: &mut WaitingFuture<Result<Response<B>, E>>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<Response<ResponseBody<B>>, E>> {
+    Poll::Ready(match ready!(future.as_mut().poll(cx)) {
+        Waited::Served(result, headers) => result.map(|response| with_headers(response, headers)),
+        Waited::Answered(response) => Ok(response.map(ResponseBody::rejection)),
+    })
 }
 
 fn with_headers<B>(
