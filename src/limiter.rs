@@ -303,7 +303,11 @@ impl<St: Store> Limiter<St> {
         let start = DecisionStart::now();
         let span = observe::decision_span(rules, &bookings);
         let entered = span.as_ref().map(tracing::Span::enter);
-        let acquisition = self.shared.store.acquire(&checks(rules, &bookings));
+        let acquisition = match &bookings[..] {
+            // Most requests meet one limit, and ask about it without collecting checks.
+            [booking] => self.shared.store.acquire(&[check(rules, booking)]),
+            bookings => self.shared.store.acquire(&checks(rules, bookings)),
+        };
         Ok(match acquisition {
             Acquisition::Ready(result) => {
                 let (verdict, queued) =
@@ -377,20 +381,23 @@ fn checks<'a>(
 ) -> SmallVec<[LimitCheck<'a>; INLINE_LIMITS]> {
     bookings
         .iter()
-        .map(|booking| {
-            let (algorithm, quota) = rules.limits[booking.limit]
-                .limited()
-                .expect("only limited entries are booked (see `Limiter::start`)");
-            LimitCheck {
-                domain: rules.domain(),
-                key: &booking.key,
-                algorithm,
-                quota,
-                cost: booking.cost,
-                shadow: booking.shadow,
-            }
-        })
+        .map(|booking| check(rules, booking))
         .collect()
+}
+
+/// What the store is asked about `booking`.
+fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
+    let (algorithm, quota) = rules.limits[booking.limit]
+        .limited()
+        .expect("only limited entries are booked (see `Limiter::start`)");
+    LimitCheck {
+        domain: rules.domain(),
+        key: &booking.key,
+        algorithm,
+        quota,
+        cost: booking.cost,
+        shadow: booking.shadow,
+    }
 }
 
 /// The bookings of an admitted request that hold queue places (their enforced shaping leaky
