@@ -278,7 +278,8 @@ impl<St: Store> Limiter<St> {
         rules.applicable(values, &mut matches)?;
         let shadow_all = rules.shadow_mode() || self.shadow_mode();
         let mut bookings = Bookings::new();
-        for m in matches {
+        // Each key is taken out of its match, not the matches moved into an iterator.
+        for m in &mut matches {
             let limit = &rules.limits[m.limit];
             // A shadow `unlimited` entry (the only unlimited one left in the matches) has
             // nothing to check.
@@ -288,7 +289,7 @@ impl<St: Store> Limiter<St> {
             bookings.push(Booking {
                 cost: limit.cost(values, default_cost),
                 limit: m.limit,
-                key: m.key,
+                key: std::mem::take(&mut m.key),
                 shadow: shadow_all || limit.is_shadow(),
                 booked_until: None,
             });
