@@ -412,6 +412,15 @@ fn take_queued(bookings: &mut Bookings, decisions: &[Decision]) -> Queued {
     (!bookings.is_empty()).then(|| Box::new(std::mem::take(bookings)))
 }
 
+/// The error of a store that answered `decisions` decisions for `limits` limits.
+#[cold]
+fn miscounted(decisions: usize, limits: usize) -> StoreError {
+    StoreError::new(
+        format!("the store answered {decisions} decisions for {limits} limits"),
+        "a store must answer one decision per limit",
+    )
+}
+
 /// A decision under way.
 pub(crate) enum Started<F> {
     /// Decided: the verdict, and the queue places it booked (see [`QueuePlaces`]).
@@ -571,35 +580,29 @@ impl Verdict {
         start: DecisionStart,
     ) -> (Verdict, Queued) {
         let Active { rules, observer } = active;
-        let result = result.and_then(|decisions| {
-            if decisions.len() == bookings.len() {
-                return Ok(decisions);
-            }
-            let message = format!(
-                "the store answered {} decisions for {} limits",
-                decisions.len(),
-                bookings.len()
-            );
-            Err(StoreError::new(
-                message,
-                "a store must answer one decision per limit",
-            ))
-        });
-        let (verdict, queued) = match result {
-            Ok(decisions) => {
-                let verdict = Verdict::decide(bookings, &decisions);
-                observer.decided(rules, bookings, &decisions, &verdict);
+        // Matched by reference: the decisions are only read, and moving them copies them.
+        let (verdict, queued) = match &result {
+            Ok(decisions) if decisions.len() == bookings.len() => {
+                let verdict = Verdict::decide(bookings, decisions);
+                observer.decided(rules, bookings, decisions, &verdict);
                 // Most requests book no queue place and run none of the code that keeps them.
                 let queued =
                     if verdict.is_allowed() && decisions.iter().any(|d| d.booked_until.is_some()) {
-                        take_queued(bookings, &decisions)
+                        take_queued(bookings, decisions)
                     } else {
                         None
                     };
                 (verdict, queued)
             }
+            Ok(decisions) => {
+                let error = miscounted(decisions.len(), bookings.len());
+                (
+                    Verdict::on_store_error(active, bookings, &error, fallback),
+                    None,
+                )
+            }
             Err(error) => (
-                Verdict::on_store_error(active, bookings, &error, fallback),
+                Verdict::on_store_error(active, bookings, error, fallback),
                 None,
             ),
         };
