@@ -84,13 +84,16 @@ where
         };
         match started {
             Err(MissingPeerAddr) => missing_peer_addr(&request),
-            Ok(Started::Ready { verdict, queued }) => match plan(current, &verdict, &mut request) {
+            Ok(Started::Ready {
+                ref verdict,
+                queued,
+            }) => match plan(current, verdict, &mut request) {
                 Plan::Reject(rejection) => ResponseFuture::answered(rejection),
                 Plan::Admit(headers) if verdict.delay().is_zero() => {
                     ResponseFuture::admitted(self.inner.call(request), headers)
                 }
                 Plan::Admit(headers) => {
-                    self.wait_in_queue(rules, &verdict, queued, request, headers)
+                    self.wait_in_queue(rules, verdict, queued, request, headers)
                 }
             },
             Ok(Started::Pending(pending)) => self.wait_for_store(rules, pending, request),
