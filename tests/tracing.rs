@@ -98,6 +98,12 @@ async fn a_flood_of_denials_logs_one_warning_a_second_with_the_count_left_out() 
         warnings[0]
     );
     assert!(warnings[0].contains("suppressed=0"), "{}", warnings[0]);
+    // The wait as the client is told it: the minute's window ends in 60 seconds.
+    assert!(
+        warnings[0].contains("retry_after_ms=60000"),
+        "{}",
+        warnings[0]
+    );
 
     // The first denial was logged, the 999 after it were left out.
     clock.advance(Duration::from_secs(1));

@@ -150,10 +150,16 @@ impl Observer {
         };
         let domain = rules.domain();
         let limit = rules.limits[index].label();
-        // As the client is told it (gRPC's pushback): rounded up.
-        let retry_after_ms = response::millis_at_least_one(decision.retry_after);
+        // As the client is told it (gRPC's pushback): rounded up. Worked out only for an
+        // event that is logged: most denials log nothing.
+        let retry_after_ms = || response::millis_at_least_one(decision.retry_after);
         if denial == Denial::OverLimit {
-            tracing::debug!(domain, limit, retry_after_ms, "rate limited");
+            tracing::debug!(
+                domain,
+                limit,
+                retry_after_ms = retry_after_ms(),
+                "rate limited"
+            );
         }
         if !tracing::enabled!(Level::WARN) {
             return;
@@ -170,14 +176,14 @@ impl Observer {
             Denial::OverLimit => tracing::warn!(
                 domain,
                 limit,
-                retry_after_ms,
+                retry_after_ms = retry_after_ms(),
                 suppressed,
                 "rate limited: requests over this limit are denied"
             ),
             Denial::StoreError => tracing::warn!(
                 domain,
                 limit,
-                retry_after_ms,
+                retry_after_ms = retry_after_ms(),
                 suppressed,
                 "the rate-limit store failed: requests under this limit are denied (on_store_error: deny)"
             ),
