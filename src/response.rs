@@ -170,21 +170,29 @@ pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
 
 /// Whole seconds, rounded up, and at least 1: a client that waits this long will be admitted.
 pub(crate) fn whole_seconds_at_least_one(duration: Duration) -> u64 {
-    units_rounded_up(duration, NANOS_PER_SECOND).max(1)
+    seconds_rounded_up(duration).max(1)
 }
 
 /// Whole milliseconds, rounded up, and at least 1: gRPC's retry pushback, and what the logs
 /// report of a wait.
 pub(crate) fn millis_at_least_one(duration: Duration) -> u64 {
-    units_rounded_up(duration, NANOS_PER_MILLI).max(1)
+    millis_rounded_up(duration).max(1)
 }
 
-const NANOS_PER_SECOND: u128 = 1_000_000_000;
-const NANOS_PER_MILLI: u128 = 1_000_000;
+// Both below work from the whole seconds and the nanoseconds left over: a whole second is a
+// whole number of milliseconds, so only the part left over is rounded, and no 128-bit
+// division is needed (every 429 works out its wait).
 
-/// `duration` in units of `unit_nanos`, rounded up, saturating.
-fn units_rounded_up(duration: Duration, unit_nanos: u128) -> u64 {
-    u64::try_from(duration.as_nanos().div_ceil(unit_nanos)).unwrap_or(u64::MAX)
+/// `duration` in whole seconds, rounded up, saturating.
+fn seconds_rounded_up(duration: Duration) -> u64 {
+    let part = u64::from(duration.subsec_nanos() > 0);
+    duration.as_secs().saturating_add(part)
+}
+
+/// `duration` in whole milliseconds, rounded up, saturating.
+fn millis_rounded_up(duration: Duration) -> u64 {
+    let part = u64::from(duration.subsec_nanos().div_ceil(1_000_000));
+    duration.as_secs().saturating_mul(1000).saturating_add(part)
 }
 
 /// The headers for an admitted request's decision of `limit`.
@@ -236,7 +244,7 @@ fn opted_in_headers(
     options: ResponseOptions,
 ) -> Vec<(HeaderName, HeaderValue)> {
     let mut headers = Vec::new();
-    let reset_seconds = || units_rounded_up(decision.reset_after, NANOS_PER_SECOND);
+    let reset_seconds = || seconds_rounded_up(decision.reset_after);
     if options.reset_header {
         headers.push((X_RATELIMIT_RESET, number(reset_seconds())));
     }
@@ -492,6 +500,37 @@ mod tests {
         assert_eq!(millis_at_least_one(Duration::ZERO), 1);
         assert_eq!(millis_at_least_one(Duration::from_micros(1_001)), 2);
         assert_eq!(millis_at_least_one(Duration::from_millis(7)), 7);
+    }
+
+    #[test]
+    fn rounding_up_agrees_with_dividing_the_nanoseconds_and_saturates() {
+        let nanos_rounded_up = |duration: Duration, unit: u128| {
+            u64::try_from(duration.as_nanos().div_ceil(unit)).unwrap_or(u64::MAX)
+        };
+        let durations = [
+            Duration::ZERO,
+            Duration::from_nanos(1),
+            Duration::from_nanos(999_999),
+            Duration::from_nanos(1_000_001),
+            Duration::new(59, 999_999_999),
+            Duration::new(3_600, 0),
+            Duration::new(u64::MAX / 1000, 999_000_001),
+            Duration::new(u64::MAX / 1000 + 1, 0),
+            Duration::new(u64::MAX, 1),
+            Duration::MAX,
+        ];
+        for duration in durations {
+            assert_eq!(
+                seconds_rounded_up(duration),
+                nanos_rounded_up(duration, 1_000_000_000),
+                "{duration:?}"
+            );
+            assert_eq!(
+                millis_rounded_up(duration),
+                nanos_rounded_up(duration, 1_000_000),
+                "{duration:?}"
+            );
+        }
     }
 
     #[test]
