@@ -1139,6 +1139,30 @@ descriptors:
         assert!(rules.shadow_mode());
     }
 
+    #[test]
+    fn a_store_that_miscounts_its_decisions_is_treated_as_failed() {
+        let rules = Rules::from_yaml(
+            "domain: t\ndefaults: { on_store_error: deny }\ndescriptors:\n  - key: method\n    rate_limit: { unit: second, requests_per_unit: 5 }\n",
+        )
+        .expect("valid rules");
+        let limiter = Limiter::with_store(rules, MiscountingStore);
+        let verdict = check(&limiter, &[("method", "GET")]);
+        assert_eq!(verdict.denial(), Some(Denial::StoreError));
+    }
+
+    /// A store that answers no decision, whatever it is asked.
+    struct MiscountingStore;
+
+    impl Store for MiscountingStore {
+        type Pending = std::future::Ready<Result<Decisions, StoreError>>;
+
+        fn acquire(&self, _: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
+            Acquisition::Ready(Ok(Decisions::new()))
+        }
+
+        fn cancel(&self, _: &LimitCheck<'_>, _: Nanos) {}
+    }
+
     /// A store that is always down.
     struct FailingStore;
 
