@@ -1100,13 +1100,18 @@ descriptors:
         assert!(queued.is_allowed() && !queued.delay().is_zero());
     }
 
-    #[test]
-    fn shadow_mode_switch_admits_what_a_failing_store_would_deny() {
+    /// A limiter on `store` whose one limit (by `method`) denies when the store fails.
+    fn closed_on_store_error<St: Store>(store: St) -> Limiter<St> {
         let rules = Rules::from_yaml(
             "domain: t\ndefaults: { on_store_error: deny }\ndescriptors:\n  - key: method\n    rate_limit: { unit: second, requests_per_unit: 5 }\n",
         )
         .expect("valid rules");
-        let limiter = Limiter::with_store(rules, FailingStore);
+        Limiter::with_store(rules, store)
+    }
+
+    #[test]
+    fn shadow_mode_switch_admits_what_a_failing_store_would_deny() {
+        let limiter = closed_on_store_error(FailingStore);
         let get = [("method", "GET")];
         let denied = check(&limiter, &get);
         assert_eq!(denied.denial(), Some(Denial::StoreError));
@@ -1141,11 +1146,7 @@ descriptors:
 
     #[test]
     fn a_store_that_miscounts_its_decisions_is_treated_as_failed() {
-        let rules = Rules::from_yaml(
-            "domain: t\ndefaults: { on_store_error: deny }\ndescriptors:\n  - key: method\n    rate_limit: { unit: second, requests_per_unit: 5 }\n",
-        )
-        .expect("valid rules");
-        let limiter = Limiter::with_store(rules, MiscountingStore);
+        let limiter = closed_on_store_error(MiscountingStore);
         let verdict = check(&limiter, &[("method", "GET")]);
         assert_eq!(verdict.denial(), Some(Denial::StoreError));
     }

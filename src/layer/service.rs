@@ -106,12 +106,13 @@ where
 // the lines of code and data it touches: scripts/bench-footprint.sh).
 impl<S, St> RateLimit<S, St>
 where
+    S: Clone + Send + 'static,
     St: Store,
 {
     /// An admitted request that waits `verdict.delay()` for its turn in a shaping leaky
     /// bucket's queue, holding the places `queued`.
     #[inline(never)]
-    fn wait_in_queue<ReqBody, ResBody>(
+    fn wait_in_queue<ReqBody>(
         &mut self,
         rules: arc_swap::Guard<Arc<Active>>,
         verdict: &Verdict,
@@ -120,7 +121,7 @@ where
         headers: RateLimitHeaders,
     ) -> ResponseFuture<S::Future>
     where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+        S: Service<Request<ReqBody>>,
         S::Future: Send + 'static,
         ReqBody: Send + 'static,
     {
@@ -133,14 +134,14 @@ where
 
     /// A request whose decision waits for a networked store's answer.
     #[inline(never)]
-    fn wait_for_store<ReqBody, ResBody>(
+    fn wait_for_store<ReqBody>(
         &mut self,
         rules: arc_swap::Guard<Arc<Active>>,
         pending: Box<PendingVerdict<St::Pending>>,
         mut request: Request<ReqBody>,
     ) -> ResponseFuture<S::Future>
     where
-        S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+        S: Service<Request<ReqBody>>,
         S::Future: Send + 'static,
         ReqBody: Send + 'static,
     {
