@@ -47,8 +47,9 @@ pub(crate) struct RateLimitHeaders(Option<AdmittedHeaders>);
 
 #[derive(Debug)]
 struct AdmittedHeaders {
-    /// `X-Ratelimit-Limit` and `X-Ratelimit-Remaining`.
-    counts: [HeaderValue; 2],
+    /// `X-Ratelimit-Limit` and `X-Ratelimit-Remaining`, kept as numbers until they are
+    /// written: two header values would make the response future 80 bytes larger.
+    counts: [u64; 2],
     /// The headers the rules opt into (`X-Ratelimit-Reset`, IETF); see [`optional_headers`].
     optional: Option<Vec<(HeaderName, HeaderValue)>>,
 }
@@ -64,8 +65,8 @@ impl RateLimitHeaders {
             return;
         };
         headers.reserve(2 + optional.as_ref().map_or(0, Vec::len));
-        headers.insert(X_RATELIMIT_LIMIT, limit);
-        headers.insert(X_RATELIMIT_REMAINING, remaining);
+        headers.insert(X_RATELIMIT_LIMIT, limit_number(limit));
+        headers.insert(X_RATELIMIT_REMAINING, remaining_number(remaining));
         if let Some(optional) = optional {
             insert_all(headers, optional);
         }
@@ -202,17 +203,9 @@ pub(crate) fn headers(
     options: ResponseOptions,
 ) -> RateLimitHeaders {
     RateLimitHeaders(Some(AdmittedHeaders {
-        counts: counts(decision),
+        counts: [decision.limit, remaining(decision)],
         optional: optional_headers(limit, decision, options),
     }))
-}
-
-/// `X-Ratelimit-Limit` and `X-Ratelimit-Remaining` for `decision`.
-fn counts(decision: &Decision) -> [HeaderValue; 2] {
-    [
-        limit_number(decision.limit),
-        remaining_number(remaining(decision)),
-    ]
 }
 
 /// The requests the client may still send now: none after a denial.
