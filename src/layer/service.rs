@@ -1,13 +1,13 @@
 use super::future::{Waited, WaitingFuture};
 use super::{ResponseBody, ResponseFuture};
+use crate::algorithm::Decision;
 use crate::limiter::{Active, PendingVerdict, QueuePlaces, Queued, Started, Verdict};
 use crate::response::{self, RateLimitHeaders};
 use crate::rules::request_values::RequestValues;
-use crate::rules::Rules;
+use crate::rules::{Limit, Rules};
 use crate::source::{MissingPeerAddr, RequestView};
 use crate::store::{MemoryStore, Store};
 use crate::Limiter;
-use bytes::Bytes;
 use http::{Request, Response};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,7 +88,16 @@ where
                 ref verdict,
                 queued,
             }) => match plan(current, verdict, &mut request) {
-                Plan::Reject(rejection) => ResponseFuture::answered(rejection),
+                Plan::Reject {
+                    limit,
+                    decision,
+                    grpc,
+                } => ResponseFuture::answered(response::rejection(
+                    limit,
+                    decision,
+                    current.response(),
+                    grpc,
+                )),
                 Plan::Admit(headers) if verdict.delay().is_zero() => {
                     ResponseFuture::admitted(self.inner.call(request), headers)
                 }
@@ -151,7 +160,16 @@ where
         let waiting: WaitingFuture<_> = Box::pin(async move {
             let (verdict, queued) = pending.finish(&rules, limiter.fallback()).await;
             match plan(&rules.rules, &verdict, &mut request) {
-                Plan::Reject(rejection) => Waited::Answered(rejection),
+                Plan::Reject {
+                    limit,
+                    decision,
+                    grpc,
+                } => Waited::Answered(response::rejection(
+                    limit,
+                    decision,
+                    rules.rules.response(),
+                    grpc,
+                )),
                 Plan::Admit(headers) => {
                     let places = QueuePlaces::new(limiter, rules, queued);
                     wait_then_call(release_at(verdict.delay()), places, inner, request, headers)
@@ -209,27 +227,37 @@ where
     Waited::Served(inner.call(request).await, headers)
 }
 
-enum Plan {
+/// What to do with a request. Small, as the common request's copies of it are: a rejection
+/// is made only where it is answered.
+enum Plan<'a> {
+    /// Admitted: these headers go on the inner service's response.
     Admit(RateLimitHeaders),
-    Reject(Response<Bytes>),
+    /// Denied by `limit`'s `decision`; `grpc` when the request is a gRPC call.
+    Reject {
+        limit: &'a Limit,
+        decision: &'a Decision,
+        grpc: bool,
+    },
 }
 
-/// What to do with `request` after `verdict`: its rejection, or the headers to add to its
-/// response. An admitted request that a shadow limit would have denied is marked.
-fn plan<B>(rules: &Rules, verdict: &Verdict, request: &mut Request<B>) -> Plan {
+/// What to do with `request` after `verdict`: reject it, or add headers to its response. An
+/// admitted request that a shadow limit would have denied is marked.
+fn plan<'a, B>(rules: &'a Rules, verdict: &'a Verdict, request: &mut Request<B>) -> Plan<'a> {
     if verdict.is_allowed() && verdict.is_shadow_denied() {
         request.extensions_mut().insert(ShadowDenied);
     }
-    let options = rules.response();
     let reported = verdict
         .reported()
         .map(|(index, decision)| (&rules.limits()[index], decision));
     match reported {
-        Some((limit, decision)) if !verdict.is_allowed() => {
-            let grpc = response::is_grpc(request.headers());
-            Plan::Reject(response::rejection(limit, decision, options, grpc))
+        Some((limit, decision)) if !verdict.is_allowed() => Plan::Reject {
+            limit,
+            decision,
+            grpc: response::is_grpc(request.headers()),
+        },
+        Some((limit, decision)) => {
+            Plan::Admit(response::headers(limit, decision, rules.response()))
         }
-        Some((limit, decision)) => Plan::Admit(response::headers(limit, decision, options)),
         None => Plan::Admit(RateLimitHeaders::default()),
     }
 }
