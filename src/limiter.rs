@@ -581,30 +581,22 @@ impl Verdict {
     ) -> (Verdict, Queued) {
         let Active { rules, observer } = active;
         // Matched by reference: the decisions are only read, and moving them copies them.
-        let (verdict, queued) = match &result {
+        let mut queued = None;
+        let verdict = match &result {
             Ok(decisions) if decisions.len() == bookings.len() => {
                 let verdict = Verdict::decide(bookings, decisions);
                 observer.decided(rules, bookings, decisions, &verdict);
                 // Most requests book no queue place and run none of the code that keeps them.
-                let queued =
-                    if verdict.is_allowed() && decisions.iter().any(|d| d.booked_until.is_some()) {
-                        take_queued(bookings, decisions)
-                    } else {
-                        None
-                    };
-                (verdict, queued)
+                if verdict.is_allowed() && decisions.iter().any(|d| d.booked_until.is_some()) {
+                    queued = take_queued(bookings, decisions);
+                }
+                verdict
             }
             Ok(decisions) => {
                 let error = miscounted(decisions.len(), bookings.len());
-                (
-                    Verdict::on_store_error(active, bookings, &error, fallback),
-                    None,
-                )
+                Verdict::on_store_error(active, bookings, &error, fallback)
             }
-            Err(error) => (
-                Verdict::on_store_error(active, bookings, error, fallback),
-                None,
-            ),
+            Err(error) => Verdict::on_store_error(active, bookings, error, fallback),
         };
         observer.finished(rules, &verdict, start);
         (verdict, queued)
