@@ -95,12 +95,10 @@ fn poll_waiting<B, E>(
     })
 }
 
-fn with_headers<B>(
-    mut response: Response<B>,
-    headers: RateLimitHeaders,
-) -> Response<ResponseBody<B>> {
+fn with_headers<B>(response: Response<B>, headers: RateLimitHeaders) -> Response<ResponseBody<B>> {
+    let mut response = response.map(ResponseBody::inner);
     headers.write_to(response.headers_mut());
-    response.map(ResponseBody::inner)
+    response
 }
 
 impl<F: Future> std::fmt::Debug for ResponseFuture<F> {
