@@ -64,7 +64,10 @@ impl RateLimitHeaders {
         else {
             return;
         };
-        headers.reserve(2 + optional.as_ref().map_or(0, Vec::len));
+        // Two inserts grow a map at most once, as reserving would; more may grow it twice.
+        if let Some(optional) = &optional {
+            headers.reserve(2 + optional.len());
+        }
         headers.insert(X_RATELIMIT_LIMIT, limit_number(limit));
         headers.insert(X_RATELIMIT_REMAINING, remaining_number(remaining));
         if let Some(optional) = optional {
