@@ -580,26 +580,41 @@ impl Verdict {
         start: DecisionStart,
     ) -> (Verdict, Queued) {
         let Active { rules, observer } = active;
-        // Matched by reference: the decisions are only read, and moving them copies them.
-        let mut queued = None;
-        let verdict = match &result {
-            Ok(decisions) if decisions.len() == bookings.len() => {
-                let verdict = Verdict::decide(bookings, decisions);
-                observer.decided(rules, bookings, decisions, &verdict);
-                // Most requests book no queue place and run none of the code that keeps them.
-                if verdict.is_allowed() && decisions.iter().any(|d| d.booked_until.is_some()) {
-                    queued = take_queued(bookings, decisions);
-                }
-                verdict
-            }
+        // Read where they are: moving the decisions copies them.
+        let decisions = match &result {
+            Ok(decisions) if decisions.len() == bookings.len() => decisions,
             Ok(decisions) => {
                 let error = miscounted(decisions.len(), bookings.len());
-                Verdict::on_store_error(active, bookings, &error, fallback)
+                return Verdict::after_store_error(active, bookings, &error, fallback, start);
             }
-            Err(error) => Verdict::on_store_error(active, bookings, error, fallback),
+            Err(error) => {
+                return Verdict::after_store_error(active, bookings, error, fallback, start);
+            }
+        };
+        let verdict = Verdict::decide(bookings, decisions);
+        observer.decided(rules, bookings, decisions, &verdict);
+        // Most requests book no queue place and run none of the code that keeps them.
+        let queued = if verdict.is_allowed() && decisions.iter().any(|d| d.booked_until.is_some()) {
+            take_queued(bookings, decisions)
+        } else {
+            None
         };
         observer.finished(rules, &verdict, start);
         (verdict, queued)
+    }
+
+    /// [`Verdict::settle`] when the store could not decide: the verdict of
+    /// [`Verdict::on_store_error`], reported, with no queue places.
+    fn after_store_error(
+        active: &Active,
+        bookings: &[Booking],
+        error: &StoreError,
+        fallback: &MemoryStore,
+        start: DecisionStart,
+    ) -> (Verdict, Queued) {
+        let verdict = Verdict::on_store_error(active, bookings, error, fallback);
+        active.observer.finished(&active.rules, &verdict, start);
+        (verdict, None)
     }
 
     /// The verdict on `bookings` given one decision each, in one pass over them.
