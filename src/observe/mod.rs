@@ -244,14 +244,20 @@ pub(crate) fn record_reload(ok: bool) {
 
 /// The span of one decision: `debug`, with the domain and the labels of the limits that
 /// apply; `None` when no subscriber wants it.
+#[inline]
 pub(crate) fn decision_span(rules: &Rules, bookings: &[Booking]) -> Option<tracing::Span> {
-    // Asked first: making, entering and dropping a disabled span still costs about 200
-    // instructions a request (scripts/bench-instructions.sh), and even `Span::none()` runs
-    // code to be entered and dropped; this question costs a few.
+    // Asked first, inline: making, entering and dropping a disabled span still costs about
+    // 200 instructions a request (scripts/bench-instructions.sh), and even `Span::none()`
+    // runs code to be entered and dropped; this question costs a few.
     if !tracing::enabled!(target: "tollgate::observe", tracing::Level::DEBUG) {
         return None;
     }
-    // The labels are written only when the span is enabled.
+    enabled_decision_span(rules, bookings)
+}
+
+/// [`decision_span`] once a subscriber wants it. The labels are written only then.
+#[inline(never)]
+fn enabled_decision_span(rules: &Rules, bookings: &[Booking]) -> Option<tracing::Span> {
     Some(tracing::debug_span!(
         "rate_limit",
         domain = rules.domain(),
