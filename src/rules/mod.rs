@@ -277,6 +277,19 @@ impl Rules {
     }
 }
 
+/// A request's weight read from `source`: `default` when the request has no number there.
+fn cost_from(values: &mut dyn Values, source: usize, default: u64) -> u64 {
+    match values.get(source) {
+        Ok(Some(value)) => match value.trim().parse::<u64>() {
+            Ok(cost) => cost,
+            // Too large to count is too large to admit.
+            Err(error) if *error.kind() == IntErrorKind::PosOverflow => u64::MAX,
+            Err(_) => default,
+        },
+        _ => default,
+    }
+}
+
 impl Limit {
     /// The `name` given in the rules, if any.
     pub fn name(&self) -> Option<&str> {
@@ -338,19 +351,13 @@ impl Limit {
 
     /// The weight of a request under this limit, given the request's values; `default`
     /// when the limit sets none, or its source has no number for this request. At least 1.
+    // Inline for the limits that set no cost, as most do; reading a source is out of line.
+    #[inline]
     pub(crate) fn cost(&self, values: &mut dyn Values, default: u64) -> u64 {
         let cost = match self.cost {
             None => default,
             Some(Cost::Fixed(cost)) => cost,
-            Some(Cost::Source(source)) => match values.get(source) {
-                Ok(Some(value)) => match value.trim().parse::<u64>() {
-                    Ok(cost) => cost,
-                    // Too large to count is too large to admit.
-                    Err(error) if *error.kind() == IntErrorKind::PosOverflow => u64::MAX,
-                    Err(_) => default,
-                },
-                _ => default,
-            },
+            Some(Cost::Source(source)) => cost_from(values, source, default),
         };
         cost.max(1)
     }
