@@ -17,6 +17,7 @@ pub(crate) struct RequestValues<'r> {
 }
 
 impl<'r> RequestValues<'r> {
+    #[inline]
     pub(crate) fn new(view: RequestView<'r>, rules: &'r Rules) -> Self {
         RequestValues {
             view,
