@@ -412,15 +412,6 @@ fn take_queued(bookings: &mut Bookings, decisions: &[Decision]) -> Queued {
     (!bookings.is_empty()).then(|| Box::new(std::mem::take(bookings)))
 }
 
-/// The error of a store that answered `decisions` decisions for `limits` limits.
-#[cold]
-fn miscounted(decisions: usize, limits: usize) -> StoreError {
-    StoreError::new(
-        format!("the store answered {decisions} decisions for {limits} limits"),
-        "a store must answer one decision per limit",
-    )
-}
-
 /// A decision under way.
 pub(crate) enum Started<F> {
     /// Decided: the verdict, and the queue places it booked (see [`QueuePlaces`]).
@@ -583,13 +574,7 @@ impl Verdict {
         // Read where they are: moving the decisions copies them.
         let decisions = match &result {
             Ok(decisions) if decisions.len() == bookings.len() => decisions,
-            Ok(decisions) => {
-                let error = miscounted(decisions.len(), bookings.len());
-                return Verdict::after_store_error(active, bookings, &error, fallback, start);
-            }
-            Err(error) => {
-                return Verdict::after_store_error(active, bookings, error, fallback, start);
-            }
+            failed => return Verdict::after_store_error(active, bookings, failed, fallback, start),
         };
         let verdict = Verdict::decide(bookings, decisions);
         observer.decided(rules, bookings, decisions, &verdict);
@@ -603,15 +588,35 @@ impl Verdict {
         (verdict, queued)
     }
 
-    /// [`Verdict::settle`] when the store could not decide: the verdict of
-    /// [`Verdict::on_store_error`], reported, with no queue places.
+    /// [`Verdict::settle`] when the store could not decide (`failed` is its error, or a
+    /// wrong number of decisions): the verdict of [`Verdict::on_store_error`], reported, with
+    /// no queue places.
+    // Cold and out of line, so that `settle`'s stack frame does not hold what only a failed
+    // store needs.
+    #[cold]
+    #[inline(never)]
     fn after_store_error(
         active: &Active,
         bookings: &[Booking],
-        error: &StoreError,
+        failed: &Result<Decisions, StoreError>,
         fallback: &MemoryStore,
         start: DecisionStart,
     ) -> (Verdict, Queued) {
+        let miscounted;
+        let error = match failed {
+            Err(error) => error,
+            Ok(decisions) => {
+                miscounted = StoreError::new(
+                    format!(
+                        "the store answered {} decisions for {} limits",
+                        decisions.len(),
+                        bookings.len()
+                    ),
+                    "a store must answer one decision per limit",
+                );
+                &miscounted
+            }
+        };
         let verdict = Verdict::on_store_error(active, bookings, error, fallback);
         active.observer.finished(&active.rules, &verdict, start);
         (verdict, None)
@@ -650,10 +655,6 @@ impl Verdict {
     /// The verdict when the store could not decide: a limit whose policy is `deny` denies
     /// (or, in shadow mode, would have); limits whose policy is `local` are decided by
     /// `fallback`, an in-memory store with the same rules; the others (`allow`) admit.
-    // Cold and out of line, so that `settle`'s stack frame does not hold what only a failed
-    // store needs.
-    #[cold]
-    #[inline(never)]
     fn on_store_error(
         active: &Active,
         bookings: &[Booking],
