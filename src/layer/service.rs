@@ -8,6 +8,7 @@ use crate::rules::{Limit, Rules};
 use crate::source::{MissingPeerAddr, RequestView};
 use crate::store::{MemoryStore, Store};
 use crate::Limiter;
+use bytes::Bytes;
 use http::{Request, Response};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,16 +89,7 @@ where
                 ref verdict,
                 queued,
             }) => match plan(current, verdict, &mut request) {
-                Plan::Reject {
-                    limit,
-                    decision,
-                    grpc,
-                } => ResponseFuture::answered(response::rejection(
-                    limit,
-                    decision,
-                    current.response(),
-                    grpc,
-                )),
+                Plan::Reject(rejection) => ResponseFuture::answered(rejection.response(current)),
                 Plan::Admit(headers) if verdict.delay().is_zero() => {
                     ResponseFuture::admitted(self.inner.call(request), headers)
                 }
@@ -160,16 +152,7 @@ where
         let waiting: WaitingFuture<_> = Box::pin(async move {
             let (verdict, queued) = pending.finish(&rules, limiter.fallback()).await;
             match plan(&rules.rules, &verdict, &mut request) {
-                Plan::Reject {
-                    limit,
-                    decision,
-                    grpc,
-                } => Waited::Answered(response::rejection(
-                    limit,
-                    decision,
-                    rules.rules.response(),
-                    grpc,
-                )),
+                Plan::Reject(rejection) => Waited::Answered(rejection.response(&rules.rules)),
                 Plan::Admit(headers) => {
                     let places = QueuePlaces::new(limiter, rules, queued);
                     wait_then_call(release_at(verdict.delay()), places, inner, request, headers)
@@ -232,12 +215,22 @@ where
 enum Plan<'a> {
     /// Admitted: these headers go on the inner service's response.
     Admit(RateLimitHeaders),
-    /// Denied by `limit`'s `decision`; `grpc` when the request is a gRPC call.
-    Reject {
-        limit: &'a Limit,
-        decision: &'a Decision,
-        grpc: bool,
-    },
+    /// Denied: answered with this rejection.
+    Reject(Rejection<'a>),
+}
+
+/// A request denied by `limit`'s `decision`; `grpc` when it is a gRPC call.
+struct Rejection<'a> {
+    limit: &'a Limit,
+    decision: &'a Decision,
+    grpc: bool,
+}
+
+impl Rejection<'_> {
+    /// The answer under `rules`: a 429, or gRPC's `RESOURCE_EXHAUSTED`.
+    fn response(self, rules: &Rules) -> Response<Bytes> {
+        response::rejection(self.limit, self.decision, rules.response(), self.grpc)
+    }
 }
 
 /// What to do with `request` after `verdict`: reject it, or add headers to its response. An
@@ -250,11 +243,11 @@ fn plan<'a, B>(rules: &'a Rules, verdict: &'a Verdict, request: &mut Request<B>)
         .reported()
         .map(|(index, decision)| (&rules.limits()[index], decision));
     match reported {
-        Some((limit, decision)) if !verdict.is_allowed() => Plan::Reject {
+        Some((limit, decision)) if !verdict.is_allowed() => Plan::Reject(Rejection {
             limit,
             decision,
             grpc: response::is_grpc(request.headers()),
-        },
+        }),
         Some((limit, decision)) => {
             Plan::Admit(response::headers(limit, decision, rules.response()))
         }
