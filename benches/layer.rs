@@ -15,9 +15,10 @@
 //! | `tollgate-limited` | the same at 1 per hour: every request but each address's first gets 429 |
 //! | `tollgate-limited-apart` | the same on a manual clock, each address first admitted a second after the one before: every 429 announces its own wait, so no answer repeats |
 //! | `governor` | tower_governor keyed by peer IP, one cell per nanosecond, burst `u32::MAX` |
+//! | `governor-headers` | `governor` with tower_governor's `use_headers`: the same two headers as tollgate on every admitted response |
 //! | `governor-limited` | tower_governor, one cell per hour, burst 1 |
 //! | `grpc-bare`, `grpc-tollgate-limited` | `bare` and `tollgate-limited` called with gRPC requests (`content-type: application/grpc`): every request but each address's first gets a Trailers-Only `RESOURCE_EXHAUSTED` |
-//! | `router-bare`, `router-tollgate`, `router-tollgate-limited`, `router-governor`, `router-governor-limited` | the same handler as an axum `Router`'s route, the layer added with `Router::layer`, as users add it: axum clones the layered service for each request, boxes its future, and boxes a response body that is not its own |
+//! | `router-bare`, `router-tollgate`, `router-tollgate-limited`, `router-governor`, `router-governor-headers`, `router-governor-limited` | the same handler as an axum `Router`'s route, the layer added with `Router::layer`, as users add it: axum clones the layered service for each request, boxes its future, and boxes a response body that is not its own |
 //!
 //! The client address is one of 256 (`10.0.0.0/24`), in turn, so the limiters keep a small
 //! hot set of keys. Figures are ns per request; subtract `bare` (`router-bare` for the
@@ -239,6 +240,10 @@ fn each_service(visitor: &mut impl Visit) {
     visitor.visit("tollgate-limited-apart", tollgate_limited_apart());
     visitor.visit("governor", ready(layers::governor(false).layer(Hello)));
     visitor.visit(
+        "governor-headers",
+        ready(layers::governor_with_headers().layer(Hello)),
+    );
+    visitor.visit(
         "governor-limited",
         ready(layers::governor(true).layer(Hello)),
     );
@@ -255,6 +260,10 @@ fn each_service(visitor: &mut impl Visit) {
     ] {
         visitor.visit(id, ready(router().layer(layers::governor(limited))));
     }
+    visitor.visit(
+        "router-governor-headers",
+        ready(router().layer(layers::governor_with_headers())),
+    );
     visitor.visit("grpc-bare", ready(grpc(Hello)));
     visitor.visit(
         "grpc-tollgate-limited",

@@ -16,6 +16,7 @@
 //! | `tollgate` | tollgate, one per-IP `token_bucket` of 1,000,000,000 per second: nothing is limited |
 //! | `tollgate-limited` | tollgate, one per-IP `token_bucket` of 1 per hour: all but the first request get 429 |
 //! | `governor` | tower_governor's `GovernorLayer`, keyed by peer IP, one cell per nanosecond with a burst of `u32::MAX`: nothing is limited |
+//! | `governor-headers` | `governor` with tower_governor's `use_headers`, which sends the same two headers as tollgate on admitted responses: the like-for-like comparison with `tollgate` |
 //! | `governor-limited` | tower_governor, keyed by peer IP, one cell per hour with a burst of 1: all but the first request get 429 |
 //!
 //! Both limiters key by the peer address, so the server is served with
@@ -34,7 +35,8 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use tollgate::response::{X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING};
 
-const MODES: &str = "bare, bare-headers, tollgate, tollgate-limited, governor, governor-limited";
+const MODES: &str =
+    "bare, bare-headers, tollgate, tollgate-limited, governor, governor-headers, governor-limited";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -88,6 +90,7 @@ fn app(mode: &str) -> Option<Router> {
         "tollgate" => router.layer(layers::tollgate(false)),
         "tollgate-limited" => router.layer(layers::tollgate(true)),
         "governor" => router.layer(layers::governor(false)),
+        "governor-headers" => router.layer(layers::governor_with_headers()),
         "governor-limited" => router.layer(layers::governor(true)),
         _ => return None,
     };

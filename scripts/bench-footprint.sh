@@ -22,7 +22,8 @@ cd "$(dirname "$0")/.."
 
 REQUESTS=${REQUESTS:-4000}
 export LAYER_EVICT=$((2 * 1024 * 1024))
-SERVICES=(router-bare router-tollgate router-tollgate-limited router-governor router-governor-limited)
+SERVICES=(router-bare router-tollgate router-tollgate-limited
+  router-governor router-governor-headers router-governor-limited)
 if [ $# -gt 0 ]; then
   SERVICES=("$@")
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# End-to-end HTTP benchmark: wrk against examples/bench_server.rs in six modes (bare axum;
+# End-to-end HTTP benchmark: wrk against examples/bench_server.rs in seven modes (bare axum;
 # bare axum answering with the two X-Ratelimit-* headers tollgate adds, without a limiter;
-# tollgate and tower_governor with nothing limited, and both with nearly everything limited).
+# tollgate and tower_governor with nothing limited; tower_governor sending the same two
+# headers as tollgate (its use_headers); and both limiters with nearly everything limited).
 #
 #   scripts/bench-http.sh
 #   ROUNDS=5 DURATION=10 scripts/bench-http.sh
@@ -32,7 +33,7 @@ WARMUP=${WARMUP:-1}
 CONNECTIONS=${CONNECTIONS:-32}
 PORT=${PORT:-3300}
 export BENCH_WORKERS=${BENCH_WORKERS:-1}
-MODES=(bare bare-headers tollgate tollgate-limited governor governor-limited)
+MODES=(bare bare-headers tollgate tollgate-limited governor governor-headers governor-limited)
 BIN=target/release/examples/bench_server
 URL="http://127.0.0.1:${PORT}/"
 

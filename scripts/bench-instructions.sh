@@ -16,8 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 REQUESTS=${REQUESTS:-20000}
-SERVICES=(bare tollgate tollgate-limited tollgate-limited-apart governor governor-limited
-  router-bare router-tollgate router-tollgate-limited router-governor router-governor-limited
+SERVICES=(bare tollgate tollgate-limited tollgate-limited-apart
+  governor governor-headers governor-limited
+  router-bare router-tollgate router-tollgate-limited
+  router-governor router-governor-headers router-governor-limited
   grpc-bare grpc-tollgate-limited)
 if [ $# -gt 0 ]; then
   SERVICES=("$@")

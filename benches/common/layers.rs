@@ -16,6 +16,14 @@ pub type Governor = GovernorLayer<
     Body,
 >;
 
+/// tower_governor's layer with its `use_headers` option: the layer of [`Governor`] that also
+/// sends `x-ratelimit-limit` and `x-ratelimit-remaining` on admitted responses.
+pub type GovernorWithHeaders = GovernorLayer<
+    tower_governor::key_extractor::PeerIpKeyExtractor,
+    governor::middleware::StateInformationMiddleware,
+    Body,
+>;
+
 /// The per-second limit of tollgate's layer when nothing is to be limited.
 pub const UNLIMITED_PER_SECOND: u64 = 1_000_000_000;
 
@@ -44,15 +52,34 @@ pub fn tollgate_rules(limited: bool) -> Rules {
 /// tower_governor keyed by peer IP: one cell per nanosecond with a burst of `u32::MAX`
 /// (nothing is limited), or, when `limited`, one cell per hour with a burst of 1.
 pub fn governor(limited: bool) -> Governor {
-    let (period, burst) = if limited {
-        (Duration::from_secs(3600), 1)
-    } else {
-        (Duration::from_nanos(1), u32::MAX)
-    };
+    let (period, burst) = governor_quota(limited);
     let config = GovernorConfigBuilder::default()
         .period(period)
         .burst_size(burst)
         .finish()
         .expect("a non-zero period and burst");
     GovernorLayer::new(config)
+}
+
+/// [`governor`] with nothing limited, sending the same two headers as tollgate on every
+/// admitted response (tower_governor's `use_headers`): the like-for-like comparison with
+/// [`tollgate`], which always sends them.
+pub fn governor_with_headers() -> GovernorWithHeaders {
+    let (period, burst) = governor_quota(false);
+    let config = GovernorConfigBuilder::default()
+        .period(period)
+        .burst_size(burst)
+        .use_headers()
+        .finish()
+        .expect("a non-zero period and burst");
+    GovernorLayer::new(config)
+}
+
+/// The period of one cell and the burst of [`governor`].
+fn governor_quota(limited: bool) -> (Duration, u32) {
+    if limited {
+        (Duration::from_secs(3600), 1)
+    } else {
+        (Duration::from_nanos(1), u32::MAX)
+    }
 }
