@@ -80,6 +80,19 @@ impl Divisor {
         }
     }
 
+    /// `n / divisor`, rounded up, for a 64-bit `n`.
+    ///
+    /// # Panics
+    ///
+    /// When the divisor is 0.
+    #[inline]
+    pub(crate) fn div_ceil_u64(self, n: u64) -> u64 {
+        match n.checked_sub(1) {
+            Some(below) => self.div_u64(below) + 1,
+            None => n / self.divisor,
+        }
+    }
+
     /// `n / divisor` for a divisor above 1: the top 64 bits of the 192-bit `reciprocal · n`.
     #[inline]
     fn multiply_high(self, n: u64) -> u64 {

@@ -1,6 +1,6 @@
 use super::packed::{Pack, Words};
 use super::{to_u64, Algorithm, CopyTransition, Decision, Quota};
-use crate::clock::Nanos;
+use crate::clock::{saturating_nanos, Nanos};
 use std::time::Duration;
 
 /// GCRA state (generic cell rate algorithm): one timestamp per key.
@@ -79,62 +79,74 @@ impl Schedule {
             };
             return (state(tat), decision);
         };
-        let now_ns = u128::from(now.as_u64());
-        let start = now_ns.max(u128::from(tat.as_u64()));
-        let interval = u128::from(divisor.get());
-        let booked_until = start + u128::from(cost) * interval;
-        let horizon = u128::from(self.slots) * interval;
+        // In 64 bits: every time and wait is one, and the products that may not be (`cost`
+        // or `slots` intervals) are compared or subtracted in forms that cannot overflow.
+        let interval = divisor.get();
+        let now_ns = now.as_u64();
+        let start = now_ns.max(tat.as_u64());
         let delay = start - now_ns;
-        let within_delay = self.max_delay.is_none_or(|max| delay <= max.as_nanos());
-        // A booking past the representable future is refused, never clamped (a clamped one
-        // would let every later request fit).
-        let representable = booked_until <= u128::from(u64::MAX);
-        let allowed = booked_until - now_ns <= horizon && within_delay && representable;
-
-        let tat_after = if allowed { booked_until } else { start };
-        let ahead = tat_after - now_ns;
-        let retry_after = if allowed {
-            Duration::ZERO
-        } else if cost > self.slots {
-            quota.period()
-        } else {
-            // The first t with start(t) + cost×interval - t <= horizon (start is tat for
-            // every t before tat), and, when bounded, tat - t <= max_delay.
-            let fits_at = booked_until.saturating_sub(horizon);
-            let waits_at = self
-                .max_delay
-                .map_or(0, |max| start.saturating_sub(max.as_nanos()));
-            Duration::from_nanos(to_u64(fits_at.max(waits_at).saturating_sub(now_ns)))
+        // None: the booking ends past the representable future, and is refused, never
+        // clamped (a clamped one would let every later request fit).
+        let booked_until = cost
+            .checked_mul(interval)
+            .and_then(|span| start.checked_add(span));
+        // How long after now a request may start and still fit, `(slots - cost)×interval`
+        // (from `start + cost×interval - now <= slots×interval`); None when the cost exceeds
+        // the slots. Saturating is exact here: past u64::MAX it exceeds every delay.
+        let slack = self
+            .slots
+            .checked_sub(cost)
+            .map(|spare| spare.saturating_mul(interval));
+        let max_delay = self.max_delay.map(saturating_nanos);
+        let within_delay = max_delay.is_none_or(|max| delay <= max);
+        let booked = match (booked_until, slack) {
+            (Some(until), Some(slack)) if delay <= slack && within_delay => Some(until),
+            _ => None,
         };
+        let allowed = booked.is_some();
+
+        let tat_after = booked.unwrap_or(start);
+        let ahead = tat_after - now_ns;
+        let retry_after = match slack {
+            _ if allowed => Duration::ZERO,
+            None => quota.period(),
+            // The first t with start(t) + cost×interval - t <= slots×interval (start is tat
+            // for every t before tat), and, when bounded, tat - t <= max_delay.
+            Some(slack) => {
+                let fits_at = start.saturating_sub(slack);
+                let waits_at = max_delay.map_or(0, |max| start.saturating_sub(max));
+                Duration::from_nanos(fits_at.max(waits_at).saturating_sub(now_ns))
+            }
+        };
+        // Whole intervals left before the horizon: slots - ⌈ahead / interval⌉.
+        let mut remaining = self.slots.saturating_sub(divisor.div_ceil_u64(ahead));
         let mut limit = self.slots;
-        let mut remaining = divisor.div(horizon.saturating_sub(ahead));
         if let Some(max) = self.max_delay.map(|max| max.as_nanos()) {
             // The k-th next request would wait ahead + (k - 1) intervals.
             let within = |wait: u128| {
                 if wait <= max {
-                    divisor.div(max - wait) + 1
+                    to_u64(divisor.div(max - wait) + 1)
                 } else {
                     0
                 }
             };
-            limit = limit.min(to_u64(within(0)));
-            remaining = remaining.min(within(ahead));
+            limit = limit.min(within(0));
+            remaining = remaining.min(within(u128::from(ahead)));
         }
         let decision = Decision {
             allowed,
             limit,
-            remaining: to_u64(remaining),
-            reset_after: Duration::from_nanos(to_u64(ahead)),
+            remaining,
+            reset_after: Duration::from_nanos(ahead),
             retry_after,
             delay: if allowed && self.shaping {
-                Duration::from_nanos(to_u64(delay))
+                Duration::from_nanos(delay)
             } else {
                 Duration::ZERO
             },
-            booked_until: (allowed && self.shaping && delay > 0)
-                .then(|| Nanos::new(to_u64(booked_until))),
+            booked_until: booked.filter(|_| self.shaping && delay > 0).map(Nanos::new),
         };
-        (state(Nanos::new(to_u64(tat_after))), decision)
+        (state(Nanos::new(tat_after)), decision)
     }
 }
 
@@ -156,6 +168,36 @@ mod tests {
         assert_eq!(denied.retry_after, Duration::from_millis(250));
         assert!(!state.acquire(Nanos::new(SECOND / 4 - 1), &quota, 1).allowed);
         assert!(state.acquire(Nanos::new(SECOND / 4), &quota, 1).allowed);
+    }
+
+    /// `slots × interval` past `u64::MAX` (here exactly 2⁶⁴, which wrapping would make 0):
+    /// requests still fit, and the counts stay exact.
+    #[test]
+    fn a_horizon_past_u64_max_still_counts_exactly() {
+        let interval = 1 << 30;
+        let burst = (1 << 34) + 1;
+        let quota = Quota::new(1, Duration::from_nanos(interval)).with_burst(burst);
+        let mut state = Gcra::fresh(Nanos::new(0), &quota);
+        for taken in 1..=2 {
+            let admitted = state.acquire(Nanos::new(0), &quota, 1);
+            assert!(admitted.allowed, "request {taken}");
+            assert_eq!(admitted.remaining, burst - taken);
+            assert_eq!(admitted.reset_after, Duration::from_nanos(taken * interval));
+        }
+        let too_many = state.acquire(Nanos::new(0), &quota, burst - 1);
+        assert!(!too_many.allowed);
+        assert_eq!(too_many.retry_after, Duration::from_nanos(interval));
+    }
+
+    /// A booking that would end past `u64::MAX` nanoseconds is refused, never clamped.
+    #[test]
+    fn a_booking_past_the_representable_future_is_refused() {
+        let quota = Quota::new(1, Duration::from_secs(1)).with_burst(3);
+        let now = Nanos::new(u64::MAX - SECOND / 2);
+        let mut state = Gcra::fresh(now, &quota);
+        let refused = state.acquire(now, &quota, 1);
+        assert!(!refused.allowed);
+        assert_eq!(state, Gcra::fresh(now, &quota), "nothing was booked");
     }
 
     #[test]
