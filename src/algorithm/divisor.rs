@@ -125,6 +125,11 @@ mod tests {
                 narrow / divisor,
                 "{n} / {divisor} in 64 bits"
             );
+            assert_eq!(
+                d.div_ceil_u64(narrow),
+                narrow.div_ceil(divisor),
+                "{n} / {divisor} rounded up in 64 bits"
+            );
         }
         assert_eq!(
             d.div_ceil(n),
