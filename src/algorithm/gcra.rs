@@ -154,6 +154,7 @@ impl Schedule {
 mod tests {
     use super::*;
     use crate::algorithm::Transition;
+    use proptest::prelude::*;
 
     const SECOND: u64 = 1_000_000_000;
 
@@ -198,6 +199,80 @@ mod tests {
         let refused = state.acquire(now, &quota, 1);
         assert!(!refused.allowed);
         assert_eq!(state, Gcra::fresh(now, &quota), "nothing was booked");
+    }
+
+    /// The schedule's arithmetic as it was written in 128 bits, where nothing overflows, with
+    /// plain divisions: the oracle for the 64-bit schedule. Returns the state after, and the
+    /// decision.
+    fn wide_schedule(
+        schedule: Schedule,
+        tat: u64,
+        now: u64,
+        quota: &Quota,
+        cost: u64,
+    ) -> (u64, Decision) {
+        let wide = u128::from;
+        let narrow = |n: u128| u64::try_from(n).unwrap_or(u64::MAX);
+        let interval = wide(quota.emission_interval().expect("a limit above 0").get());
+        let max_delay = schedule.max_delay.map(|max| max.as_nanos());
+        let (now, start) = (wide(now), wide(now.max(tat)));
+        let booked_until = start + wide(cost) * interval;
+        let horizon = wide(schedule.slots) * interval;
+        let delay = start - now;
+        let allowed = booked_until - now <= horizon
+            && max_delay.is_none_or(|max| delay <= max)
+            && booked_until <= wide(u64::MAX);
+        let ahead = if allowed { booked_until } else { start } - now;
+        let retry_after = if allowed {
+            0
+        } else if cost > schedule.slots {
+            quota.period().as_nanos()
+        } else {
+            let waits_at = max_delay.map_or(0, |max| start.saturating_sub(max));
+            let fits_at = booked_until.saturating_sub(horizon);
+            fits_at.max(waits_at).saturating_sub(now)
+        };
+        // Requests that would wait no longer than `max_delay`, the first waiting `wait`.
+        let within = |wait: u128| match max_delay {
+            Some(max) if wait > max => 0,
+            Some(max) => (max - wait) / interval + 1,
+            None => u128::MAX,
+        };
+        let shaped = allowed && schedule.shaping;
+        let decision = Decision {
+            allowed,
+            limit: narrow(wide(schedule.slots).min(within(0))),
+            remaining: narrow((horizon.saturating_sub(ahead) / interval).min(within(ahead))),
+            reset_after: Duration::from_nanos(narrow(ahead)),
+            retry_after: Duration::from_nanos(narrow(retry_after)),
+            delay: Duration::from_nanos(if shaped { narrow(delay) } else { 0 }),
+            booked_until: (shaped && delay > 0).then(|| Nanos::new(narrow(booked_until))),
+        };
+        (narrow(now + ahead), decision)
+    }
+
+    /// Small numbers, numbers near `u64::MAX`, and anything between.
+    fn extreme() -> impl Strategy<Value = u64> {
+        prop_oneof![0..1_000u64, any::<u64>(), u64::MAX - 1_000..=u64::MAX]
+    }
+
+    proptest! {
+        /// The schedule answers as the same arithmetic in 128 bits, over the whole range of
+        /// times, costs, slots, intervals and waits, overflowing products included.
+        #[test]
+        fn the_64_bit_schedule_answers_as_128_bit_arithmetic(
+            (tat, now, cost, slots) in (extreme(), extreme(), extreme(), extreme()),
+            limit in 1..=u64::MAX,
+            period in extreme().prop_map(|period| period.max(1)),
+            max_delay in proptest::option::of(extreme().prop_map(Duration::from_nanos)),
+            shaping in any::<bool>(),
+        ) {
+            let quota = Quota::new(limit, Duration::from_nanos(period));
+            let schedule = Schedule { slots, max_delay, shaping };
+            let (tat, now_ns) = (Nanos::new(tat), Nanos::new(now));
+            let answer = schedule.transition(tat, now_ns, &quota, cost, |after| after.as_u64());
+            prop_assert_eq!(answer, wide_schedule(schedule, tat.as_u64(), now, &quota, cost));
+        }
     }
 
     #[test]
