@@ -66,20 +66,6 @@ impl Divisor {
         }
     }
 
-    /// `n / divisor`, rounded up.
-    ///
-    /// # Panics
-    ///
-    /// When the divisor is 0.
-    #[inline]
-    pub(crate) fn div_ceil(self, n: u128) -> u128 {
-        // ⌈n / d⌉ = ⌊(n - 1) / d⌋ + 1 for n ≥ 1: one division, no multiplication back.
-        match n.checked_sub(1) {
-            Some(below) => self.div(below) + 1,
-            None => n / u128::from(self.divisor),
-        }
-    }
-
     /// `n / divisor`, rounded up, for a 64-bit `n`.
     ///
     /// # Panics
@@ -87,9 +73,23 @@ impl Divisor {
     /// When the divisor is 0.
     #[inline]
     pub(crate) fn div_ceil_u64(self, n: u64) -> u64 {
+        // ⌈n / d⌉ = ⌊(n - 1) / d⌋ + 1 for n ≥ 1: one division, no multiplication back.
         match n.checked_sub(1) {
             Some(below) => self.div_u64(below) + 1,
             None => n / self.divisor,
+        }
+    }
+
+    /// `n / divisor`, rounded up; in 64 bits when `n` fits.
+    ///
+    /// # Panics
+    ///
+    /// When the divisor is 0.
+    #[inline]
+    pub(crate) fn div_ceil(self, n: u128) -> u128 {
+        match u64::try_from(n) {
+            Ok(n) => u128::from(self.div_ceil_u64(n)),
+            Err(_) => n.div_ceil(u128::from(self.divisor)),
         }
     }
 

@@ -121,6 +121,8 @@ impl Schedule {
         // Whole intervals left before the horizon: slots - ⌈ahead / interval⌉.
         let mut remaining = self.slots.saturating_sub(divisor.div_ceil_u64(ahead));
         let mut limit = self.slots;
+        // In 128 bits: a `max_delay` set in code may be longer than u64::MAX nanoseconds,
+        // and these counts are exact for it (the comparisons above saturate exactly).
         if let Some(max) = self.max_delay.map(|max| max.as_nanos()) {
             // The k-th next request would wait ahead + (k - 1) intervals.
             let within = |wait: u128| {
