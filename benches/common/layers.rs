@@ -52,10 +52,7 @@ pub fn tollgate_rules(limited: bool) -> Rules {
 /// tower_governor keyed by peer IP: one cell per nanosecond with a burst of `u32::MAX`
 /// (nothing is limited), or, when `limited`, one cell per hour with a burst of 1.
 pub fn governor(limited: bool) -> Governor {
-    let (period, burst) = governor_quota(limited);
-    let config = GovernorConfigBuilder::default()
-        .period(period)
-        .burst_size(burst)
+    let config = governor_config(limited)
         .finish()
         .expect("a non-zero period and burst");
     GovernorLayer::new(config)
@@ -65,21 +62,26 @@ pub fn governor(limited: bool) -> Governor {
 /// admitted response (tower_governor's `use_headers`): the like-for-like comparison with
 /// [`tollgate`], which always sends them.
 pub fn governor_with_headers() -> GovernorWithHeaders {
-    let (period, burst) = governor_quota(false);
-    let config = GovernorConfigBuilder::default()
-        .period(period)
-        .burst_size(burst)
+    let config = governor_config(false)
         .use_headers()
         .finish()
         .expect("a non-zero period and burst");
     GovernorLayer::new(config)
 }
 
-/// The period of one cell and the burst of [`governor`].
-fn governor_quota(limited: bool) -> (Duration, u32) {
-    if limited {
+/// The configuration of [`governor`], before it is finished.
+fn governor_config(
+    limited: bool,
+) -> GovernorConfigBuilder<
+    tower_governor::key_extractor::PeerIpKeyExtractor,
+    governor::middleware::NoOpMiddleware<governor::clock::QuantaInstant>,
+> {
+    let (period, burst) = if limited {
         (Duration::from_secs(3600), 1)
     } else {
         (Duration::from_nanos(1), u32::MAX)
-    }
+    };
+    let mut config = GovernorConfigBuilder::default();
+    config.period(period).burst_size(burst);
+    config
 }
