@@ -10,6 +10,10 @@
 //! so the bench's own bytes do not count. The figure is the live heap bytes after minus
 //! before, divided by the number of keys; `store.len()` shows that every key is tracked.
 //!
+//! The token bucket's quota (10 per second) has a whole emission interval, so the store keeps
+//! it as GCRA's one timestamp; it is also measured under 7 per second, whose interval is not
+//! whole, where it keeps its own two-word state.
+//!
 //! The sliding window log is also measured with full logs: 100,000 keys × 10 requests (limit
 //! 10 per minute), the clock moved 1 ms between rounds so that every request is its own
 //! entry.
@@ -166,10 +170,13 @@ fn kind_name(kind: KeyKind) -> &'static str {
 }
 
 /// What a case measures.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 enum Subject {
     /// tollgate's [`MemoryStore`] with one algorithm.
     Tollgate(Algorithm),
+    /// tollgate's token bucket under a quota whose emission interval is not a whole number
+    /// of nanoseconds, so that it keeps its own two-word state instead of GCRA's timestamp.
+    TokenBucketRoundedInterval,
     /// governor's keyed rate limiter (GCRA) with its default `DashMap` state store.
     Governor,
 }
@@ -178,6 +185,9 @@ impl Subject {
     fn name(self) -> String {
         match self {
             Subject::Tollgate(algorithm) => algorithm.to_string(),
+            Subject::TokenBucketRoundedInterval => {
+                "token_bucket, 7 per second (interval not whole)".to_owned()
+            }
             Subject::Governor => "governor 0.10 keyed (GCRA, DashMap)".to_owned(),
         }
     }
@@ -223,13 +233,15 @@ fn cases() -> Vec<Case> {
             });
         }
     }
-    for kind in [KeyKind::Ipv4, KeyKind::UserId] {
-        cases.push(Case {
-            subject: Subject::Governor,
-            kind,
-            keys: KEYS,
-            requests_per_key: 1,
-        });
+    for subject in [Subject::TokenBucketRoundedInterval, Subject::Governor] {
+        for kind in [KeyKind::Ipv4, KeyKind::UserId] {
+            cases.push(Case {
+                subject,
+                kind,
+                keys: KEYS,
+                requests_per_key: 1,
+            });
+        }
     }
     for kind in [KeyKind::Ipv4, KeyKind::UserId] {
         cases.push(Case {
@@ -376,16 +388,20 @@ impl Before {
 /// Runs one case in this process.
 fn run(case: Case) -> Measured {
     match case.subject {
-        Subject::Tollgate(algorithm) => run_tollgate(algorithm, case),
+        Subject::Tollgate(algorithm) => run_tollgate(algorithm, quota_for(algorithm), case),
+        Subject::TokenBucketRoundedInterval => run_tollgate(
+            Algorithm::TokenBucket,
+            Quota::new(7, Duration::from_secs(1)).with_burst(20),
+            case,
+        ),
         Subject::Governor => run_governor(case),
     }
 }
 
 /// Fills tollgate's [`MemoryStore`].
-fn run_tollgate(algorithm: Algorithm, case: Case) -> Measured {
+fn run_tollgate(algorithm: Algorithm, quota: Quota, case: Case) -> Measured {
     let clock = ManualClock::new();
     let store = MemoryStore::with_clock(clock.clone()).with_max_keys(4_000_000);
-    let quota = quota_for(algorithm);
     let mut buf: Vec<u8> = Vec::with_capacity(64);
 
     let before = Before::take();
@@ -626,19 +642,22 @@ fn main() {
     println!("| key kind | tollgate algorithm | tollgate | governor | tollgate ÷ governor | tollgate − governor |");
     println!("|---|---|---:|---:|---:|---:|");
     for kind in [KeyKind::Ipv4, KeyKind::UserId] {
-        let Some((governor, governor_rss)) = bytes_of(&|s| matches!(s, Subject::Governor), kind)
-        else {
+        let Some((governor, governor_rss)) = bytes_of(&|s| s == Subject::Governor, kind) else {
             continue;
         };
-        for algorithm in [Algorithm::Gcra, Algorithm::TokenBucket] {
-            let is_algorithm = |s| matches!(s, Subject::Tollgate(a) if a == algorithm);
-            let Some((tollgate, tollgate_rss)) = bytes_of(&is_algorithm, kind) else {
+        for subject in [
+            Subject::Tollgate(Algorithm::Gcra),
+            Subject::Tollgate(Algorithm::TokenBucket),
+            Subject::TokenBucketRoundedInterval,
+        ] {
+            let Some((tollgate, tollgate_rss)) = bytes_of(&|s| s == subject, kind) else {
                 continue;
             };
             let rss = |r: Option<f64>| r.map_or_else(|| "n/a".to_owned(), |r| format!("{r:.1}"));
             println!(
-                "| {} | {algorithm} | {tollgate:.1} ({}) | {governor:.1} ({}) | {:.2} | {:+.1} |",
+                "| {} | {} | {tollgate:.1} ({}) | {governor:.1} ({}) | {:.2} | {:+.1} |",
                 kind_name(kind),
+                subject.name(),
                 rss(tollgate_rss),
                 rss(governor_rss),
                 tollgate / governor,

@@ -480,6 +480,78 @@ proptest! {
     }
 }
 
+// ------------------------------------------------------------------------ the store against the states
+
+/// The memory store keeps the states of most algorithms packed into two words, and decides a
+/// token bucket whose quota has a whole emission interval as GCRA, in one timestamp. Either
+/// way it must decide every request of a trace exactly as the algorithm's own state does.
+fn check_store_against_state(
+    algorithm: Algorithm,
+    quota: &Quota,
+    start: u64,
+    trace: &[(u64, u64)],
+) -> Result<(), TestCaseError> {
+    let clock = ManualClock::starting_at(Nanos::new(start));
+    let store = MemoryStore::with_clock(clock.clone());
+    let mut state = None;
+    let mut t = start;
+    for (step, &(advance, cost)) in trace.iter().enumerate() {
+        t += advance;
+        let now = Nanos::new(t);
+        clock.set(now);
+        let state = state.get_or_insert_with(|| algorithm.fresh(now, quota));
+        let expected = algorithm.acquire(state, now, quota, cost);
+        let check = LimitCheck {
+            domain: "test",
+            key: b"one key",
+            algorithm,
+            quota,
+            cost,
+            shadow: false,
+        };
+        let decided = acquire(&store, &[check])[0];
+        prop_assert_eq!(
+            decided,
+            expected,
+            "{} at step {} (t = {}, cost {})",
+            algorithm,
+            step,
+            t,
+            cost
+        );
+    }
+    Ok(())
+}
+
+/// A quota of `limit` (0 to 5) per `period` with a burst and a queue (0 to 5 each), for
+/// every algorithm, and a start and trace for it. The token bucket's interval is whole for
+/// about half of these quotas.
+fn any_quota_and_trace() -> impl Strategy<Value = (Algorithm, Quota, u64, Vec<(u64, u64)>)> {
+    let algorithm = prop::sample::select(Algorithm::ALL.to_vec());
+    (algorithm, 0u64..=5, 0u64..=5, 0u64..=5, period()).prop_flat_map(
+        |(algorithm, limit, burst, queue, period)| {
+            let quota = Quota::new(limit, Duration::from_nanos(period))
+                .with_burst(burst)
+                .with_queue(queue);
+            start_and_trace(period).prop_map(move |(start, trace)| (algorithm, quota, start, trace))
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: None,
+        ..ProptestConfig::with_cases(1024)
+    })]
+
+    #[test]
+    fn the_memory_store_decides_as_each_algorithm_state(
+        (algorithm, quota, start, trace) in any_quota_and_trace()
+    ) {
+        check_store_against_state(algorithm, &quota, start, &trace)?;
+    }
+}
+
 // ------------------------------------------------------------------------ concurrency
 
 const THREADS: usize = 4;

@@ -26,9 +26,17 @@ pub(crate) enum PackedAlgorithm {
 }
 
 impl Algorithm {
-    /// This algorithm, if its state packs into [`Words`].
-    pub(crate) fn packed(self) -> Option<PackedAlgorithm> {
+    /// The packed algorithm that decides this one under `quota`, if its state packs into
+    /// [`Words`].
+    ///
+    /// A token bucket whose quota has a whole emission interval (100 per second: one token
+    /// every 10 ms) is decided as GCRA, with the same answers: its bucket is full `burst`
+    /// intervals after the time it was last empty, and that time is the one timestamp GCRA
+    /// keeps, in one word that a shared lock and a compare-and-swap can update. Other
+    /// token buckets (7 per minute) keep their exact two-word state.
+    pub(crate) fn packed(self, quota: &Quota) -> Option<PackedAlgorithm> {
         match self {
+            Algorithm::TokenBucket if quota.has_whole_interval() => Some(PackedAlgorithm::Gcra),
             Algorithm::TokenBucket => Some(PackedAlgorithm::TokenBucket),
             Algorithm::LeakyBucket => Some(PackedAlgorithm::LeakyBucket),
             Algorithm::FixedWindow => Some(PackedAlgorithm::FixedWindow),
@@ -104,28 +112,53 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    /// Every packed algorithm decides a trace exactly as its unpacked state does.
+    /// Every packed algorithm decides a trace exactly as its unpacked state does, under a
+    /// quota whose interval is rounded (3 per second) and one whose interval is whole (4 per
+    /// second, where the token bucket is decided as GCRA).
     #[test]
     fn packed_states_decide_as_the_states_they_pack() {
-        let quota = Quota::new(3, Duration::from_secs(1))
-            .with_burst(5)
-            .with_queue(2);
-        for algorithm in Algorithm::ALL {
-            let Some(packed) = algorithm.packed() else {
-                continue;
-            };
-            let mut state = algorithm.fresh(Nanos::new(0), &quota);
-            let mut words = None;
-            for step in 0..40u64 {
-                let now = Nanos::new(step * 70_000_000);
-                let cost = step % 3;
-                let expected = algorithm.acquire(&mut state, now, &quota, cost);
-                let (next, decision) = packed.transition(words.as_ref(), now, &quota, cost);
-                assert_eq!(decision, expected, "{algorithm} at step {step}");
-                if decision.allowed {
-                    words = Some(next);
+        for limit in [3, 4] {
+            let quota = Quota::new(limit, Duration::from_secs(1))
+                .with_burst(5)
+                .with_queue(2);
+            for algorithm in Algorithm::ALL {
+                let Some(packed) = algorithm.packed(&quota) else {
+                    continue;
+                };
+                let mut state = algorithm.fresh(Nanos::new(0), &quota);
+                let mut words = None;
+                for step in 0..40u64 {
+                    let now = Nanos::new(step * 70_000_000);
+                    let cost = step % 3;
+                    let expected = algorithm.acquire(&mut state, now, &quota, cost);
+                    let (next, decision) = packed.transition(words.as_ref(), now, &quota, cost);
+                    assert_eq!(
+                        decision, expected,
+                        "{algorithm}, {limit} per second, step {step}"
+                    );
+                    if decision.allowed {
+                        words = Some(next);
+                    }
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_token_bucket_is_decided_as_gcra_only_when_its_interval_is_whole() {
+        let per_second = |limit| Quota::new(limit, Duration::from_secs(1));
+        let packed = |quota: &Quota| Algorithm::TokenBucket.packed(quota);
+        assert_eq!(packed(&per_second(4)), Some(PackedAlgorithm::Gcra));
+        assert_eq!(
+            packed(&per_second(1_000_000_000)),
+            Some(PackedAlgorithm::Gcra)
+        );
+        assert_eq!(packed(&per_second(3)), Some(PackedAlgorithm::TokenBucket));
+        assert_eq!(packed(&per_second(0)), Some(PackedAlgorithm::TokenBucket));
+        // A limit over the period's nanoseconds: an interval of 1 ns, rounded up.
+        assert_eq!(
+            packed(&per_second(1_000_000_001)),
+            Some(PackedAlgorithm::TokenBucket)
+        );
     }
 }

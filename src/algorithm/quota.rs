@@ -114,6 +114,14 @@ impl Quota {
         (self.limit.get() > 0).then_some(self.interval)
     }
 
+    /// Whether the emission interval is exactly `period / limit`, with no rounding: the
+    /// period is a whole number of nanoseconds per request (100 per second, 60 per minute,
+    /// but not 7 per minute). Never for a limit of 0.
+    pub(crate) fn has_whole_interval(&self) -> bool {
+        self.limit.get() > 0
+            && self.interval.get().checked_mul(self.limit.get()) == Some(self.period.get())
+    }
+
     /// The most requests that may arrive at once (token bucket capacity, GCRA burst).
     pub fn burst(&self) -> u64 {
         self.burst

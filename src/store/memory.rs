@@ -309,7 +309,10 @@ fn decide_shared(
     check: &LimitCheck<'_>,
     now: Nanos,
 ) -> Option<Decision> {
-    let packed = check.algorithm.packed().filter(|p| p.is_timestamp())?;
+    let packed = check
+        .algorithm
+        .packed(check.quota)
+        .filter(|p| p.is_timestamp())?;
     let LimitCheck { quota, cost, .. } = *check;
     let generations = shard.read();
     let Some(Timestamp(timestamp)) = generations.young.timestamps.find(fingerprint) else {
@@ -368,7 +371,7 @@ impl Generations {
             cost,
             ..
         } = *check;
-        if let Some(packed) = algorithm.packed() {
+        if let Some(packed) = algorithm.packed(quota) {
             return if packed.is_timestamp() {
                 self.decide_packed::<Timestamp>(packed, fingerprint, check, now, capacity, charge)
             } else {
@@ -564,7 +567,11 @@ impl<C: Clock> Store for MemoryStore<C> {
     fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
         // Only the leaky bucket gives anything back (see `Algorithm::cancel`), and its state
         // is a timestamp.
-        let Some(packed) = check.algorithm.packed().filter(|p| p.is_timestamp()) else {
+        let Some(packed) = check
+            .algorithm
+            .packed(check.quota)
+            .filter(|p| p.is_timestamp())
+        else {
             return;
         };
         let now = self.clock.now();
