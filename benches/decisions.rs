@@ -6,7 +6,10 @@
 //! its clock read; the ceiling is raised so that the 1,000,000-key sets fit whole and nothing is
 //! evicted; one extra pair of rows shows the default ceiling of 1,000,000 keys). One row per
 //! algorithm: `token_bucket`, `leaky_bucket` (policing, so no delays), `fixed_window`,
-//! `sliding_window_log`, `sliding_window_counter` and `gcra`. Keys are shaped as the limiter
+//! `sliding_window_log`, `sliding_window_counter` and `gcra`, and `token_bucket_rounded`, the
+//! token bucket under a quota whose emission interval is not a whole number of nanoseconds
+//! (the others' quotas have whole ones, so the store decides their token bucket as GCRA).
+//! Keys are shaped as the limiter
 //! shapes them for one descriptor value: an 8-byte state id, the value's length as 4
 //! little-endian bytes, then the value, an IPv4 address text (`10.1.2.3`) or a user ID
 //! (`user-123456`).
@@ -23,7 +26,8 @@
 //! second: governor `Quota::per_second(1_000_000_000)`; the token bucket's burst and GCRA's
 //! are the limit, the leaky bucket has a queue of 1,000,000,000), and `denied`, 1 per hour
 //! (governor `Quota::per_hour(1)`), used up by the filling request, so nearly everything is
-//! denied (a fixed window starts afresh on the hour). The bench counts what was admitted and
+//! denied (a fixed window starts afresh on the hour). `token_bucket_rounded`: 999,999,999 per
+//! second, and 7 per 25,201 seconds with a burst of 1. The bench counts what was admitted and
 //! prints it after each case, with a warning when a case did not get the verdict it is named
 //! after.
 //!
@@ -112,6 +116,8 @@ fn kind_name(kind: KeyKind) -> &'static str {
 #[derive(Clone, Copy)]
 enum Limiter {
     Tollgate(Algorithm),
+    /// The token bucket under [`Verdict::rounded_token_bucket_quota`].
+    TokenBucketRounded,
     Governor,
 }
 
@@ -119,6 +125,7 @@ impl Limiter {
     fn name(self) -> &'static str {
         match self {
             Limiter::Tollgate(algorithm) => algorithm.name(),
+            Limiter::TokenBucketRounded => "token_bucket_rounded",
             Limiter::Governor => "governor",
         }
     }
@@ -219,6 +226,11 @@ impl<'k> Fixture<'k> {
                 store: Box::new(store),
                 algorithm,
                 quota: verdict.quota(algorithm),
+            },
+            (Limiter::TokenBucketRounded, _) => Decider::Tollgate {
+                store: Box::new(store),
+                algorithm: Algorithm::TokenBucket,
+                quota: verdict.rounded_token_bucket_quota(),
             },
             (Limiter::Governor, GovernorKeys::Ip(_)) => {
                 Decider::GovernorIp(governor::RateLimiter::keyed(verdict.governor_quota()))
@@ -366,7 +378,7 @@ fn limiters() -> impl Iterator<Item = Limiter> {
     Algorithm::ALL
         .into_iter()
         .map(Limiter::Tollgate)
-        .chain([Limiter::Governor])
+        .chain([Limiter::TokenBucketRounded, Limiter::Governor])
 }
 
 fn decisions(c: &mut Criterion) {

@@ -11,7 +11,10 @@
 //! and takes the wall time per decision. Cases: 1 and 2 threads, a quota that admits
 //! everything (1,000,000,000 per second) and one that admits nothing after the first request
 //! (1 per hour), for `gcra`, `leaky_bucket` (policing), `token_bucket` and `fixed_window`,
-//! with governor's keyed limiter beside them. The key is the IPv4 address `10.1.2.3`, shaped
+//! and for `token_bucket_rounded`, the token bucket under a quota whose emission interval is
+//! not a whole number of nanoseconds (the others' are whole, so the store decides their token
+//! bucket as GCRA; see `Verdict::rounded_token_bucket_quota`), with governor's keyed limiter
+//! beside them. The key is the IPv4 address `10.1.2.3`, shaped
 //! as the limiter shapes it (see `benches/common/keys.rs`); governor's is the `IpAddr`.
 //!
 //! ```text
@@ -68,14 +71,21 @@ fn measure(threads: usize, verdict: Verdict, rounds: usize) {
     keys::KeyKind::Ipv4.write_key(&mut key, HOT_KEY);
     let ip = keys::ip(HOT_KEY);
     let store = MemoryStore::new();
-    let quotas: Vec<Quota> = ALGORITHMS.iter().map(|&a| verdict.quota(a)).collect();
-    let checks: Vec<LimitCheck<'_>> = ALGORITHMS
+    let cases: Vec<(&str, Algorithm, Quota)> = ALGORITHMS
         .iter()
-        .zip(&quotas)
-        .map(|(&algorithm, quota)| LimitCheck {
+        .map(|&a| (a.name(), a, verdict.quota(a)))
+        .chain([(
+            "token_bucket_rounded",
+            Algorithm::TokenBucket,
+            verdict.rounded_token_bucket_quota(),
+        )])
+        .collect();
+    let checks: Vec<LimitCheck<'_>> = cases
+        .iter()
+        .map(|(_, algorithm, quota)| LimitCheck {
             domain: "bench",
             key: &key,
-            algorithm,
+            algorithm: *algorithm,
             quota,
             cost: 1,
             shadow: false,
@@ -103,7 +113,7 @@ fn measure(threads: usize, verdict: Verdict, rounds: usize) {
     }
     let summaries: Vec<(f64, f64)> = times.iter_mut().map(|t| fastest_and_median(t)).collect();
     let (governor_fastest, governor_median) = summaries[checks.len()];
-    let names = ALGORITHMS.iter().map(|a| a.name()).chain(["governor"]);
+    let names = cases.iter().map(|(name, ..)| *name).chain(["governor"]);
     for (name, (fastest, median)) in names.zip(summaries) {
         println!(
             "| {threads} | {} | {name} | {fastest:.1} | {median:.1} | {:.2} | {:.2} |",

@@ -50,6 +50,17 @@ impl Verdict {
         }
     }
 
+    /// A token bucket quota for this verdict whose emission interval is not a whole number
+    /// of nanoseconds, so that the token bucket keeps its own two-word state rather than being
+    /// decided as GCRA: 999,999,999 per second (an interval of 1.000000001 ns), or 7 per
+    /// 25,201 seconds with a burst of 1 (one request, then a wait of an hour).
+    pub fn rounded_token_bucket_quota(self) -> Quota {
+        match self {
+            Verdict::Allowed => Quota::new(999_999_999, Duration::from_secs(1)),
+            Verdict::Denied => Quota::new(7, Duration::from_secs(25_201)).with_burst(1),
+        }
+    }
+
     /// governor's quota.
     pub fn governor_quota(self) -> governor::Quota {
         match self {

@@ -27,11 +27,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// keys of up to 127 bytes, and SipHash-1-3 for longer ones), and the state is kept as small
 /// as the algorithm allows, with no allocation of its own:
 ///
-/// - GCRA and the leaky bucket: one timestamp, which is also when the key goes idle, so an
-///   entry is 16 bytes: about 34 bytes per key at 1,000,000 keys, with the hash table's
-///   slack (governor's keyed limiter needs 69 for an `IpAddr` key; see `BENCHMARKS.md`);
-/// - the token bucket and the fixed window: two words and the idle time, 32 bytes (67 per
-///   key);
+/// - GCRA, the leaky bucket, and the token bucket when its emission interval is a whole
+///   number of nanoseconds (decided as GCRA): one timestamp, which is also when the key goes
+///   idle, so an entry is 16 bytes: about 34 bytes per key at 1,000,000 keys, with the hash
+///   table's slack (governor's keyed limiter needs 69 for an `IpAddr` key; see
+///   `BENCHMARKS.md`);
+/// - the fixed window and the other token buckets: two words and the idle time, 32 bytes (67
+///   per key);
 /// - the sliding windows: the whole 40-byte [`State`] and the idle time, 56 bytes in a
 ///   64-byte place (134 per key, plus the log's entries).
 ///
@@ -106,12 +108,13 @@ struct Tables {
 }
 
 /// A state that is one timestamp which is also the time the key goes idle (GCRA's
-/// theoretical arrival time, the time a leaky bucket has drained): 16 bytes an entry.
+/// theoretical arrival time, the time a leaky bucket has drained, the time a token bucket
+/// decided as GCRA is full): 16 bytes an entry.
 /// Atomic, so that it can be replaced under the shard's shared lock.
 struct Timestamp(AtomicU64);
 
-/// A state packed into two words (token bucket, fixed window), and when it goes idle: 32
-/// bytes an entry.
+/// A state packed into two words (fixed window, a token bucket whose interval is not whole),
+/// and when it goes idle: 32 bytes an entry.
 struct Packed {
     idle_at: Nanos,
     state: Words,
