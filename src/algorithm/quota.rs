@@ -20,6 +20,8 @@ pub struct Quota {
     period: Divisor,
     /// `period / limit` rounded up, in nanoseconds (0 for a limit of 0).
     interval: Divisor,
+    /// Whether `interval` is exactly `period / limit` (never for a limit of 0).
+    whole_interval: bool,
     burst: u64,
     queue: u64,
     max_delay: Option<Duration>,
@@ -43,10 +45,12 @@ impl Quota {
         } else {
             period_nanos.div_ceil(limit)
         };
+        let whole_interval = limit > 0 && period_nanos % limit == 0;
         Quota {
             limit: Divisor::new(limit),
             period: Divisor::new(period_nanos),
             interval: Divisor::new(interval),
+            whole_interval,
             burst: limit,
             queue: 0,
             max_delay: None,
@@ -118,8 +122,7 @@ impl Quota {
     /// period is a whole number of nanoseconds per request (100 per second, 60 per minute,
     /// but not 7 per minute). Never for a limit of 0.
     pub(crate) fn has_whole_interval(&self) -> bool {
-        self.limit.get() > 0
-            && self.interval.get().checked_mul(self.limit.get()) == Some(self.period.get())
+        self.whole_interval
     }
 
     /// The most requests that may arrive at once (token bucket capacity, GCRA burst).
