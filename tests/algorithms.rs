@@ -599,11 +599,16 @@ fn admitted_concurrently(algorithm: Algorithm, quota: Quota) -> Vec<Decision> {
 
 #[test]
 fn token_bucket_concurrent_admissions_equal_the_burst() {
-    let quota = Quota::new(10, Duration::from_secs(1)).with_burst(37);
-    assert_eq!(
-        admitted_concurrently(Algorithm::TokenBucket, quota).len(),
-        37
-    );
+    // 10 per second has a whole interval (decided as GCRA, with a compare-and-swap), 7 per
+    // second does not (the two-word state, under the exclusive lock).
+    for limit in [10, 7] {
+        let quota = Quota::new(limit, Duration::from_secs(1)).with_burst(37);
+        assert_eq!(
+            admitted_concurrently(Algorithm::TokenBucket, quota).len(),
+            37,
+            "{limit} per second"
+        );
+    }
 }
 
 #[test]

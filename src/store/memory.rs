@@ -300,11 +300,11 @@ impl<C: Clock> MemoryStore<C> {
     }
 }
 
-/// Decides a one-timestamp limit (GCRA, leaky bucket) under the shard's shared lock, when
-/// that is enough: the key is young and its timestamp is swapped in atomically, or the
-/// request is denied, or it leaves nothing to remember. So a denial writes nothing, and
-/// threads deciding on one key do not take turns. `None`: the key must be inserted or moved
-/// to the young generation, under the exclusive lock.
+/// Decides a one-timestamp limit (GCRA, leaky bucket, a token bucket with a whole interval)
+/// under the shard's shared lock, when that is enough: the key is young and its timestamp is
+/// swapped in atomically, or the request is denied, or it leaves nothing to remember. So a
+/// denial writes nothing, and threads deciding on one key do not take turns. `None`: the key
+/// must be inserted or moved to the young generation, under the exclusive lock.
 #[inline(always)]
 fn decide_shared(
     shard: &RwLock<Generations>,
@@ -819,9 +819,9 @@ mod tests {
 
     #[test]
     fn single_and_joint_requests_on_one_key_admit_exactly_its_capacity() {
-        // A request with one GCRA or leaky-bucket limit decides under the shard's shared
-        // lock with a compare-and-swap, one with two limits (and the other algorithms
-        // always) under the exclusive locks: on one key at once, they still admit exactly
+        // A request with one GCRA, leaky-bucket or token-bucket limit (this quota's interval
+        // is whole) decides under the shard's shared lock with a compare-and-swap, one with
+        // two limits (and the other algorithms always) under the exclusive locks: on one key at once, they still admit exactly
         // the limit's capacity (the clock stands still). Races are rare on two CPUs, so the
         // scene is played 20 times per algorithm.
         let quota = Quota::new(100, Duration::from_secs(1)).with_queue(99);
