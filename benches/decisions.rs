@@ -9,10 +9,9 @@
 //! `sliding_window_log`, `sliding_window_counter` and `gcra`, and `token_bucket_rounded`, the
 //! token bucket under a quota whose emission interval is not a whole number of nanoseconds
 //! (the others' quotas have whole ones, so the store decides their token bucket as GCRA).
-//! Keys are shaped as the limiter
-//! shapes them for one descriptor value: an 8-byte state id, the value's length as 4
-//! little-endian bytes, then the value, an IPv4 address text (`10.1.2.3`) or a user ID
-//! (`user-123456`).
+//! Keys are shaped as the limiter shapes them for one descriptor value: an 8-byte state id,
+//! the value's length as 4 little-endian bytes, then the value, an IPv4 address text
+//! (`10.1.2.3`) or a user ID (`user-123456`).
 //!
 //! **governor**: `governor::RateLimiter::keyed(quota)` (its default DashMap store and default
 //! clock) and `check_key`, keyed by the natural types: [`IpAddr`] for addresses, [`String`]
@@ -42,7 +41,7 @@
 //! `DefaultClock::default().now()` (quanta) and `Instant::now()`.
 //!
 //! Benchmark ids are `<key set>/<key kind>/<verdict>/<limiter>/<threads>t`, for example
-//! `10k_keys/user_id/denied/gcra/2t`. Run everything (under 6 minutes on 2 CPUs once built):
+//! `10k_keys/user_id/denied/gcra/2t`. Run everything (about 7 minutes on 2 CPUs once built):
 //!
 //! ```text
 //! cargo bench --bench decisions

@@ -14,8 +14,8 @@
 //! and for `token_bucket_rounded`, the token bucket under a quota whose emission interval is
 //! not a whole number of nanoseconds (the others' are whole, so the store decides their token
 //! bucket as GCRA; see `Verdict::rounded_token_bucket_quota`), with governor's keyed limiter
-//! beside them. The key is the IPv4 address `10.1.2.3`, shaped
-//! as the limiter shapes it (see `benches/common/keys.rs`); governor's is the `IpAddr`.
+//! beside them. The key is the IPv4 address `10.1.2.3`, shaped as the limiter shapes it (see
+//! `benches/common/keys.rs`); governor's is the `IpAddr`.
 //!
 //! ```text
 //! cargo bench --bench hot_key

@@ -534,8 +534,9 @@ fn main() {
         ("Nanos", size_of::<Nanos>()),
         // The memory store's private table places: empty, or a non-zero fingerprint and the
         // state: one timestamp (GCRA, leaky bucket, a token bucket with a whole interval); or
-        // the idle time and two words (fixed window, other token buckets); or the idle time and a whole `State` (the sliding windows).
-        // Places come in cache-line-aligned groups of four, so a general place takes 64.
+        // the idle time and two words (fixed window, other token buckets); or the idle time
+        // and a whole `State` (the sliding windows). Places come in cache-line-aligned groups
+        // of four, so a general place takes 64.
         (
             "timestamp place Option<(NonZeroU64, Nanos)>",
             size_of::<Option<(NonZeroU64, Nanos)>>(),
