@@ -550,6 +550,57 @@ proptest! {
     ) {
         check_store_against_state(algorithm, &quota, start, &trace)?;
     }
+
+    #[test]
+    fn the_memory_store_decides_deep_token_buckets_as_their_state(
+        (quota, start, trace) in deep_token_bucket_and_trace()
+    ) {
+        check_store_against_state(Algorithm::TokenBucket, &quota, start, &trace)?;
+    }
+}
+
+/// A token bucket of 1 to 5 per 1 to 3 days (a whole interval) whose burst may take up to
+/// centuries to refill, on either side of the longest that GCRA's one timestamp can keep
+/// (2⁶² ns), at a time of these years, with costs from 1 up to past the burst.
+fn deep_token_bucket_and_trace() -> impl Strategy<Value = (Quota, u64, Vec<(u64, u64)>)> {
+    const DAY: u64 = 86_400 * 1_000_000_000;
+    const NOW: u64 = 1_764_000_000 * 1_000_000_000;
+    (1u64..=5, 1u64..=3).prop_flat_map(|(limit, days)| {
+        let period = days * DAY;
+        let interval = period / limit;
+        let deepest = (1u64 << 62) / interval;
+        let burst = prop_oneof![
+            1u64..=5,
+            deepest - 2..=deepest + 2,
+            Just(1_000_000),
+            Just(i64::MAX as u64),
+        ];
+        (burst, NOW..NOW + DAY).prop_flat_map(move |(burst, start)| {
+            let quota = Quota::new(limit, Duration::from_nanos(period)).with_burst(burst);
+            let cost = prop_oneof![1u64..=3, 0..=burst.saturating_add(1)];
+            let advance = prop_oneof![Just(0u64), 0..=interval, 0..=100 * period];
+            let trace = prop::collection::vec((advance, cost), 1..20);
+            trace.prop_map(move |trace| (quota, start, trace))
+        })
+    })
+}
+
+/// A token bucket whose whole burst, at one token an interval, reaches past the last
+/// nanosecond a timestamp holds cannot be kept as GCRA's one timestamp: a bucket of a million
+/// tokens refilled one a day still admits what it holds, all at once, and then one a day.
+#[test]
+fn a_token_bucket_too_deep_for_one_timestamp_keeps_its_exact_answers() {
+    const DAY: u64 = 86_400 * 1_000_000_000;
+    let quota = Quota::new(1, Duration::from_nanos(DAY)).with_burst(1_000_000);
+    let trace = [(0, 999_999), (0, 1), (0, 1), (DAY - 1, 1), (1, 1), (0, 1)];
+    if let Err(error) = check_store_against_state(
+        Algorithm::TokenBucket,
+        &quota,
+        ManualClock::START.as_u64(),
+        &trace,
+    ) {
+        panic!("{error}");
+    }
 }
 
 // ------------------------------------------------------------------------ concurrency

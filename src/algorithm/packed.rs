@@ -33,10 +33,11 @@ impl Algorithm {
     /// every 10 ms) is decided as GCRA, with the same answers: its bucket is full `burst`
     /// intervals after the time it was last empty, and that time is the one timestamp GCRA
     /// keeps, in one word that a shared lock and a compare-and-swap can update. Other
-    /// token buckets (7 per minute) keep their exact two-word state.
+    /// token buckets (7 per minute, or a burst that takes centuries to refill) keep their
+    /// exact two-word state.
     pub(crate) fn packed(self, quota: &Quota) -> Option<PackedAlgorithm> {
         match self {
-            Algorithm::TokenBucket if quota.has_whole_interval() => Some(PackedAlgorithm::Gcra),
+            Algorithm::TokenBucket if quota.token_bucket_is_gcra() => Some(PackedAlgorithm::Gcra),
             Algorithm::TokenBucket => Some(PackedAlgorithm::TokenBucket),
             Algorithm::LeakyBucket => Some(PackedAlgorithm::LeakyBucket),
             Algorithm::FixedWindow => Some(PackedAlgorithm::FixedWindow),
@@ -145,7 +146,7 @@ mod tests {
     }
 
     #[test]
-    fn a_token_bucket_is_decided_as_gcra_only_when_its_interval_is_whole() {
+    fn a_token_bucket_is_decided_as_gcra_only_when_its_interval_is_whole_and_its_horizon_fits() {
         let per_second = |limit| Quota::new(limit, Duration::from_secs(1));
         let packed = |quota: &Quota| Algorithm::TokenBucket.packed(quota);
         assert_eq!(packed(&per_second(4)), Some(PackedAlgorithm::Gcra));
@@ -159,6 +160,21 @@ mod tests {
         assert_eq!(
             packed(&per_second(1_000_000_001)),
             Some(PackedAlgorithm::TokenBucket)
+        );
+        // A full bucket 2⁶² ns of refilling deep, and one a nanosecond deeper.
+        let one_ns = Quota::new(1, Duration::from_nanos(1));
+        assert_eq!(
+            packed(&one_ns.with_burst(1 << 62)),
+            Some(PackedAlgorithm::Gcra)
+        );
+        assert_eq!(
+            packed(&one_ns.with_burst((1 << 62) + 1)),
+            Some(PackedAlgorithm::TokenBucket)
+        );
+        // A burst set after a burst: the last one counts.
+        assert_eq!(
+            packed(&per_second(4).with_burst(u64::MAX).with_burst(8)),
+            Some(PackedAlgorithm::Gcra)
         );
     }
 }

@@ -20,12 +20,29 @@ pub struct Quota {
     period: Divisor,
     /// `period / limit` rounded up, in nanoseconds (0 for a limit of 0).
     interval: Divisor,
-    /// Whether `interval` is exactly `period / limit` (never for a limit of 0).
-    whole_interval: bool,
+    /// Whether a token bucket under this quota can be kept as GCRA's one timestamp (see
+    /// [`Quota::token_bucket_is_gcra`]).
+    token_bucket_is_gcra: bool,
     burst: u64,
     queue: u64,
     max_delay: Option<Duration>,
     shaping: bool,
+}
+
+/// The longest a token bucket's full burst may span, in nanoseconds, for it to be kept as
+/// GCRA's one timestamp: 2⁶² ns, about 146 years. GCRA's timestamp is the time the bucket is
+/// full again, in nanoseconds since the Unix epoch; with a horizon this short it fits in 64
+/// bits from any time before the year 2400, so no booking is refused for running past the
+/// end of time where the token bucket would admit it.
+const ONE_TIMESTAMP_HORIZON: u64 = 1 << 62;
+
+/// [`Quota::token_bucket_is_gcra`] for `limit` per `period_nanos` with `burst`.
+fn token_bucket_is_gcra(limit: u64, period_nanos: u64, burst: u64) -> bool {
+    limit > 0
+        && period_nanos % limit == 0
+        && (period_nanos / limit)
+            .checked_mul(burst)
+            .is_some_and(|horizon| horizon <= ONE_TIMESTAMP_HORIZON)
 }
 
 impl Quota {
@@ -45,12 +62,11 @@ impl Quota {
         } else {
             period_nanos.div_ceil(limit)
         };
-        let whole_interval = limit > 0 && period_nanos % limit == 0;
         Quota {
             limit: Divisor::new(limit),
             period: Divisor::new(period_nanos),
             interval: Divisor::new(interval),
-            whole_interval,
+            token_bucket_is_gcra: token_bucket_is_gcra(limit, period_nanos, limit),
             burst: limit,
             queue: 0,
             max_delay: None,
@@ -62,6 +78,8 @@ impl Quota {
     #[must_use]
     pub fn with_burst(mut self, burst: u64) -> Self {
         self.burst = burst;
+        self.token_bucket_is_gcra =
+            token_bucket_is_gcra(self.limit.get(), self.period.get(), burst);
         self
     }
 
@@ -118,11 +136,12 @@ impl Quota {
         (self.limit.get() > 0).then_some(self.interval)
     }
 
-    /// Whether the emission interval is exactly `period / limit`, with no rounding: the
-    /// period is a whole number of nanoseconds per request (100 per second, 60 per minute,
-    /// but not 7 per minute). Never for a limit of 0.
-    pub(crate) fn has_whole_interval(&self) -> bool {
-        self.whole_interval
+    /// Whether a token bucket under this quota gives the same answers kept as GCRA's one
+    /// timestamp: the emission interval is exactly `period / limit`, with no rounding (100
+    /// per second, 60 per minute, but not 7 per minute), and a full bucket's `burst`
+    /// intervals span at most [`ONE_TIMESTAMP_HORIZON`]. Never for a limit of 0.
+    pub(crate) fn token_bucket_is_gcra(&self) -> bool {
+        self.token_bucket_is_gcra
     }
 
     /// The most requests that may arrive at once (token bucket capacity, GCRA burst).
