@@ -524,8 +524,8 @@ fn check_store_against_state(
 }
 
 /// A quota of `limit` (0 to 5) per `period` with a burst and a queue (0 to 5 each), for
-/// every algorithm, and a start and trace for it. The token bucket's interval is whole for
-/// about half of these quotas.
+/// every algorithm, and a start and trace for it, with costs of 0 to 2. The token bucket's
+/// interval is whole for about half of these quotas.
 fn any_quota_and_trace() -> impl Strategy<Value = (Algorithm, Quota, u64, Vec<(u64, u64)>)> {
     let algorithm = prop::sample::select(Algorithm::ALL.to_vec());
     (algorithm, 0u64..=5, 0u64..=5, 0u64..=5, period()).prop_flat_map(
@@ -533,7 +533,10 @@ fn any_quota_and_trace() -> impl Strategy<Value = (Algorithm, Quota, u64, Vec<(u
             let quota = Quota::new(limit, Duration::from_nanos(period))
                 .with_burst(burst)
                 .with_queue(queue);
-            start_and_trace(period).prop_map(move |(start, trace)| (algorithm, quota, start, trace))
+            start_and_trace(period).prop_map(move |(start, trace)| {
+                let trace = trace.into_iter().map(|(at, cost)| (at, cost - 1)).collect();
+                (algorithm, quota, start, trace)
+            })
         },
     )
 }

@@ -35,9 +35,16 @@ impl Algorithm {
     /// keeps, in one word that a shared lock and a compare-and-swap can update. Other
     /// token buckets (7 per minute, or a burst that takes centuries to refill) keep their
     /// exact two-word state.
+    ///
+    /// The same answers, that is, for clock readings that never go back. Requests decided
+    /// concurrently may reach the store with readings a little out of order: there the token
+    /// bucket counts an earlier reading as its own last one, and GCRA counts from the
+    /// earlier reading itself, so GCRA is the stricter, never the more lenient.
     pub(crate) fn packed(self, quota: &Quota) -> Option<PackedAlgorithm> {
         match self {
-            Algorithm::TokenBucket if quota.token_bucket_is_gcra() => Some(PackedAlgorithm::Gcra),
+            Algorithm::TokenBucket if quota.token_bucket_fits_a_timestamp() => {
+                Some(PackedAlgorithm::Gcra)
+            }
             Algorithm::TokenBucket => Some(PackedAlgorithm::TokenBucket),
             Algorithm::LeakyBucket => Some(PackedAlgorithm::LeakyBucket),
             Algorithm::FixedWindow => Some(PackedAlgorithm::FixedWindow),
@@ -146,7 +153,7 @@ mod tests {
     }
 
     #[test]
-    fn a_token_bucket_is_decided_as_gcra_only_when_its_interval_is_whole_and_its_horizon_fits() {
+    fn a_token_bucket_is_decided_as_gcra_only_when_its_interval_is_whole_and_it_fits() {
         let per_second = |limit| Quota::new(limit, Duration::from_secs(1));
         let packed = |quota: &Quota| Algorithm::TokenBucket.packed(quota);
         assert_eq!(packed(&per_second(4)), Some(PackedAlgorithm::Gcra));
@@ -161,7 +168,7 @@ mod tests {
             packed(&per_second(1_000_000_001)),
             Some(PackedAlgorithm::TokenBucket)
         );
-        // A full bucket 2⁶² ns of refilling deep, and one a nanosecond deeper.
+        // An empty bucket refilled in 2⁶² ns, and one a nanosecond slower.
         let one_ns = Quota::new(1, Duration::from_nanos(1));
         assert_eq!(
             packed(&one_ns.with_burst(1 << 62)),
@@ -169,6 +176,12 @@ mod tests {
         );
         assert_eq!(
             packed(&one_ns.with_burst((1 << 62) + 1)),
+            Some(PackedAlgorithm::TokenBucket)
+        );
+        // A limit past `i64::MAX` tokens, whose count the token bucket saturates.
+        let huge = 3 << 62;
+        assert_eq!(
+            packed(&Quota::new(huge, Duration::from_nanos(huge)).with_burst(1 << 62)),
             Some(PackedAlgorithm::TokenBucket)
         );
         // A burst set after a burst: the last one counts.

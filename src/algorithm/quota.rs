@@ -20,29 +20,32 @@ pub struct Quota {
     period: Divisor,
     /// `period / limit` rounded up, in nanoseconds (0 for a limit of 0).
     interval: Divisor,
-    /// Whether a token bucket under this quota can be kept as GCRA's one timestamp (see
-    /// [`Quota::token_bucket_is_gcra`]).
-    token_bucket_is_gcra: bool,
+    /// See [`Quota::token_bucket_fits_a_timestamp`].
+    token_bucket_fits_a_timestamp: bool,
     burst: u64,
     queue: u64,
     max_delay: Option<Duration>,
     shaping: bool,
 }
 
-/// The longest a token bucket's full burst may span, in nanoseconds, for it to be kept as
-/// GCRA's one timestamp: 2⁶² ns, about 146 years. GCRA's timestamp is the time the bucket is
-/// full again, in nanoseconds since the Unix epoch; with a horizon this short it fits in 64
-/// bits from any time before the year 2400, so no booking is refused for running past the
-/// end of time where the token bucket would admit it.
-const ONE_TIMESTAMP_HORIZON: u64 = 1 << 62;
+/// The longest an empty token bucket may take to refill, in nanoseconds, for it to be kept as
+/// GCRA's one timestamp: 2⁶² ns, about 146 years. The timestamp is when the bucket is full
+/// again, in nanoseconds since the Unix epoch; with a refill this short it fits in 64 bits
+/// from any time before the year 2400, so GCRA never refuses a booking for running past the
+/// last representable nanosecond where the token bucket would admit it.
+const MAX_TIMESTAMP_REFILL: u64 = 1 << 62;
 
-/// [`Quota::token_bucket_is_gcra`] for `limit` per `period_nanos` with `burst`.
-fn token_bucket_is_gcra(limit: u64, period_nanos: u64, burst: u64) -> bool {
+/// Whether a token bucket of `burst` refilled at `limit` per `period_nanos` fits a timestamp
+/// (see [`Quota::token_bucket_fits_a_timestamp`]).
+fn token_bucket_fits_a_timestamp(limit: u64, period_nanos: u64, burst: u64) -> bool {
+    // Beyond `i64::MAX` the token bucket's own count saturates, and GCRA's does not.
+    let counts_fit = limit <= i64::MAX as u64 && burst <= i64::MAX as u64;
     limit > 0
+        && counts_fit
         && period_nanos % limit == 0
         && (period_nanos / limit)
             .checked_mul(burst)
-            .is_some_and(|horizon| horizon <= ONE_TIMESTAMP_HORIZON)
+            .is_some_and(|refill| refill <= MAX_TIMESTAMP_REFILL)
 }
 
 impl Quota {
@@ -66,7 +69,11 @@ impl Quota {
             limit: Divisor::new(limit),
             period: Divisor::new(period_nanos),
             interval: Divisor::new(interval),
-            token_bucket_is_gcra: token_bucket_is_gcra(limit, period_nanos, limit),
+            token_bucket_fits_a_timestamp: token_bucket_fits_a_timestamp(
+                limit,
+                period_nanos,
+                limit,
+            ),
             burst: limit,
             queue: 0,
             max_delay: None,
@@ -78,8 +85,8 @@ impl Quota {
     #[must_use]
     pub fn with_burst(mut self, burst: u64) -> Self {
         self.burst = burst;
-        self.token_bucket_is_gcra =
-            token_bucket_is_gcra(self.limit.get(), self.period.get(), burst);
+        self.token_bucket_fits_a_timestamp =
+            token_bucket_fits_a_timestamp(self.limit.get(), self.period.get(), burst);
         self
     }
 
@@ -137,11 +144,13 @@ impl Quota {
     }
 
     /// Whether a token bucket under this quota gives the same answers kept as GCRA's one
-    /// timestamp: the emission interval is exactly `period / limit`, with no rounding (100
-    /// per second, 60 per minute, but not 7 per minute), and a full bucket's `burst`
-    /// intervals span at most [`ONE_TIMESTAMP_HORIZON`]. Never for a limit of 0.
-    pub(crate) fn token_bucket_is_gcra(&self) -> bool {
-        self.token_bucket_is_gcra
+    /// timestamp (see [`Algorithm::packed`](super::Algorithm)): the emission interval is
+    /// exactly `period / limit`, with no rounding (100 per second, 60 per minute, but not 7
+    /// per minute); an empty bucket refills within [`MAX_TIMESTAMP_REFILL`]; and the limit
+    /// and the burst are token counts the bucket keeps without saturating (at most
+    /// `i64::MAX`, as the rules compiler requires). Never for a limit of 0.
+    pub(crate) fn token_bucket_fits_a_timestamp(&self) -> bool {
+        self.token_bucket_fits_a_timestamp
     }
 
     /// The most requests that may arrive at once (token bucket capacity, GCRA burst).

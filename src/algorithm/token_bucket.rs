@@ -11,8 +11,8 @@ use std::time::Duration;
 /// fraction of a token lost is the one a full bucket would overflow anyway. 16 bytes per key.
 ///
 /// When `period / limit` is a whole number of nanoseconds (100 per second, not 7 per minute)
-/// and a full bucket refills within 2⁶² ns (146 years), the memory store keeps and decides the
-/// bucket as [`Gcra`](super::Gcra) instead: the same answers from one 8-byte timestamp,
+/// and an empty bucket refills within 2⁶² ns (146 years), the memory store keeps and decides
+/// the bucket as [`Gcra`](super::Gcra) instead: the same answers from one 8-byte timestamp,
 /// updated without an exclusive lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TokenBucket {

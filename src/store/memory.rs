@@ -1,7 +1,7 @@
 use super::fingerprint::Fingerprinter;
 use super::probe_table::ProbeTable;
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
-use crate::algorithm::{Decision, PackedAlgorithm, State, Words};
+use crate::algorithm::{Algorithm, Decision, PackedAlgorithm, State, Words};
 use crate::clock::{saturating_nanos, Clock, Nanos, SystemClock};
 use parking_lot::{RwLock, RwLockWriteGuard};
 use smallvec::SmallVec;
@@ -28,10 +28,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// as the algorithm allows, with no allocation of its own:
 ///
 /// - GCRA, the leaky bucket, and the token bucket when its emission interval is a whole
-///   number of nanoseconds (decided as GCRA): one timestamp, which is also when the key goes
-///   idle, so an entry is 16 bytes: about 34 bytes per key at 1,000,000 keys, with the hash
-///   table's slack (governor's keyed limiter needs 69 for an `IpAddr` key; see
-///   `BENCHMARKS.md`);
+///   number of nanoseconds and an empty bucket refills within 146 years (decided as GCRA,
+///   with the same answers): one timestamp, which is also when the key goes idle, so an entry
+///   is 16 bytes: about 34 bytes per key at 1,000,000 keys, with the hash table's slack
+///   (governor's keyed limiter needs 69 for an `IpAddr` key; see `BENCHMARKS.md`). A token
+///   bucket's key checked under a quota on the other side of that line starts afresh (the
+///   limiter's keys name their quota, so only a direct user of the store can do that);
 /// - the fixed window and the other token buckets: two words and the idle time, 32 bytes (67
 ///   per key);
 /// - the sliding windows: the whole 40-byte [`State`] and the idle time, 56 bytes in a
@@ -570,20 +572,22 @@ impl<C: Clock> Store for MemoryStore<C> {
     fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
         // Only the leaky bucket gives anything back (see `Algorithm::cancel`), and its state
         // is a timestamp.
-        let Some(packed) = check
-            .algorithm
-            .packed(check.quota)
-            .filter(|p| p.is_timestamp())
-        else {
+        if check.algorithm != Algorithm::LeakyBucket {
             return;
-        };
+        }
         let now = self.clock.now();
         let fingerprint = self.fingerprint(check);
         let capacity = self.generation_capacity;
         let mut generations = self.shards[self.shard_of(fingerprint)].0.write();
         if let Some(slot) = generations.find::<Timestamp>(fingerprint, now, capacity) {
             let mut state = slot.state();
-            packed.cancel(&mut state, now, check.quota, check.cost, booked_until);
+            PackedAlgorithm::LeakyBucket.cancel(
+                &mut state,
+                now,
+                check.quota,
+                check.cost,
+                booked_until,
+            );
             *slot = Timestamp::new(state, Nanos::new(state[0]));
         }
     }
@@ -821,9 +825,9 @@ mod tests {
     fn single_and_joint_requests_on_one_key_admit_exactly_its_capacity() {
         // A request with one GCRA, leaky-bucket or token-bucket limit (this quota's interval
         // is whole) decides under the shard's shared lock with a compare-and-swap, one with
-        // two limits (and the other algorithms always) under the exclusive locks: on one key at once, they still admit exactly
-        // the limit's capacity (the clock stands still). Races are rare on two CPUs, so the
-        // scene is played 20 times per algorithm.
+        // two limits (and the other algorithms always) under the exclusive locks: on one key
+        // at once, they still admit exactly the limit's capacity (the clock stands still).
+        // Races are rare on two CPUs, so the scene is played 20 times per algorithm.
         let quota = Quota::new(100, Duration::from_secs(1)).with_queue(99);
         let roomy = Quota::new(1_000_000, Duration::from_secs(1));
         for algorithm in Algorithm::ALL {
