@@ -107,12 +107,15 @@ impl Schedule {
 
         let tat_after = booked.unwrap_or(start);
         let ahead = tat_after - now_ns;
-        let retry_after = match slack {
+        let retry_after = match (booked_until, slack) {
             _ if allowed => Duration::ZERO,
-            None => quota.period(),
+            // Never admitted, which reports one period: the cost exceeds the slots, or the
+            // booking ends past the representable future, as it will at every later time
+            // (its start only moves later).
+            (None, _) | (_, None) => quota.period(),
             // The first t with start(t) + cost×interval - t <= slots×interval (start is tat
             // for every t before tat), and, when bounded, tat - t <= max_delay.
-            Some(slack) => {
+            (Some(_), Some(slack)) => {
                 let fits_at = start.saturating_sub(slack);
                 let waits_at = max_delay.map_or(0, |max| start.saturating_sub(max));
                 Duration::from_nanos(fits_at.max(waits_at).saturating_sub(now_ns))
@@ -192,7 +195,8 @@ mod tests {
         assert_eq!(too_many.retry_after, Duration::from_nanos(interval));
     }
 
-    /// A booking that would end past `u64::MAX` nanoseconds is refused, never clamped.
+    /// A booking that would end past `u64::MAX` nanoseconds is refused, never clamped, and
+    /// since it will be refused at every later time too, it reports one period to wait.
     #[test]
     fn a_booking_past_the_representable_future_is_refused() {
         let quota = Quota::new(1, Duration::from_secs(1)).with_burst(3);
@@ -201,6 +205,11 @@ mod tests {
         let refused = state.acquire(now, &quota, 1);
         assert!(!refused.allowed);
         assert_eq!(state, Gcra::fresh(now, &quota), "nothing was booked");
+        assert_eq!(
+            refused.retry_after,
+            quota.period(),
+            "never admitted: one period, as for a cost above the burst"
+        );
     }
 
     /// The schedule's arithmetic as it was written in 128 bits, where nothing overflows, with
@@ -227,7 +236,7 @@ mod tests {
         let ahead = if allowed { booked_until } else { start } - now;
         let retry_after = if allowed {
             0
-        } else if cost > schedule.slots {
+        } else if cost > schedule.slots || booked_until > wide(u64::MAX) {
             quota.period().as_nanos()
         } else {
             let waits_at = max_delay.map_or(0, |max| start.saturating_sub(max));
@@ -259,6 +268,12 @@ mod tests {
     }
 
     proptest! {
+        // No regression files: a failure prints its minimal case.
+        #![proptest_config(ProptestConfig {
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
         /// The schedule answers as the same arithmetic in 128 bits, over the whole range of
         /// times, costs, slots, intervals and waits, overflowing products included.
         #[test]
