@@ -144,11 +144,11 @@ impl Quota {
     }
 
     /// Whether a token bucket under this quota gives the same answers kept as GCRA's one
-    /// timestamp (see [`Algorithm::packed`](super::Algorithm)): the emission interval is
-    /// exactly `period / limit`, with no rounding (100 per second, 60 per minute, but not 7
-    /// per minute); an empty bucket refills within [`MAX_TIMESTAMP_REFILL`]; and the limit
-    /// and the burst are token counts the bucket keeps without saturating (at most
-    /// `i64::MAX`, as the rules compiler requires). Never for a limit of 0.
+    /// timestamp (see `Algorithm::packed`): the emission interval is exactly `period /
+    /// limit`, with no rounding (100 per second, 60 per minute, but not 7 per minute); an
+    /// empty bucket refills within [`MAX_TIMESTAMP_REFILL`]; and the limit and the burst are
+    /// token counts the bucket keeps without saturating (at most `i64::MAX`, as the rules
+    /// compiler requires). Never for a limit of 0.
     pub(crate) fn token_bucket_fits_a_timestamp(&self) -> bool {
         self.token_bucket_fits_a_timestamp
     }
