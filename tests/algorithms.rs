@@ -4,6 +4,9 @@
 //!   transitions.
 //! - Property tests: each algorithm against a naive model written from its definition, over
 //!   random traces with small limits and periods (so windows roll and intervals round often).
+//! - The memory store against the states: however the store keeps a state (packed into two
+//!   words, or a token bucket as GCRA's one timestamp), it decides every trace as the
+//!   algorithm's own state does.
 //! - Concurrency: threads racing on one key of a memory store whose clock stands still admit
 //!   exactly the capacity, and two limits on one request stay all or nothing.
 
