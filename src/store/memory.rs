@@ -1,7 +1,7 @@
 use super::fingerprint::Fingerprinter;
 use super::probe_table::ProbeTable;
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
-use crate::algorithm::{Algorithm, Decision, PackedAlgorithm, State, Words};
+use crate::algorithm::{Decision, PackedAlgorithm, State, Words};
 use crate::clock::{saturating_nanos, Clock, Nanos, SystemClock};
 use parking_lot::{RwLock, RwLockWriteGuard};
 use smallvec::SmallVec;
@@ -572,22 +572,20 @@ impl<C: Clock> Store for MemoryStore<C> {
     fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
         // Only the leaky bucket gives anything back (see `Algorithm::cancel`), and its state
         // is a timestamp.
-        if check.algorithm != Algorithm::LeakyBucket {
+        let Some(packed) = check
+            .algorithm
+            .packed(check.quota)
+            .filter(|p| p.is_timestamp())
+        else {
             return;
-        }
+        };
         let now = self.clock.now();
         let fingerprint = self.fingerprint(check);
         let capacity = self.generation_capacity;
         let mut generations = self.shards[self.shard_of(fingerprint)].0.write();
         if let Some(slot) = generations.find::<Timestamp>(fingerprint, now, capacity) {
             let mut state = slot.state();
-            PackedAlgorithm::LeakyBucket.cancel(
-                &mut state,
-                now,
-                check.quota,
-                check.cost,
-                booked_until,
-            );
+            packed.cancel(&mut state, now, check.quota, check.cost, booked_until);
             *slot = Timestamp::new(state, Nanos::new(state[0]));
         }
     }
