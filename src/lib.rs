@@ -79,6 +79,7 @@
 
 pub mod algorithm;
 pub mod clock;
+mod decision;
 pub mod layer;
 mod limiter;
 mod observe;
@@ -89,5 +90,6 @@ pub mod rules;
 pub mod source;
 pub mod store;
 
+pub use decision::{Denial, Verdict};
 pub use layer::{RateLimit, RateLimitLayer};
-pub use limiter::{Denial, Limiter, Verdict};
+pub use limiter::Limiter;

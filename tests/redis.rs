@@ -684,7 +684,7 @@ async fn decides_again(limiter: &Limiter<RedisStore>, name: &str) -> [Verdict; 3
         limiter.check(&[("user", &user)], 1).await,
     ];
     assert_eq!(
-        verdicts.map(|v| v.is_allowed()),
+        verdicts.each_ref().map(|v| v.is_allowed()),
         [true, true, false],
         "{name}: the limit of 2 holds again"
     );

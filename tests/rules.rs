@@ -366,6 +366,7 @@ async fn seed_example_admits_five_logins_per_minute() {
     assert_eq!(limit.on_store_error(), OnStoreError::Allow);
     assert!(limit.replaces().is_empty());
 
+    let label = limit.label().to_owned();
     let (limiter, clock) = limiter(rules);
     let login = [("auth_type", "login")];
     let mut verdicts = Vec::new();
@@ -379,7 +380,7 @@ async fn seed_example_admits_five_logins_per_minute() {
         "exactly the first 5 of 8 logins are admitted"
     );
     let denial = verdicts.last().expect("eight verdicts");
-    assert_eq!(denial.limit_index(), Some(0));
+    assert_eq!(denial.limit(), Some(label.as_str()));
     let decision = denial.decision().expect("a denial reports its decision");
     assert_eq!(decision.limit, 5);
     assert_eq!(decision.remaining, 0);

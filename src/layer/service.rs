@@ -1,9 +1,9 @@
 use super::future::{Waited, WaitingFuture};
 use super::{ResponseBody, ResponseFuture};
 use crate::algorithm::Decision;
-use crate::limiter::{Active, PendingVerdict, QueuePlaces, Queued, Started, Verdict};
+use crate::decision::Ruling;
+use crate::limiter::Deciding;
 use crate::response::{self, RateLimitHeaders};
-use crate::rules::request_values::RequestValues;
 use crate::rules::{Limit, Rules};
 use crate::source::{MissingPeerAddr, RequestView};
 use crate::store::{MemoryStore, Store};
@@ -12,7 +12,6 @@ use bytes::Bytes;
 use http::{Request, Response};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tower_service::Service;
@@ -77,27 +76,26 @@ where
     }
 
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
-        let rules = self.limiter.rules_guard();
-        let current = &*rules.rules;
-        let started = {
-            let mut values = RequestValues::new(RequestView::of(&request), current);
-            self.limiter.start(&rules, &mut values, 1)
+        let deciding = match self.limiter.deciding(RequestView::of(&request), 1) {
+            Ok(deciding) => deciding,
+            Err(MissingPeerAddr) => return missing_peer_addr(&request),
         };
-        match started {
-            Err(MissingPeerAddr) => missing_peer_addr(&request),
-            Ok(Started::Ready {
-                ref verdict,
-                queued,
-            }) => match plan(current, verdict, &mut request) {
-                Plan::Reject(rejection) => ResponseFuture::answered(rejection.response(current)),
-                Plan::Admit(headers) if verdict.delay().is_zero() => {
-                    ResponseFuture::admitted(self.inner.call(request), headers)
-                }
-                Plan::Admit(headers) => {
-                    self.wait_in_queue(rules, verdict, queued, request, headers)
-                }
-            },
-            Ok(Started::Pending(pending)) => self.wait_for_store(rules, pending, request),
+        let Some(ruling) = deciding.ruling() else {
+            let deciding = deciding.into_owned();
+            return self.wait_for_store(deciding, request);
+        };
+        match plan(deciding.rules(), ruling, &mut request) {
+            Plan::Reject(rejection) => {
+                ResponseFuture::answered(rejection.response(deciding.rules()))
+            }
+            Plan::Admit(headers) if ruling.delay().is_zero() => {
+                ResponseFuture::admitted(self.inner.call(request), headers)
+            }
+            Plan::Admit(headers) => {
+                let release_at = release_at(ruling.delay());
+                let deciding = deciding.into_owned();
+                self.wait_in_queue(release_at, deciding, request, headers)
+            }
         }
     }
 }
@@ -110,14 +108,13 @@ where
     S: Clone + Send + 'static,
     St: Store,
 {
-    /// An admitted request that waits `verdict.delay()` for its turn in a shaping leaky
-    /// bucket's queue, holding the places `queued`.
+    /// An admitted request that waits until `release_at` for its turn in a shaping leaky
+    /// bucket's queue, holding the places `deciding` booked.
     #[inline(never)]
     fn wait_in_queue<ReqBody>(
         &mut self,
-        rules: arc_swap::Guard<Arc<Active>>,
-        verdict: &Verdict,
-        queued: Queued,
+        release_at: Option<tokio::time::Instant>,
+        deciding: Deciding<'static, St>,
         request: Request<ReqBody>,
         headers: RateLimitHeaders,
     ) -> ResponseFuture<S::Future>
@@ -126,10 +123,8 @@ where
         S::Future: Send + 'static,
         ReqBody: Send + 'static,
     {
-        let rules = arc_swap::Guard::into_inner(rules);
-        let places = QueuePlaces::new(self.limiter.clone(), rules, queued);
         let inner = self.take_ready_inner();
-        let waiting = wait_then_call(release_at(verdict.delay()), places, inner, request, headers);
+        let waiting = wait_then_call(release_at, deciding, inner, request, headers);
         ResponseFuture::waiting(Box::pin(waiting))
     }
 
@@ -137,8 +132,7 @@ where
     #[inline(never)]
     fn wait_for_store<ReqBody>(
         &mut self,
-        rules: arc_swap::Guard<Arc<Active>>,
-        pending: Box<PendingVerdict<St::Pending>>,
+        mut deciding: Deciding<'static, St>,
         mut request: Request<ReqBody>,
     ) -> ResponseFuture<S::Future>
     where
@@ -146,17 +140,14 @@ where
         S::Future: Send + 'static,
         ReqBody: Send + 'static,
     {
-        let rules = arc_swap::Guard::into_inner(rules);
-        let limiter = self.limiter.clone();
         let inner = self.take_ready_inner();
         let waiting: WaitingFuture<_> = Box::pin(async move {
-            let (verdict, queued) = pending.finish(&rules, limiter.fallback()).await;
-            match plan(&rules.rules, &verdict, &mut request) {
-                Plan::Reject(rejection) => Waited::Answered(rejection.response(&rules.rules)),
+            let ruling = deciding.settle().await;
+            match plan(deciding.rules(), &ruling, &mut request) {
+                Plan::Reject(rejection) => Waited::Answered(rejection.response(deciding.rules())),
                 Plan::Admit(headers) => {
-                    let places = QueuePlaces::new(limiter, rules, queued);
-                    wait_then_call(release_at(verdict.delay()), places, inner, request, headers)
-                        .await
+                    let release_at = release_at(ruling.delay());
+                    wait_then_call(release_at, deciding, inner, request, headers).await
                 }
             }
         });
@@ -187,13 +178,13 @@ fn release_at(delay: Duration) -> Option<tokio::time::Instant> {
 }
 
 /// Waits for the request's turn in the queue, then calls the inner service. Dropped while
-/// waiting (the client went away), `places` gives the queue places back.
+/// waiting (the client went away), `deciding` gives the queue places back.
 ///
 /// The wait is a Tokio timer: servers that queue requests run on a Tokio runtime with time
 /// enabled (as axum and tonic servers do).
 async fn wait_then_call<S, St, ReqBody>(
     release_at: Option<tokio::time::Instant>,
-    places: QueuePlaces<St>,
+    deciding: Deciding<'static, St>,
     mut inner: S,
     request: Request<ReqBody>,
     headers: RateLimitHeaders,
@@ -206,7 +197,7 @@ where
     if let Some(release_at) = release_at {
         tokio::time::sleep_until(release_at).await;
     }
-    places.release();
+    deciding.go_ahead();
     Waited::Served(inner.call(request).await, headers)
 }
 
@@ -233,17 +224,17 @@ impl Rejection<'_> {
     }
 }
 
-/// What to do with `request` after `verdict`: reject it, or add headers to its response. An
+/// What to do with `request` after `ruling`: reject it, or add headers to its response. An
 /// admitted request that a shadow limit would have denied is marked.
-fn plan<'a, B>(rules: &'a Rules, verdict: &'a Verdict, request: &mut Request<B>) -> Plan<'a> {
-    if verdict.is_allowed() && verdict.is_shadow_denied() {
+fn plan<'a, B>(rules: &'a Rules, ruling: &'a Ruling, request: &mut Request<B>) -> Plan<'a> {
+    if ruling.is_allowed() && ruling.is_shadow_denied() {
         request.extensions_mut().insert(ShadowDenied);
     }
-    let reported = verdict
+    let reported = ruling
         .reported()
         .map(|(index, decision)| (&rules.limits()[index], decision));
     match reported {
-        Some((limit, decision)) if !verdict.is_allowed() => Plan::Reject(Rejection {
+        Some((limit, decision)) if !ruling.is_allowed() => Plan::Reject(Rejection {
             limit,
             decision,
             grpc: response::is_grpc(request.headers()),

@@ -17,7 +17,7 @@ mod throttle;
 
 use crate::algorithm::Decision;
 use crate::clock::Clock;
-use crate::limiter::{Booking, Denial, StoreFailure, Verdict};
+use crate::decision::{Booking, Denial, Ruling, StoreFailure};
 use crate::response;
 use crate::rules::Rules;
 use crate::store::StoreError;
@@ -75,14 +75,14 @@ impl Observer {
         rules: &Rules,
         bookings: &[Booking],
         decisions: &[Decision],
-        verdict: &Verdict,
+        ruling: &Ruling,
     ) {
-        let log_shadow_denials = verdict.is_shadow_denied() && tracing::enabled!(Level::INFO);
+        let log_shadow_denials = ruling.is_shadow_denied() && tracing::enabled!(Level::INFO);
         for (booking, decision) in bookings.iter().zip(decisions) {
             #[cfg(feature = "metrics")]
             self.instruments.count(
                 booking.limit,
-                Outcome::of(decision, booking.shadow, verdict.is_allowed()),
+                Outcome::of(decision, booking.shadow, ruling.is_allowed()),
             );
             if log_shadow_denials && booking.shadow && !decision.allowed {
                 self.shadow_denied(rules, booking.limit);
@@ -137,18 +137,18 @@ impl Observer {
 
     /// Reports the end of a decision that started at `start`: its time, and the denial.
     #[inline]
-    pub(crate) fn finished(&self, rules: &Rules, verdict: &Verdict, start: DecisionStart) {
+    pub(crate) fn finished(&self, rules: &Rules, ruling: &Ruling, start: DecisionStart) {
         #[cfg(feature = "metrics")]
         self.instruments.record_decision_time(start.at.elapsed());
         #[cfg(not(feature = "metrics"))]
         let _ = start;
-        if let Some(denial) = verdict.denial() {
-            self.denied(rules, verdict, denial);
+        if let Some(denial) = ruling.denial() {
+            self.denied(rules, ruling, denial);
         }
     }
 
-    fn denied(&self, rules: &Rules, verdict: &Verdict, denial: Denial) {
-        let Some((index, decision)) = verdict.reported() else {
+    fn denied(&self, rules: &Rules, ruling: &Ruling, denial: Denial) {
+        let Some((index, decision)) = ruling.reported() else {
             return;
         };
         let domain = rules.domain();

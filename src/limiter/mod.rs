@@ -1,20 +1,25 @@
 //! The limiter: rules, a store, and the decision for one request, without HTTP.
 
-use crate::algorithm::Decision;
-use crate::clock::{Clock, Nanos, SystemClock};
-use crate::observe::{self, DecisionStart, Observer};
-use crate::rules::tree::{Matches, StateKey, Values};
-use crate::rules::{OnStoreError, RuleErrors, Rules};
-use crate::source::MissingPeerAddr;
-use crate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, StoreError};
+mod active;
+mod decide;
+mod deciding;
+mod given_values;
+
+pub(crate) use deciding::Deciding;
+
+use crate::clock::{Clock, SystemClock};
+use crate::decision::{Ruling, Verdict};
+use crate::rules::request_values::RequestValues;
+use crate::rules::{RuleErrors, Rules};
+use crate::source::{MissingPeerAddr, RequestView};
+use crate::store::{MemoryStore, Store};
+use active::Active;
 use arc_swap::ArcSwap;
-use smallvec::SmallVec;
+use given_values::GivenValues;
 use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
-use tracing::Instrument;
 
 /// Rules plus the store that keeps their state: decides whether a request fits.
 ///
@@ -71,26 +76,6 @@ impl<St: fmt::Debug> fmt::Debug for Shared<St> {
             .field("fallback", &self.fallback)
             .field("shadow_mode", &self.shadow_mode)
             .finish_non_exhaustive()
-    }
-}
-
-/// The rules in force and what reports the decisions made under them, put in force together
-/// so that a decision never sees one without the other.
-#[derive(Debug)]
-pub(crate) struct Active {
-    pub(crate) rules: Arc<Rules>,
-    observer: Observer,
-}
-
-impl Active {
-    /// `rules` and their observer, made now: off the request path, so that no decision
-    /// registers metrics or allocates labels.
-    fn new(rules: Rules, clock: &Arc<dyn Clock>) -> Self {
-        let observer = Observer::new(&rules, Arc::clone(clock));
-        Active {
-            rules: Arc::new(rules),
-            observer,
-        }
     }
 }
 
@@ -228,12 +213,6 @@ impl<St: Store> Limiter<St> {
         self.shared.shadow_mode.load(Ordering::Relaxed)
     }
 
-    /// The rules in force now with their observer, without touching the shared reference
-    /// count.
-    pub(crate) fn rules_guard(&self) -> arc_swap::Guard<Arc<Active>> {
-        self.shared.active.load()
-    }
-
     /// The in-memory store that decides `on_store_error: local` limits while the store fails.
     pub(crate) fn fallback(&self) -> &MemoryStore {
         &self.shared.fallback
@@ -253,78 +232,41 @@ impl<St: Store> Limiter<St> {
     /// verdict has a [`delay`](Verdict::delay) (a shaping leaky bucket), wait that long
     /// before going ahead: the place in the queue is booked.
     pub async fn check(&self, values: &[(&str, &str)], cost: u64) -> Verdict {
-        let active = self.shared.active.load_full();
-        let mut given = GivenValues {
-            rules: &active.rules,
-            values,
+        let active = self.shared.active.load();
+        let stage = {
+            let mut given = GivenValues {
+                rules: &active.rules,
+                values,
+            };
+            self.start(&active, &mut given, cost)
         };
-        match self.start(&active, &mut given, cost) {
-            Ok(Started::Ready { verdict, .. }) => verdict,
-            Ok(Started::Pending(pending)) => pending.finish(&active, &self.shared.fallback).await.0,
+        match stage {
+            Ok(stage) => {
+                let mut deciding = Deciding::new(self, active, stage);
+                let ruling = deciding.settle().await;
+                let verdict = Verdict::new(ruling, deciding.rules());
+                // The caller waits out the delay itself: the queue places are its own.
+                deciding.go_ahead();
+                verdict
+            }
             // Given values never need a peer address.
-            Err(MissingPeerAddr) => Verdict::unlimited(),
+            Err(MissingPeerAddr) => Verdict::new(Ruling::unlimited(), &active.rules),
         }
     }
 
-    /// Starts deciding a request: at once when the store answers at once.
-    pub(crate) fn start(
+    /// Starts deciding the request `view` shows, of weight `cost`, under the rules in force
+    /// now: the layer's way in.
+    pub(crate) fn deciding(
         &self,
-        active: &Active,
-        values: &mut dyn Values,
-        default_cost: u64,
-    ) -> Result<Started<St::Pending>, MissingPeerAddr> {
-        let rules = &*active.rules;
-        let mut matches = Matches::new();
-        rules.applicable(values, &mut matches)?;
-        let shadow_all = rules.shadow_mode() || self.shadow_mode();
-        let mut bookings = Bookings::new();
-        // Each key is taken out of its match, not the matches moved into an iterator.
-        for m in &mut matches {
-            let limit = &rules.limits[m.limit];
-            // A shadow `unlimited` entry (the only unlimited one left in the matches) has
-            // nothing to check.
-            if limit.limited().is_none() {
-                continue;
-            }
-            bookings.push(Booking {
-                cost: limit.cost(values, default_cost),
-                limit: m.limit,
-                key: std::mem::take(&mut m.key),
-                shadow: shadow_all || limit.is_shadow(),
-                booked_until: None,
-            });
-        }
-        if bookings.is_empty() {
-            return Ok(Started::Ready {
-                verdict: Verdict::unlimited(),
-                queued: None,
-            });
-        }
-        // Requests that no limit applies to pay for neither.
-        let start = DecisionStart::now();
-        let span = observe::decision_span(rules, &bookings);
-        let entered = span.as_ref().map(tracing::Span::enter);
-        let acquisition = match &bookings[..] {
-            // Most requests meet one limit, and ask about it without collecting checks.
-            [booking] => self.shared.store.acquire(&[check(rules, booking)]),
-            bookings => self.shared.store.acquire(&checks(rules, bookings)),
+        view: RequestView<'_>,
+        cost: u64,
+    ) -> Result<Deciding<'_, St>, MissingPeerAddr> {
+        let active = self.shared.active.load();
+        let stage = {
+            let mut values = RequestValues::new(view, &active.rules);
+            self.start(&active, &mut values, cost)?
         };
-        Ok(match acquisition {
-            Acquisition::Ready(result) => {
-                let (verdict, queued) =
-                    Verdict::settle(active, &mut bookings, result, &self.shared.fallback, start);
-                Started::Ready { verdict, queued }
-            }
-            Acquisition::Pending(future) => {
-                drop(entered);
-                Started::Pending(Box::new(PendingVerdict {
-                    future,
-                    bookings,
-                    start,
-                    span: span.unwrap_or_else(tracing::Span::none),
-                }))
-            }
-        })
+        Ok(Deciding::new(self, active, stage))
     }
 }
 
@@ -348,424 +290,19 @@ impl<C: Clock> Limiter<MemoryStore<C>> {
     /// ```
     pub fn record_tracked_keys(&self) {
         let keys = self.store().len();
-        self.rules_guard().observer.record_tracked_keys(keys);
-    }
-}
-
-/// A limit that applies to a request: its state key and the request's weight under it.
-#[derive(Debug, Clone)]
-pub(crate) struct Booking {
-    /// The limit's index in [`Rules::limits`].
-    pub(crate) limit: usize,
-    key: StateKey,
-    cost: u64,
-    /// Whether the limit only reports: in shadow mode itself, or all limits are.
-    pub(crate) shadow: bool,
-    /// The end of its place in a queue, once a shaping leaky bucket queued it.
-    booked_until: Option<Nanos>,
-}
-
-/// How many limits of one request are kept without allocating: most requests meet one or two.
-const INLINE_LIMITS: usize = 2;
-
-pub(crate) type Bookings = SmallVec<[Booking; INLINE_LIMITS]>;
-
-/// The bookings that hold queue places, boxed: only requests that a shaping leaky bucket
-/// delays have any, and every other request should not carry their size from step to step.
-pub(crate) type Queued = Option<Box<Bookings>>;
-
-/// What the store is asked about `bookings`, one check each, in order: callers pair the
-/// checks (and the decisions) with the bookings by position.
-fn checks<'a>(
-    rules: &'a Rules,
-    bookings: &'a [Booking],
-) -> SmallVec<[LimitCheck<'a>; INLINE_LIMITS]> {
-    bookings
-        .iter()
-        .map(|booking| check(rules, booking))
-        .collect()
-}
-
-/// What the store is asked about `booking`.
-fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
-    let (algorithm, quota) = rules.limits[booking.limit]
-        .limited()
-        .expect("only limited entries are booked (see `Limiter::start`)");
-    LimitCheck {
-        domain: rules.domain(),
-        key: &booking.key,
-        algorithm,
-        quota,
-        cost: booking.cost,
-        shadow: booking.shadow,
-    }
-}
-
-/// The bookings of an admitted request that hold queue places (their enforced shaping leaky
-/// buckets booked one), each with the end of its place, taken out of `bookings`.
-fn take_queued(bookings: &mut Bookings, decisions: &[Decision]) -> Queued {
-    let mut decisions = decisions.iter();
-    bookings.retain(|booking| {
-        booking.booked_until = decisions.next().and_then(|d| d.booked_until);
-        booking.booked_until.is_some() && !booking.shadow
-    });
-    (!bookings.is_empty()).then(|| Box::new(std::mem::take(bookings)))
-}
-
-/// A decision under way.
-pub(crate) enum Started<F> {
-    /// Decided: the verdict, and the queue places it booked (see [`QueuePlaces`]).
-    Ready { verdict: Verdict, queued: Queued },
-    /// Boxed: a networked store's future is large, and a request decided at once should not
-    /// carry its size from step to step.
-    Pending(Box<PendingVerdict<F>>),
-}
-
-/// A store's answer still to come, and what is needed to make a verdict of it.
-pub(crate) struct PendingVerdict<F> {
-    future: F,
-    bookings: Bookings,
-    start: DecisionStart,
-    span: tracing::Span,
-}
-
-impl<F> PendingVerdict<F>
-where
-    F: std::future::Future<Output = Result<Decisions, StoreError>>,
-{
-    pub(crate) async fn finish(
-        self: Box<Self>,
-        active: &Active,
-        fallback: &MemoryStore,
-    ) -> (Verdict, Queued) {
-        let PendingVerdict {
-            future,
-            mut bookings,
-            start,
-            span,
-        } = *self;
-        let result = future.instrument(span.clone()).await;
-        span.in_scope(|| Verdict::settle(active, &mut bookings, result, fallback, start))
-    }
-}
-
-/// The queue places an admitted, delayed request holds in shaping leaky buckets. Dropped
-/// before [`QueuePlaces::release`] (the client went away while it waited), it gives them
-/// back, so that the next request can have them.
-pub(crate) struct QueuePlaces<St: Store> {
-    limiter: Limiter<St>,
-    /// The rules the places were booked under.
-    active: Arc<Active>,
-    /// `None` once released.
-    bookings: Queued,
-}
-
-impl<St: Store> QueuePlaces<St> {
-    pub(crate) fn new(limiter: Limiter<St>, active: Arc<Active>, bookings: Queued) -> Self {
-        QueuePlaces {
-            limiter,
-            active,
-            bookings,
-        }
-    }
-
-    /// The request's turn has come: the places are used, not given back.
-    pub(crate) fn release(mut self) {
-        self.bookings = None;
-    }
-}
-
-impl<St: Store> Drop for QueuePlaces<St> {
-    fn drop(&mut self) {
-        let Some(bookings) = &self.bookings else {
-            return;
-        };
-        let checks = checks(&self.active.rules, bookings);
-        for (check, booking) in checks.iter().zip(bookings.iter()) {
-            if let Some(booked_until) = booking.booked_until {
-                self.limiter.shared.store.cancel(check, booked_until);
-            }
-        }
-    }
-}
-
-/// The outcome for one request: admitted or not, and the decision its headers report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Verdict {
-    /// Why the request is denied; `None` when it is admitted.
-    denial: Option<Denial>,
-    decision: Option<(usize, Decision)>,
-    delay: Duration,
-    shadow_denied: bool,
-}
-
-/// Why a request was denied ([`Verdict::denial`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Denial {
-    /// A limit had no room for it.
-    OverLimit,
-    /// The store failed to decide, and the limit's `on_store_error` is `deny`.
-    StoreError,
-}
-
-impl Verdict {
-    fn unlimited() -> Self {
-        Verdict {
-            denial: None,
-            decision: None,
-            delay: Duration::ZERO,
-            shadow_denied: false,
-        }
-    }
-
-    /// How long an admitted request waits for its turn in a shaping leaky bucket before it
-    /// goes ahead; zero for most requests.
-    pub fn delay(&self) -> Duration {
-        self.delay
-    }
-
-    /// Whether the request is admitted.
-    pub fn is_allowed(&self) -> bool {
-        self.denial.is_none()
-    }
-
-    /// Why the request is denied: over a limit, or because the store failed; `None` when it
-    /// is admitted.
-    pub fn denial(&self) -> Option<Denial> {
-        self.denial
-    }
-
-    /// The decision to report: when admitted, the enforced limit with the least room left;
-    /// when denied, the denying limit that frees up last. `None` when no enforced limit applied.
-    pub fn decision(&self) -> Option<&Decision> {
-        self.decision.as_ref().map(|(_, decision)| decision)
-    }
-
-    /// The index, in [`Rules::limits`], of the limit [`Verdict::decision`] belongs to.
-    pub fn limit_index(&self) -> Option<usize> {
-        self.decision.as_ref().map(|(index, _)| *index)
-    }
-
-    /// [`Verdict::limit_index`] and [`Verdict::decision`] together.
-    pub(crate) fn reported(&self) -> Option<(usize, &Decision)> {
-        self.decision
-            .as_ref()
-            .map(|(index, decision)| (*index, decision))
-    }
-
-    /// Whether a shadow-mode limit would have denied the request (over the limit, or because
-    /// the store failed and its `on_store_error` is `deny`).
-    pub fn is_shadow_denied(&self) -> bool {
-        self.shadow_denied
-    }
-
-    /// The verdict on `bookings` from the store's `result`, and the bookings that hold queue
-    /// places (admitted by an enforced shaping leaky bucket), taken out of `bookings`.
-    /// Reports the decision begun at `start`.
-    fn settle(
-        active: &Active,
-        bookings: &mut Bookings,
-        result: Result<Decisions, StoreError>,
-        fallback: &MemoryStore,
-        start: DecisionStart,
-    ) -> (Verdict, Queued) {
-        let Active { rules, observer } = active;
-        // Read where they are: moving the decisions copies them.
-        let decisions = match &result {
-            Ok(decisions) if decisions.len() == bookings.len() => decisions,
-            failed => return Verdict::after_store_error(active, bookings, failed, fallback, start),
-        };
-        let verdict = Verdict::decide(bookings, decisions);
-        observer.decided(rules, bookings, decisions, &verdict);
-        // Most requests book no queue place and run none of the code that keeps them.
-        let queued = if verdict.is_allowed() && decisions.iter().any(|d| d.booked_until.is_some()) {
-            take_queued(bookings, decisions)
-        } else {
-            None
-        };
-        observer.finished(rules, &verdict, start);
-        (verdict, queued)
-    }
-
-    /// [`Verdict::settle`] when the store could not decide (`failed` is its error, or a
-    /// wrong number of decisions): the verdict of [`Verdict::on_store_error`], reported, with
-    /// no queue places.
-    // Cold and out of line, so that `settle`'s stack frame does not hold what only a failed
-    // store needs.
-    #[cold]
-    #[inline(never)]
-    fn after_store_error(
-        active: &Active,
-        bookings: &[Booking],
-        failed: &Result<Decisions, StoreError>,
-        fallback: &MemoryStore,
-        start: DecisionStart,
-    ) -> (Verdict, Queued) {
-        let miscounted;
-        let error = match failed {
-            Err(error) => error,
-            Ok(decisions) => {
-                miscounted = StoreError::new(
-                    format!(
-                        "the store answered {} decisions for {} limits",
-                        decisions.len(),
-                        bookings.len()
-                    ),
-                    "a store must answer one decision per limit",
-                );
-                &miscounted
-            }
-        };
-        let verdict = Verdict::on_store_error(active, bookings, error, fallback);
-        active.observer.finished(&active.rules, &verdict, start);
-        (verdict, None)
-    }
-
-    /// The verdict on `bookings` given one decision each, in one pass over them.
-    fn decide(bookings: &[Booking], decisions: &[Decision]) -> Verdict {
-        let mut verdict = Verdict::unlimited();
-        // Among the enforced limits: the first of those with the least room left, and, of
-        // those that deny, the last of those that free up last.
-        let mut least_room: Option<(usize, &Decision)> = None;
-        let mut last_freed: Option<(usize, &Decision)> = None;
-        for (booking, decision) in bookings.iter().zip(decisions) {
-            if booking.shadow {
-                verdict.shadow_denied |= !decision.allowed;
-            } else if decision.allowed {
-                verdict.delay = verdict.delay.max(decision.delay);
-                let room = |d: &Decision| (d.remaining, d.limit);
-                if least_room.is_none_or(|(_, least)| room(decision) < room(least)) {
-                    least_room = Some((booking.limit, decision));
-                }
-            } else if last_freed.is_none_or(|(_, last)| decision.retry_after >= last.retry_after) {
-                last_freed = Some((booking.limit, decision));
-            }
-        }
-        if last_freed.is_some() {
-            verdict.denial = Some(Denial::OverLimit);
-            verdict.delay = Duration::ZERO;
-        }
-        verdict.decision = last_freed
-            .or(least_room)
-            .map(|(limit, decision)| (limit, *decision));
-        verdict
-    }
-
-    /// The verdict when the store could not decide: a limit whose policy is `deny` denies
-    /// (or, in shadow mode, would have); limits whose policy is `local` are decided by
-    /// `fallback`, an in-memory store with the same rules; the others (`allow`) admit.
-    fn on_store_error(
-        active: &Active,
-        bookings: &[Booking],
-        error: &StoreError,
-        fallback: &MemoryStore,
-    ) -> Verdict {
-        let Active { rules, observer } = active;
-        let policy = |booking: &Booking| rules.limits[booking.limit].on_store_error();
-        let closed = bookings
-            .iter()
-            .any(|b| !b.shadow && policy(b) == OnStoreError::Deny);
-        let outcomes: SmallVec<[StoreFailure; 2]> = bookings
-            .iter()
-            .map(|b| StoreFailure::of(policy(b), b.shadow, closed))
-            .collect();
-        observer.store_failed(rules, bookings, &outcomes, error);
-        let with = |wanted: StoreFailure| {
-            bookings
-                .iter()
-                .zip(&outcomes)
-                .filter(move |(_, &outcome)| outcome == wanted)
-                .map(|(booking, _)| booking)
-        };
-        let shadow_denied = outcomes.contains(&StoreFailure::ShadowDenied);
-        if let Some(limit) = with(StoreFailure::Denied).next().map(|b| b.limit) {
-            let quota_limit = rules.limits[limit].quota().map_or(0, |q| q.limit());
-            let decision = Decision {
-                allowed: false,
-                limit: quota_limit,
-                remaining: 0,
-                reset_after: STORE_ERROR_RETRY,
-                retry_after: STORE_ERROR_RETRY,
-                delay: Duration::ZERO,
-                booked_until: None,
-            };
-            return Verdict {
-                denial: Some(Denial::StoreError),
-                decision: Some((limit, decision)),
-                delay: Duration::ZERO,
-                shadow_denied,
-            };
-        }
-        let local: Bookings = with(StoreFailure::Local).cloned().collect();
-        let mut verdict = Verdict::unlimited();
-        if !local.is_empty() {
-            let acquisition = fallback.acquire(&checks(rules, &local));
-            if let Acquisition::Ready(Ok(decisions)) = acquisition {
-                if decisions.len() == local.len() {
-                    verdict = Verdict::decide(&local, &decisions);
-                    observer.decided(rules, &local, &decisions, &verdict);
-                }
-            }
-        }
-        verdict.shadow_denied |= shadow_denied;
-        verdict
-    }
-}
-
-/// What a limit's `on_store_error` policy makes of a request the store could not decide:
-/// the one reading of the policy, for the verdict and for what is reported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StoreFailure {
-    /// Admitted, charged nothing: `allow`, or `local` when a `deny` limit refuses the request
-    /// anyway.
-    Admitted,
-    /// Refused (`deny`).
-    Denied,
-    /// Would have been refused (`deny` in shadow mode).
-    ShadowDenied,
-    /// Decided by the in-memory fallback store (`local`).
-    Local,
-}
-
-impl StoreFailure {
-    /// The outcome under `policy` of a limit (`shadow` when it only reports), `closed` when an
-    /// enforced `deny` limit refuses the request.
-    fn of(policy: OnStoreError, shadow: bool, closed: bool) -> StoreFailure {
-        match policy {
-            OnStoreError::Allow => StoreFailure::Admitted,
-            OnStoreError::Deny if shadow => StoreFailure::ShadowDenied,
-            OnStoreError::Deny => StoreFailure::Denied,
-            OnStoreError::Local if closed => StoreFailure::Admitted,
-            OnStoreError::Local => StoreFailure::Local,
-        }
-    }
-}
-
-/// What a client that was denied because the store failed is told to wait.
-const STORE_ERROR_RETRY: Duration = Duration::from_secs(1);
-
-/// Values given by the caller of [`Limiter::check`].
-struct GivenValues<'a> {
-    rules: &'a Rules,
-    values: &'a [(&'a str, &'a str)],
-}
-
-impl Values for GivenValues<'_> {
-    fn get(&mut self, source: usize) -> Result<Option<&str>, MissingPeerAddr> {
-        let name = self.rules.sources[source].0.as_str();
-        Ok(self
-            .values
-            .iter()
-            .find(|(key, _)| *key == name)
-            .map(|(_, value)| *value))
+        self.shared.active.load().observer.record_tracked_keys(keys);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
+    use crate::clock::{ManualClock, Nanos};
+    use crate::decision::Denial;
+    use crate::store::{Acquisition, Decisions, LimitCheck, StoreError};
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    use std::time::Duration;
 
     fn limiter(yaml: &str) -> (Limiter<MemoryStore<ManualClock>>, ManualClock) {
         let clock = ManualClock::new();
@@ -775,87 +312,11 @@ mod tests {
 
     /// The verdict of a store that answers at once.
     fn check<St: Store>(limiter: &Limiter<St>, values: &[(&str, &str)]) -> Verdict {
-        let active = limiter.rules_guard();
-        let mut given = GivenValues {
-            rules: &active.rules,
-            values,
-        };
-        match limiter.start(&active, &mut given, 1) {
-            Ok(Started::Ready { verdict, .. }) => verdict,
-            _ => panic!("the store answers at once"),
+        let mut check = std::pin::pin!(limiter.check(values, 1));
+        match check.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(verdict) => verdict,
+            Poll::Pending => panic!("the store answers at once"),
         }
-    }
-
-    /// A booking of limit `limit`, enforced or `shadow`.
-    fn booking(limit: usize, shadow: bool) -> Booking {
-        Booking {
-            limit,
-            key: StateKey::new(),
-            cost: 1,
-            shadow,
-            booked_until: None,
-        }
-    }
-
-    /// A decision with `remaining` left of `limit`, waiting `wait` seconds to admit the next
-    /// request (denied when `remaining` is 0 and `wait` is not) after `delay` ms in a queue.
-    fn decision(remaining: u64, limit: u64, wait: u64, delay: u64) -> Decision {
-        Decision {
-            allowed: remaining > 0 || wait == 0,
-            limit,
-            remaining,
-            reset_after: Duration::from_secs(60),
-            retry_after: Duration::from_secs(wait),
-            delay: Duration::from_millis(delay),
-            booked_until: None,
-        }
-    }
-
-    #[test]
-    fn the_verdict_reports_the_least_room_when_admitted_and_the_last_to_free_up_when_denied() {
-        let enforced = [booking(0, false), booking(1, false), booking(2, false)];
-        // Admitted: the least room left, the smaller limit on a tie, the first on a full tie;
-        // the longest queue delay of them all.
-        let admitted = Verdict::decide(
-            &enforced,
-            &[
-                decision(3, 10, 0, 5),
-                decision(3, 5, 0, 20),
-                decision(3, 5, 0, 0),
-            ],
-        );
-        assert!(admitted.is_allowed());
-        assert_eq!(admitted.limit_index(), Some(1));
-        assert_eq!(admitted.delay(), Duration::from_millis(20));
-        // Denied: of the denying limits, the one that frees up last, the last on a tie; no
-        // delay, whatever the admitting limits queued.
-        let denied = Verdict::decide(
-            &enforced,
-            &[
-                decision(0, 5, 30, 0),
-                decision(2, 5, 0, 20),
-                decision(0, 5, 30, 0),
-            ],
-        );
-        assert_eq!(denied.denial(), Some(Denial::OverLimit));
-        assert_eq!(denied.limit_index(), Some(2));
-        assert_eq!(denied.delay(), Duration::ZERO);
-        let longest = Verdict::decide(
-            &enforced,
-            &[
-                decision(0, 5, 30, 0),
-                decision(0, 5, 40, 0),
-                decision(0, 5, 10, 0),
-            ],
-        );
-        assert_eq!(longest.limit_index(), Some(1));
-        // A shadow limit neither denies nor is reported, but is seen to have denied.
-        let shadowed = Verdict::decide(
-            &[booking(0, true), booking(1, false)],
-            &[decision(0, 1, 30, 0), decision(4, 5, 0, 0)],
-        );
-        assert!(shadowed.is_allowed() && shadowed.is_shadow_denied());
-        assert_eq!(shadowed.limit_index(), Some(1));
     }
 
     /// How many of `attempts` requests with `values` are admitted.
@@ -910,10 +371,7 @@ descriptors:
         for _ in 0..5 {
             let denied = check(&limiter, &login);
             assert!(!denied.is_allowed());
-            assert_eq!(
-                limiter.rules().limits()[denied.limit_index().unwrap()].label(),
-                "login"
-            );
+            assert_eq!(denied.limit(), Some("login"));
         }
         // Denied logins consumed nothing of the per-address limit: 2 of 3 remain.
         let plain = check(&limiter, &[("remote_address", "1.1.1.1")]);

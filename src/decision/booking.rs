@@ -1,0 +1,99 @@
+//! A limit booked for one request: which limit, its state key, the request's weight.
+
+use crate::algorithm::Decision;
+use crate::clock::Nanos;
+use crate::rules::tree::StateKey;
+use smallvec::SmallVec;
+
+/// A limit that applies to a request: its state key and the request's weight under it.
+#[derive(Debug, Clone)]
+pub(crate) struct Booking {
+    /// The limit's index in the rules' limits.
+    pub(crate) limit: usize,
+    pub(crate) key: StateKey,
+    pub(crate) cost: u64,
+    /// Whether the limit only reports: in shadow mode itself, or all limits are.
+    pub(crate) shadow: bool,
+    /// The end of its place in a queue, once a shaping leaky bucket queued it.
+    pub(crate) booked_until: Option<Nanos>,
+}
+
+/// How many limits of one request are kept without allocating: most requests meet one or two.
+pub(crate) const INLINE_LIMITS: usize = 2;
+
+/// The limits booked for one request, in the order the rules' walk met them.
+pub(crate) type Bookings = SmallVec<[Booking; INLINE_LIMITS]>;
+
+/// The bookings that hold queue places, boxed: only requests that a shaping leaky bucket
+/// delays have any, and every other request should not carry their size from step to step.
+pub(crate) type Queued = Option<Box<Bookings>>;
+
+impl Booking {
+    /// The bookings of an admitted request that hold queue places (their enforced shaping
+    /// leaky buckets booked one, as `decisions` say), each with the end of its place, taken
+    /// out of `bookings`.
+    pub(crate) fn take_queued(bookings: &mut Bookings, decisions: &[Decision]) -> Queued {
+        if !decisions.iter().any(|d| d.booked_until.is_some()) {
+            return None;
+        }
+        let mut decisions = decisions.iter();
+        bookings.retain(|booking| {
+            booking.booked_until = decisions.next().and_then(|d| d.booked_until);
+            booking.booked_until.is_some() && !booking.shadow
+        });
+        (!bookings.is_empty()).then(|| Box::new(std::mem::take(bookings)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn booking(limit: usize, shadow: bool) -> Booking {
+        Booking {
+            limit,
+            key: StateKey::new(),
+            cost: 1,
+            shadow,
+            booked_until: None,
+        }
+    }
+
+    fn queued_until(booked_until: Option<Nanos>) -> Decision {
+        Decision {
+            allowed: true,
+            limit: 1,
+            remaining: 0,
+            reset_after: Duration::ZERO,
+            retry_after: Duration::ZERO,
+            delay: Duration::from_millis(1),
+            booked_until,
+        }
+    }
+
+    #[test]
+    fn only_enforced_bookings_with_a_queue_place_are_taken() {
+        let mut bookings: Bookings = [booking(0, false), booking(1, true), booking(2, false)]
+            .into_iter()
+            .collect();
+        let decisions = [
+            queued_until(Some(Nanos::new(5))),
+            queued_until(Some(Nanos::new(6))),
+            queued_until(None),
+        ];
+        let queued = Booking::take_queued(&mut bookings, &decisions).expect("one place");
+        assert_eq!(queued.len(), 1);
+        assert_eq!(
+            (queued[0].limit, queued[0].booked_until),
+            (0, Some(Nanos::new(5)))
+        );
+    }
+
+    #[test]
+    fn a_request_that_booked_no_place_takes_nothing() {
+        let mut bookings: Bookings = [booking(0, false)].into_iter().collect();
+        assert!(Booking::take_queued(&mut bookings, &[queued_until(None)]).is_none());
+        assert_eq!(bookings.len(), 1);
+    }
+}

@@ -1,0 +1,23 @@
+//! The decision core: what the limits that apply to one request make of it.
+//!
+//! A leaf of the crate: it depends on [`algorithm`](crate::algorithm), [`rules`](crate::rules)
+//! and [`clock`](crate::clock) only. The limiter books the limits that apply
+//! ([`Booking`]), asks a store for their [`Decision`](crate::algorithm::Decision)s, and this
+//! module combines them into a [`Ruling`]: admitted or not, and which limit to report. The
+//! layer, `observe` and `response` read decisions from here, never from the limiter.
+//!
+//! - [`Ruling`]: the outcome under one snapshot of the rules (crate-private: it names its
+//!   limit by index, valid only under that snapshot).
+//! - [`Verdict`]: the outcome handed to users, naming its limit by label.
+//! - [`StoreFailures`]: what each limit's `on_store_error` policy makes of a request that
+//!   the store could not decide.
+
+mod booking;
+mod failure;
+mod ruling;
+mod verdict;
+
+pub(crate) use booking::{Booking, Bookings, Queued, INLINE_LIMITS};
+pub(crate) use failure::{StoreFailure, StoreFailures};
+pub(crate) use ruling::Ruling;
+pub use verdict::{Denial, Verdict};

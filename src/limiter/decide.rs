@@ -1,0 +1,231 @@
+//! Deciding one request: book the limits that apply, ask the store, settle its answer into a
+//! [`Ruling`], and report it.
+
+use super::active::Active;
+use super::Limiter;
+use crate::decision::{Booking, Bookings, Queued, Ruling, StoreFailures, INLINE_LIMITS};
+use crate::observe::{self, DecisionStart};
+use crate::rules::tree::{Matches, Values};
+use crate::rules::Rules;
+use crate::source::MissingPeerAddr;
+use crate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, StoreError};
+use smallvec::SmallVec;
+use std::future::Future;
+use tracing::Instrument;
+
+/// A decision under way: settled, or waiting for a networked store's answer.
+pub(super) enum Stage<F> {
+    /// Settled: the ruling, and the queue places it booked.
+    Settled { ruling: Ruling, queued: Queued },
+    /// Boxed: a networked store's future is large, and a request decided at once should not
+    /// carry its size from step to step.
+    Waiting(Box<PendingRuling<F>>),
+}
+
+impl<St: Store> Limiter<St> {
+    /// Starts deciding a request whose descriptor values are `values`, under `active`: at
+    /// once when the store answers at once.
+    pub(super) fn start(
+        &self,
+        active: &Active,
+        values: &mut dyn Values,
+        default_cost: u64,
+    ) -> Result<Stage<St::Pending>, MissingPeerAddr> {
+        let rules = &*active.rules;
+        let mut matches = Matches::new();
+        rules.applicable(values, &mut matches)?;
+        let shadow_all = rules.shadow_mode() || self.shadow_mode();
+        let mut bookings = Bookings::new();
+        // Each key is taken out of its match, not the matches moved into an iterator.
+        for m in &mut matches {
+            let limit = &rules.limits[m.limit];
+            // A shadow `unlimited` entry (the only unlimited one left in the matches) has
+            // nothing to check.
+            if limit.limited().is_none() {
+                continue;
+            }
+            bookings.push(Booking {
+                cost: limit.cost(values, default_cost),
+                limit: m.limit,
+                key: std::mem::take(&mut m.key),
+                shadow: shadow_all || limit.is_shadow(),
+                booked_until: None,
+            });
+        }
+        if bookings.is_empty() {
+            return Ok(Stage::Settled {
+                ruling: Ruling::unlimited(),
+                queued: None,
+            });
+        }
+        // Requests that no limit applies to pay for neither.
+        let start = DecisionStart::now();
+        let span = observe::decision_span(rules, &bookings);
+        let entered = span.as_ref().map(tracing::Span::enter);
+        let acquisition = match &bookings[..] {
+            // Most requests meet one limit, and ask about it without collecting checks.
+            [booking] => self.store().acquire(&[check(rules, booking)]),
+            bookings => self.store().acquire(&checks(rules, bookings)),
+        };
+        Ok(match acquisition {
+            Acquisition::Ready(result) => {
+                let (ruling, queued) =
+                    settle(active, &mut bookings, result, self.fallback(), start);
+                Stage::Settled { ruling, queued }
+            }
+            Acquisition::Pending(future) => {
+                drop(entered);
+                Stage::Waiting(Box::new(PendingRuling {
+                    future,
+                    bookings,
+                    start,
+                    span: span.unwrap_or_else(tracing::Span::none),
+                }))
+            }
+        })
+    }
+}
+
+/// What the store is asked about `bookings`, one check each, in order: callers pair the
+/// checks (and the decisions) with the bookings by position.
+pub(super) fn checks<'a>(
+    rules: &'a Rules,
+    bookings: &'a [Booking],
+) -> SmallVec<[LimitCheck<'a>; INLINE_LIMITS]> {
+    bookings
+        .iter()
+        .map(|booking| check(rules, booking))
+        .collect()
+}
+
+/// What the store is asked about `booking`.
+fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
+    let (algorithm, quota) = rules.limits[booking.limit]
+        .limited()
+        .expect("only limited entries are booked (see `Limiter::start`)");
+    LimitCheck {
+        domain: rules.domain(),
+        key: &booking.key,
+        algorithm,
+        quota,
+        cost: booking.cost,
+        shadow: booking.shadow,
+    }
+}
+
+/// A store's answer still to come, and what is needed to make a ruling of it.
+pub(super) struct PendingRuling<F> {
+    future: F,
+    bookings: Bookings,
+    start: DecisionStart,
+    span: tracing::Span,
+}
+
+impl<F> PendingRuling<F>
+where
+    F: Future<Output = Result<Decisions, StoreError>>,
+{
+    /// Waits for the store's answer and settles it.
+    pub(super) async fn finish(
+        self: Box<Self>,
+        active: &Active,
+        fallback: &MemoryStore,
+    ) -> (Ruling, Queued) {
+        let PendingRuling {
+            future,
+            mut bookings,
+            start,
+            span,
+        } = *self;
+        let result = future.instrument(span.clone()).await;
+        span.in_scope(|| settle(active, &mut bookings, result, fallback, start))
+    }
+}
+
+/// The ruling on `bookings` from the store's `result`, and the bookings that hold queue
+/// places (admitted by an enforced shaping leaky bucket), taken out of `bookings`. Reports
+/// the decision begun at `start`.
+fn settle(
+    active: &Active,
+    bookings: &mut Bookings,
+    result: Result<Decisions, StoreError>,
+    fallback: &MemoryStore,
+    start: DecisionStart,
+) -> (Ruling, Queued) {
+    let Active { rules, observer } = active;
+    // Read where they are: moving the decisions copies them.
+    let decisions = match &result {
+        Ok(decisions) if decisions.len() == bookings.len() => decisions,
+        failed => return after_store_error(active, bookings, failed, fallback, start),
+    };
+    let ruling = Ruling::of(bookings, decisions);
+    observer.decided(rules, bookings, decisions, &ruling);
+    let queued = if ruling.is_allowed() {
+        Booking::take_queued(bookings, decisions)
+    } else {
+        None
+    };
+    observer.finished(rules, &ruling, start);
+    (ruling, queued)
+}
+
+/// [`settle`] when the store could not decide (`failed` is its error, or a wrong number of
+/// decisions): the ruling of [`on_store_error`], reported, with no queue places.
+// Cold and out of line, so that `settle`'s stack frame does not hold what only a failed
+// store needs.
+#[cold]
+#[inline(never)]
+fn after_store_error(
+    active: &Active,
+    bookings: &[Booking],
+    failed: &Result<Decisions, StoreError>,
+    fallback: &MemoryStore,
+    start: DecisionStart,
+) -> (Ruling, Queued) {
+    let miscounted;
+    let error = match failed {
+        Err(error) => error,
+        Ok(decisions) => {
+            miscounted = StoreError::new(
+                format!(
+                    "the store answered {} decisions for {} limits",
+                    decisions.len(),
+                    bookings.len()
+                ),
+                "a store must answer one decision per limit",
+            );
+            &miscounted
+        }
+    };
+    let ruling = on_store_error(active, bookings, error, fallback);
+    active.observer.finished(&active.rules, &ruling, start);
+    (ruling, None)
+}
+
+/// The ruling when the store could not decide: a limit whose policy is `deny` denies (or,
+/// in shadow mode, would have); limits whose policy is `local` are decided by `fallback`, an
+/// in-memory store with the same rules; the others (`allow`) admit.
+fn on_store_error(
+    active: &Active,
+    bookings: &[Booking],
+    error: &StoreError,
+    fallback: &MemoryStore,
+) -> Ruling {
+    let Active { rules, observer } = active;
+    let failures = StoreFailures::of(rules, bookings);
+    observer.store_failed(rules, bookings, failures.outcomes(), error);
+    if let Some(denied) = failures.denial(rules, bookings) {
+        return denied;
+    }
+    let local = failures.local(bookings);
+    let mut ruling = Ruling::unlimited();
+    if !local.is_empty() {
+        if let Acquisition::Ready(Ok(decisions)) = fallback.acquire(&checks(rules, &local)) {
+            if decisions.len() == local.len() {
+                ruling = Ruling::of(&local, &decisions);
+                observer.decided(rules, &local, &decisions, &ruling);
+            }
+        }
+    }
+    ruling.with_shadow_denied(failures.shadow_denied())
+}

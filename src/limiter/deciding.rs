@@ -1,0 +1,135 @@
+//! A request's decision in progress: the one view the layer has of the limiter's work.
+
+use super::active::Active;
+use super::decide::{checks, Stage};
+use super::Limiter;
+use crate::decision::Ruling;
+use crate::rules::Rules;
+use crate::store::Store;
+use arc_swap::Guard;
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// A request's decision in progress, under the rules that were in force when it started.
+///
+/// Its [`ruling`](Deciding::ruling) is known at once when the store answers at once, and
+/// after [`settle`](Deciding::settle) otherwise. A request that the ruling delays (a shaping
+/// leaky bucket queued it) holds its queue places until [`go_ahead`](Deciding::go_ahead);
+/// dropped before that (the client went away while it waited), it gives them back, so that
+/// the next request can have them.
+pub(crate) struct Deciding<'l, St: Store> {
+    limiter: Cow<'l, Limiter<St>>,
+    active: Snapshot,
+    stage: Stage<St::Pending>,
+}
+
+/// The rules a decision was started under: loaded for the request path, held for a future
+/// that outlives it.
+enum Snapshot {
+    Loaded(Guard<Arc<Active>>),
+    Held(Arc<Active>),
+}
+
+impl Snapshot {
+    fn active(&self) -> &Arc<Active> {
+        match self {
+            Snapshot::Loaded(guard) => guard,
+            Snapshot::Held(active) => active,
+        }
+    }
+}
+
+impl<'l, St: Store> Deciding<'l, St> {
+    /// The decision `stage` of `limiter`, started under the rules `active` holds.
+    pub(super) fn new(
+        limiter: &'l Limiter<St>,
+        active: Guard<Arc<Active>>,
+        stage: Stage<St::Pending>,
+    ) -> Self {
+        Deciding {
+            limiter: Cow::Borrowed(limiter),
+            active: Snapshot::Loaded(active),
+            stage,
+        }
+    }
+
+    /// The same decision, owning what it borrowed, for a future that outlives the request
+    /// path.
+    pub(crate) fn into_owned(mut self) -> Deciding<'static, St> {
+        let active = Arc::clone(self.active.active());
+        // What is left behind holds no queue place to give back.
+        let stage = std::mem::replace(
+            &mut self.stage,
+            Stage::Settled {
+                ruling: Ruling::unlimited(),
+                queued: None,
+            },
+        );
+        Deciding {
+            limiter: Cow::Owned(Limiter::clone(&self.limiter)),
+            active: Snapshot::Held(active),
+            stage,
+        }
+    }
+
+    /// The rules the decision is made under: the indices of its ruling point into them.
+    pub(crate) fn rules(&self) -> &Rules {
+        &self.active.active().rules
+    }
+
+    /// The ruling, once settled; `None` while the store's answer is awaited.
+    pub(crate) fn ruling(&self) -> Option<&Ruling> {
+        match &self.stage {
+            Stage::Settled { ruling, .. } => Some(ruling),
+            Stage::Waiting(_) => None,
+        }
+    }
+
+    /// Waits for the store's answer, if it is still to come, and returns the ruling.
+    pub(crate) async fn settle(&mut self) -> Ruling {
+        // Dropped while waiting, the decision is left settled as unlimited, holding nothing.
+        let placeholder = Stage::Settled {
+            ruling: Ruling::unlimited(),
+            queued: None,
+        };
+        let (ruling, queued) = match std::mem::replace(&mut self.stage, placeholder) {
+            Stage::Waiting(pending) => {
+                pending
+                    .finish(self.active.active(), self.limiter.fallback())
+                    .await
+            }
+            Stage::Settled { ruling, queued } => (ruling, queued),
+        };
+        self.stage = Stage::Settled { ruling, queued };
+        ruling
+    }
+
+    /// The request goes ahead: the queue places it booked are used, not given back.
+    pub(crate) fn go_ahead(mut self) {
+        if let Stage::Settled { queued, .. } = &mut self.stage {
+            *queued = None;
+        }
+    }
+}
+
+impl<St: Store> Drop for Deciding<'_, St> {
+    fn drop(&mut self) {
+        let Stage::Settled {
+            ruling,
+            queued: Some(queued),
+        } = &self.stage
+        else {
+            return;
+        };
+        // A request admitted without a delay went ahead at once: its places are used.
+        if ruling.delay().is_zero() {
+            return;
+        }
+        let rules = &self.active.active().rules;
+        for (check, booking) in checks(rules, queued).iter().zip(queued.iter()) {
+            if let Some(booked_until) = booking.booked_until {
+                self.limiter.store().cancel(check, booked_until);
+            }
+        }
+    }
+}
