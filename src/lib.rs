@@ -27,6 +27,13 @@
 //! # Ok::<(), tollgate::rules::RuleErrors>(())
 //! ```
 //!
+//! # The guide
+//!
+//! The [`guide`] is the user's reference: [the rules file](guide::rules) key by key,
+//! [the algorithms](guide::algorithms) and when to choose each, and
+//! [operations](guide::operations): hot reload, Redis, metrics, tracing, the client IP behind
+//! proxies, the response headers and the `tollgate` command.
+//!
 //! # Crate layout
 //!
 //! - [`layer`]: the Tower middleware. It knows nothing of algorithms.
@@ -42,44 +49,22 @@
 //! # Features
 //!
 //! - `axum` (default): reads axum's `ConnectInfo` and `MatchedPath` (the `route` key).
-//! - `tonic`: reads tonic's `TcpConnectInfo`, so gRPC servers get the client address.
-//! - `cli`: the `tollgate` command: `tollgate check` validates a rules file, `tollgate
-//!   explain` shows which limits apply to a request ([`rules::Rules::explain`]).
 //! - `reload` (default): `reload::RulesWatcher` keeps a limiter's rules in step with its file.
-//! - `metrics`: counters, a latency histogram and gauges through the [`metrics`](https://docs.rs/metrics)
-//!   facade, for whichever recorder the application installs (e.g. Prometheus). Off, nothing
-//!   is measured.
+//! - `tonic`: reads tonic's `TcpConnectInfo`, so gRPC servers get the client address.
+//! - `redis`: `store::RedisStore`, limits shared by a fleet of servers.
+//! - `metrics`: counters, a latency histogram and gauges through the
+//!   [`metrics`](https://docs.rs/metrics) facade, for whichever recorder the application
+//!   installs; off, nothing is measured ([the list](guide::operations#metrics)).
 //!
-//! # Metrics and tracing
-//!
-//! With the `metrics` feature, labelled by `domain` and `limit` (the limit's
-//! [`label`](rules::Limit::label): its `name`, else its descriptor path), never by a request
-//! value:
-//!
-//! | metric | type | labels |
-//! |---|---|---|
-//! | `tollgate_requests_total` | counter | `domain`, `limit`, `outcome`: `allowed`, `denied`, `shadow_denied`, `delayed`, `shadow_delayed` |
-//! | `tollgate_store_errors_total` | counter | `domain`, `limit` |
-//! | `tollgate_decision_seconds` | histogram | `domain` |
-//! | `tollgate_tracked_keys` | gauge, set by `Limiter::record_tracked_keys` | `domain` |
-//! | `tollgate_reloads_total` | counter | `result`: `success`, `failure` |
-//!
-//! Each limit that applies to a request counts exactly one outcome for it: a request denied by
-//! one limit counts as `allowed` under another that had room. Install the recorder before
-//! building the [`Limiter`]: the handles of a set of rules are registered when the rules are
-//! put in force ([`Limiter::with_store`], [`Limiter::set_rules`]), never by a decision.
-//!
-//! Through [`tracing`](https://docs.rs/tracing): a `debug` span `rate_limit` per decision of
-//! a request that some limit applies to (fields `domain` and `limits`); a `warn` event when a
-//! request is denied (over a limit, or because the store failed) and an `info` event when a
-//! shadow-mode limit would have denied one, each at most once a second per limit, with
-//! `suppressed`: how many were left out since the last one.
+//! The `tollgate` command (`tollgate check`, `tollgate explain`) is the separate
+//! `tollgate-cli` crate.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod algorithm;
 pub mod clock;
 mod decision;
+pub mod guide;
 pub mod layer;
 mod limiter;
 mod observe;

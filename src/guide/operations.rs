@@ -1,0 +1,391 @@
+//! # Operations
+//!
+//! Running tollgate in production: [hot reload](#hot-reload), [Redis](#shared-limits-across-a-fleet-redis)
+//! and what happens when it fails, [metrics](#metrics) and [tracing](#tracing), [the client
+//! IP](#the-client-ip-behind-proxies) behind proxies, [the headers and gRPC
+//! answers](#headers-and-grpc-answers), and [the `tollgate` command](#the-tollgate-command-check-and-explain).
+//!
+//! # Hot reload
+//!
+//! Change the rules file while the server runs: a `RulesWatcher` (feature `reload`, on by
+//! default) puts the new rules in force within a moment (150–180 ms from the write to the
+//! first request decided under them, in the tests), without a restart.
+//!
+//! ```rust,no_run
+//! use axum::{routing::get, Router};
+//! use std::net::SocketAddr;
+//! use tollgate::{reload::RulesWatcher, Limiter, RateLimitLayer};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let limiter = Limiter::from_file("/etc/tollgate/rules.yaml")?; // a bad file at start is an error
+//! let watcher = RulesWatcher::builder("/etc/tollgate/rules.yaml").watch(limiter.clone())?;
+//! let app = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(RateLimitLayer::new(limiter));
+//! let listener = tokio::net::TcpListener::bind("0.0.0.0:3000").await?;
+//! axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await?;
+//! drop(watcher); // keep the watcher while serving: dropping it stops watching
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! - **What is seen.** The watcher listens to the file's directory, not the file, so it sees
+//!   a file written in place, a new file renamed over it (`mv new.yaml rules.yaml`, and
+//!   editors that save that way) and a Kubernetes ConfigMap update (below). When `rules.yaml`
+//!   leads through symlinks (up to 40), the directory of each symlink and of the file they
+//!   lead to is watched too, and again after any of them is re-pointed. Only events about
+//!   those paths count: other files in the same directories, however busy, never delay a
+//!   reload.
+//! - **When the file is read.** After a change the watcher reads the file, waits until the
+//!   file has been quiet for the debounce time (`.debounce(Duration)`, default 150 ms), and
+//!   reads it again: the content is put in force only when both readings hold the same
+//!   bytes. A file that is never quiet is read again every debounce from 10 debounces after
+//!   the change on, until two readings agree.
+//! - **Atomic replacement is safe everywhere; in-place writes on Linux.** Write a temporary
+//!   file in the same directory and rename it over the rules, as editors and Kubernetes do:
+//!   the watcher can then only ever read a whole file. On Linux, where the kernel reports a
+//!   writer closing the file, a file written in place is read only once its writer has
+//!   closed it, if it does so within the poll interval (5 s without one). A writer that keeps
+//!   the file open longer (a log-like writer, a stuck editor) does not hold reloads back: a
+//!   warning is logged, and until that writer closes the file it is read as where no close
+//!   event exists. On macOS, the BSDs and Windows no such event exists: a writer that pauses
+//!   for longer than the debounce in the middle of an in-place write may have what it wrote
+//!   so far read, and applied if it is valid rules on its own (say, cut right after a limit).
+//!   Polling (below) cannot tell either. Use a rename there.
+//! - **Off the request path.** The file is read and compiled on the watcher's own thread and
+//!   swapped in atomically. Requests being decided finish under the rules they started with.
+//!   A limit whose descriptor entries, algorithm and quota are unchanged keeps its counters
+//!   (wherever it moved in the file); a changed limit starts afresh. A file whose bytes did
+//!   not change is not compiled again. Dropping the watcher waits for its thread to end: at
+//!   once, unless it is reading the file (from async code, drop it in `spawn_blocking` if a
+//!   slow network filesystem makes that matter).
+//! - **A bad file never replaces working rules.** If the file cannot be read or does not
+//!   compile, the previous rules keep serving, and every error is logged (`tracing`, error
+//!   level) with line and column:
+//!
+//!   ```text
+//!   ERROR tollgate::reload::reloader: rate-limit rules not reloaded, the previous rules stay in force: /etc/tollgate/rules.yaml: 1 error(s) in the rate-limit rules:
+//!     /etc/tollgate/rules.yaml:41:52: invalid u64
+//!   ```
+//!
+//!   `watcher.stats()` counts reloads `applied` and `failed` and keeps the `last_error` while
+//!   the file is refused. The same failure seen again (a poll of a file still broken) is
+//!   counted once, in `stats()` and in the `tollgate_reloads_total{result="failure"}` metric
+//!   alike. The next change is picked up as usual.
+//! - **Explicit reload and polling.** `watcher.reload()` reads the file at once, once (e.g.
+//!   from a `SIGHUP` handler or an admin endpoint), and answers `Ok(Applied)`,
+//!   `Ok(Unchanged)` or the errors. Some network and FUSE filesystems send no events: add
+//!   `.poll_interval(Duration::from_secs(10))` to also compare the file's bytes every 10 s
+//!   (an unchanged file costs one reading; a changed one is confirmed by a second reading as
+//!   above), and `.events(false)` to rely on polling alone.
+//!
+//! **Kubernetes ConfigMap.** Mount the ConfigMap as a directory and give the path of the file
+//! in it. The kubelet writes each version to a new timestamped directory and re-points a
+//! `..data` symlink at it in one rename (`rules.yaml -> ..data/rules.yaml`); the watcher sees
+//! the swap. The kubelet itself takes up to about a minute to bring an edited ConfigMap to
+//! the pod. Do not use `subPath`: such mounts never receive updates.
+//!
+//! ```yaml
+//! volumes:
+//!   - name: rules
+//!     configMap: { name: tollgate-rules }
+//! containers:
+//!   - name: api
+//!     volumeMounts:
+//!       - { name: rules, mountPath: /etc/tollgate }   # the server reads /etc/tollgate/rules.yaml
+//! ```
+//!
+//! # Shared limits across a fleet (Redis)
+//!
+//! With the `redis` feature, the state lives in Redis and every server of a fleet shares each
+//! limit exactly:
+//!
+//! ```rust,no_run
+//! # #[cfg(feature = "redis")]
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use tollgate::{rules::Rules, store::RedisStore, Limiter, RateLimitLayer};
+//!
+//! let store = RedisStore::builder("redis://10.0.0.5:6379")    // or RedisStore::cluster_builder([...])
+//!     .key_prefix("checkout:")                                 // several services, one Redis
+//!     .timeout(std::time::Duration::from_millis(50))           // the default
+//!     .connect()
+//!     .await?;
+//! let layer = RateLimitLayer::new(Limiter::with_store(Rules::from_file("rules.yaml")?, store));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The demo shares its limits when started with `TOLLGATE_REDIS_URL=redis://127.0.0.1:6379
+//! cargo run --example server --features redis` (start two on two `TOLLGATE_LISTEN` ports).
+//!
+//! - **One round trip per request.** Every limit that applies is decided by one Lua script
+//!   call (`EVALSHA`; after a `SCRIPT FLUSH` the script is loaded again by itself),
+//!   atomically and all or nothing, with the same arithmetic as the in-memory store: the same
+//!   reference suite passes on both with identical decisions.
+//! - **Time comes from Redis** (`TIME`), so servers with skewed clocks agree. Lua numbers are
+//!   doubles, so each limit is kept in the finest tick whose numbers stay exact (2^53): the
+//!   microsecond for everyday limits, the millisecond or second for very large limits over
+//!   long periods.
+//! - **Keys** are `prefix{domain}:state-key-in-hex:tick` (prefix `tollgate:` by default; it
+//!   may not contain braces) and expire by themselves once their state is back to "never
+//!   seen"; a key holding anything else reads as never seen. The domain is the Redis Cluster
+//!   hash tag: the keys of one request share a slot, so one script decides them atomically.
+//!   The price: one domain lives on one master; different domains spread over the cluster.
+//! - **Requirements and limits.** Redis 5 or later (scripts that read `TIME` and then
+//!   write). A `sliding_window_log` is read whole on every request, so on Redis its limit is
+//!   capped at 1,000 (use `sliding_window_counter` for larger ones); a limit that Redis
+//!   cannot hold exactly is reported once and decided by its `on_store_error` policy.
+//! - **Failures.** Each call has a timeout (50 ms). After 5 failures in a row a circuit
+//!   breaker stops calling Redis for a second, then lets one call try
+//!   (`.circuit_breaker(failures, cooldown)`): a Redis outage costs a request at most the
+//!   timeout, then nothing. Each limit's `on_store_error` decides the request meanwhile:
+//!   `allow` (fail open, the default), `deny` (fail closed), or `local` (an in-memory store
+//!   with the same rules: limits then hold per server). Set it in `defaults` or per
+//!   `rate_limit`. The outage is logged once when it starts and once when Redis answers
+//!   again.
+//! - **Over-limit cache.** A key Redis reported full is denied locally until the time Redis
+//!   gave, without a round trip (`.over_limit_cache(false)` turns it off).
+//! - **Queueing across servers.** A leaky bucket's release time comes from Redis; each server
+//!   waits locally.
+//!
+//! Measured throughput against `redis-benchmark` running the same script call is in the
+//! repository's BENCHMARKS.md.
+//!
+//! # Metrics
+//!
+//! With the `metrics` feature, tollgate reports through the
+//! [`metrics`](https://docs.rs/metrics) facade to whichever recorder the application installs
+//! (Prometheus, StatsD, ...). Without it, nothing is measured and nothing is paid. Labels
+//! are the rules' `domain` and the limit's label (its `name`, else its descriptor path such
+//! as `endpoint=login/remote_address`), never a client address, user ID or any other request
+//! value, so the rules bound the number of series.
+//!
+//! | metric | type | labels | what |
+//! |---|---|---|---|
+//! | `tollgate_requests_total` | counter | `domain`, `limit`, `outcome` | requests decided under each limit; `outcome` is `allowed`, `denied`, `delayed` (queued by a shaping leaky bucket), `shadow_denied` (a shadow-mode limit would have denied) or `shadow_delayed` (a shadow-mode shaping leaky bucket would have queued) |
+//! | `tollgate_store_errors_total` | counter | `domain`, `limit` | requests the store failed to decide; `on_store_error` decided them |
+//! | `tollgate_decision_seconds` | histogram | `domain` | time to decide a request, Redis round trip included (the Prometheus exporter renders a summary unless given buckets) |
+//! | `tollgate_tracked_keys` | gauge | `domain` | keys in the in-memory store, set by `Limiter::record_tracked_keys()` |
+//! | `tollgate_reloads_total` | counter | `result` | reloads of the rules file: `success` or `failure` |
+//!
+//! Each limit that applies to a request counts exactly one outcome for it, so for each limit
+//! `allowed + denied + delayed + shadow_denied + shadow_delayed` is the number of requests it
+//! saw. When a request is denied by one limit, another limit that had room counts it as
+//! `allowed` (it was not charged, nor queued). When the store fails, the limit's
+//! `on_store_error` decides the outcome: `allow` counts `allowed`, `deny` counts `denied`
+//! (`shadow_denied` in shadow mode), `local` counts what the in-memory fallback decided; each
+//! of those requests is also counted in `tollgate_store_errors_total`, and a denial for it is
+//! logged as a store failure, not as a rate limit.
+//!
+//! Install the recorder before building the [`Limiter`](crate::Limiter): the metric handles
+//! of a set of rules (labels, registry entries) are registered when the rules are put in
+//! force, by `Limiter::new`/`with_store` and by `set_rules` (each hot reload), never by a
+//! request. A recorder installed later sees nothing until the next reload.
+//!
+//! With the feature on, each decision of a request that some limit applies to also reads the
+//! clock twice (for `tollgate_decision_seconds`), records one histogram sample and increments
+//! one counter per limit; requests that no limit applies to pay nothing.
+//!
+//! [`MemoryStore::len`](crate::store::MemoryStore::len) locks each shard in turn, so the key
+//! gauge is set when you ask, e.g. every few seconds from the task that sweeps the store:
+//!
+//! ```rust,no_run
+//! # use tollgate::{rules::Rules, Limiter};
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let rules = Rules::from_file("rules.yaml")?;
+//! let limiter = Limiter::new(rules);
+//! let maintained = limiter.clone();
+//! tokio::spawn(async move {
+//!     let mut every = tokio::time::interval(std::time::Duration::from_secs(10));
+//!     loop {
+//!         every.tick().await;
+//!         maintained.store().sweep();
+//!         maintained.record_tracked_keys();
+//!     }
+//! });
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The demo serves them at `/metrics` when built with the feature (`cargo run --example
+//! server --features metrics`); it installs the recorder first thing, before the limiter and
+//! the rules watcher. After six logins from one client against the `login` limit of 5 a
+//! minute, scraped ten seconds later (the sweep had dropped the idle `per-client` key; a
+//! debug build, hence the decision times), trimmed:
+//!
+//! ```text
+//! # TYPE tollgate_requests_total counter
+//! tollgate_requests_total{domain="demo",limit="login",outcome="allowed"} 5
+//! tollgate_requests_total{domain="demo",limit="login",outcome="denied"} 1
+//! tollgate_requests_total{domain="demo",limit="login",outcome="delayed"} 0
+//! tollgate_requests_total{domain="demo",limit="login",outcome="shadow_denied"} 0
+//! tollgate_requests_total{domain="demo",limit="login",outcome="shadow_delayed"} 0
+//! tollgate_requests_total{domain="demo",limit="per-client",outcome="allowed"} 6
+//! # TYPE tollgate_store_errors_total counter
+//! tollgate_store_errors_total{domain="demo",limit="login"} 0
+//! # TYPE tollgate_tracked_keys gauge
+//! tollgate_tracked_keys{domain="demo"} 1
+//! # TYPE tollgate_decision_seconds summary
+//! tollgate_decision_seconds{domain="demo",quantile="0.5"} 0.00017957815628350334
+//! tollgate_decision_seconds{domain="demo",quantile="0.99"} 0.00019290744695981486
+//! tollgate_decision_seconds_sum{domain="demo"} 0.001089382
+//! tollgate_decision_seconds_count{domain="demo"} 6
+//! ```
+//!
+//! # Tracing
+//!
+//! Through [`tracing`](https://docs.rs/tracing), every decision of a request that some limit
+//! applies to runs in a `debug` span `rate_limit` with the fields `domain` and `limits` (the
+//! labels of the limits that applied), so store errors and events carry them; a request that
+//! no limit applies to returns before the span. A request denied over a limit logs a `warn`
+//! event, one denied because the store failed under `on_store_error: deny` another `warn`
+//! event that says so, and a would-be denial of a shadow-mode limit an `info` event: each at
+//! most once a second per limit, with `suppressed`, the number of such events left out since
+//! the previous one, so a flood of denials writes one line a second per limit. The throttle
+//! reads the limiter's clock only for an event whose level is enabled (tests drive it with
+//! [`Limiter::with_clock`](crate::Limiter::with_clock) and a
+//! [`ManualClock`](crate::clock::ManualClock)); nothing is formatted for admitted requests.
+//!
+//! ```text
+//! WARN tollgate::observe: rate limited: requests over this limit are denied domain="demo" limit="login" retry_after_ms=59881 suppressed=0
+//! WARN tollgate::observe: the rate-limit store failed: requests under this limit are denied (on_store_error: deny) domain="demo" limit="login" retry_after_ms=1000 suppressed=0
+//! ```
+//!
+//! # The client IP behind proxies
+//!
+//! The socket peer is the truth: axum's `ConnectInfo<SocketAddr>` (serve with
+//! `into_make_service_with_connect_info::<SocketAddr>()`), tonic's `TcpConnectInfo` (which
+//! tonic records itself), or a [`PeerAddr`](crate::source::PeerAddr) in the request
+//! extensions. A server started without any of them answers `500` with the fix in the body
+//! (and logs it once) rather than silently limiting nobody.
+//!
+//! Only when the peer is in `client_ip.trusted_proxies` is one forwarding header read: the
+//! one those proxies write (`client_ip.header`: `x-forwarded-for` by default, `forwarded` for
+//! RFC 7239, or `x-real-ip`). Other forwarding headers are ignored, because a proxy passes
+//! them through from the client. The list is walked from the right past trusted hops to the
+//! first untrusted address; a hop that cannot be parsed stops the walk at the nearest trusted
+//! address, so a client cannot pick its own key. At most 64 hops are read. IPv4-mapped IPv6
+//! addresses count as IPv4; IPv6 clients are grouped by `ipv6_prefix` (default 64).
+//!
+//! ```rust
+//! use tollgate::rules::Rules;
+//! use tollgate::source::PeerAddr;
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: demo
+//! client_ip:
+//!   trusted_proxies: [10.0.0.0/8]
+//! descriptors:
+//!   - key: remote_address
+//!     rate_limit: { unit: second, requests_per_unit: 20 }
+//! "#)?;
+//! let mut request = http::Request::builder()
+//!     .header("x-forwarded-for", "198.51.100.1, 203.0.113.9")
+//!     .body(())?;
+//! request.extensions_mut().insert(PeerAddr("10.0.0.7:4000".parse()?));
+//! let explanation = rules.explain(&request)?;
+//! assert_eq!(explanation.applied()[0].state_key(), "remote_address=203.0.113.9");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Headers and gRPC answers
+//!
+//! | when | headers |
+//! |---|---|
+//! | admitted | `X-Ratelimit-Limit`, `X-Ratelimit-Remaining` of the most restrictive limit (none when no limit applied) |
+//! | denied (`429`) | `X-Ratelimit-Limit`, `X-Ratelimit-Remaining: 0`, `X-Ratelimit-Retry-After`, `Retry-After`; body `application/problem+json` (RFC 9457) |
+//! | optional | `X-Ratelimit-Reset` (`response.reset_header: true`); `RateLimit-Policy: "name";q=100;w=60` and `RateLimit: "name";r=42;t=17` (`response.ietf_headers: true`, draft-ietf-httpapi-ratelimit-headers) |
+//!
+//! `Retry-After` is whole seconds rounded up and never 0 while denied; a retry after that
+//! long is admitted (`grpc-retry-pushback-ms` is likewise rounded up). For the token bucket,
+//! the limit reported is the burst (what a client may send at once; see
+//! [algorithms](super::algorithms#what-the-headers-report)). A limit that can never admit the
+//! request (`requests_per_unit: 0`, or a request larger than the limit) reports one period.
+//!
+//! <!-- PLACEHOLDER (issue 22, point 6): the lead completes this paragraph. -->
+//! **Choosing the headers (placeholder, to be completed).** Today the `response` section of
+//! the rules file has two switches, both off by default: `ietf_headers: true` adds
+//! `RateLimit-Policy` and `RateLimit`, `reset_header: true` adds `X-Ratelimit-Reset`. A
+//! `response: { headers: x_ratelimit | ietf | both | none, names: {...} }` option choosing
+//! which headers admitted responses carry, and renaming them, is being added; this paragraph
+//! will describe it.
+//!
+//! gRPC requests (`content-type: application/grpc*`) are answered Trailers-Only: HTTP 200
+//! with `grpc-status: 8` (RESOURCE_EXHAUSTED), a `grpc-message`, `grpc-retry-pushback-ms` and
+//! the headers above. (An HTTP 429 would reach gRPC clients as UNAVAILABLE, which they retry
+//! at once.) Rules see a gRPC call as a `POST` to `/package.Service/Method`, so the `path`
+//! key limits single methods.
+//!
+//! # The `tollgate` command: `check` and `explain`
+//!
+//! The `tollgate` command (the `tollgate-cli` crate in the repository's `cli/` directory)
+//! validates a rules file before it is deployed, and answers "which limits would this request
+//! meet?" with the layer's own matching code
+//! ([`Rules::explain`](crate::rules::Rules::explain) in the library).
+//!
+//! ```sh
+//! cargo install --path cli          # or, from the repository: cargo run -p tollgate-cli -- check rules.yaml
+//! tollgate check rules.example.yaml
+//! tollgate explain rules.example.yaml --method POST --path /auth/login \
+//!     --ip 10.0.0.7 --header 'x-forwarded-for: 203.0.113.9'
+//! ```
+//!
+//! `check` prints every limit the file compiles to:
+//!
+//! ```text
+//! $ tollgate check rules.example.yaml
+//! rules.example.yaml: valid, domain `demo`, 11 limit(s)
+//!
+//! NAME        DESCRIPTOR                     ALGORITHM               QUOTA                             SHADOW  ON STORE ERROR  REPLACES
+//! per-client  remote_address                 token_bucket            20 per 1s, burst 40               no      allow           -
+//! login       endpoint=login/remote_address  sliding_window_log      5 per 1m                          no      allow           -
+//! -           endpoint=posts/user_id         token_bucket            1 per 1s, burst 1                 no      allow           -
+//! -           endpoint=friends/user_id       fixed_window            150 per 1d                        no      allow           -
+//! -           tenant                         sliding_window_counter  100 per 30s                       no      allow           -
+//! -           path=/reports                  leaky_bucket            5 per 1s, queue 10, max delay 3s  no      allow           -
+//! -           path=/search/remote_address    gcra                    1 per 1s, burst 3                 no      allow           -
+//! -           api_key=internal-*             -                       unlimited                         no      allow           -
+//! -           api_key=premium-*              sliding_window_counter  1000 per 1m                       no      allow           per-client
+//! -           method=DELETE                  sliding_window_counter  0 per 1s                          no      allow           -
+//! -           method=PUT                     sliding_window_counter  2 per 1m                          yes     allow           -
+//! ```
+//!
+//! A limit in shadow mode shows `yes`; when the file sets the top-level `shadow_mode: true`,
+//! every limit shows at least `yes (file)`, under a line saying that nothing is denied.
+//!
+//! It prints every error instead, each with `line:column`, and exits with 1 (2 for a wrong
+//! command line):
+//!
+//! ```text
+//! $ tollgate check bad.yaml
+//! bad.yaml: 2 error(s) in the rate-limit rules:
+//!   bad.yaml:3:10: descriptors[0].key: unknown key `user`: declare it under `sources`, or use a built-in key (remote_address, method, path, route, host)
+//!   bad.yaml:8:17: descriptors[2].rate_limit.requests_per_unit: missing (or set `unlimited: true`)
+//! ```
+//!
+//! `explain` builds the request from its options (`--method`, `--path`, `--query
+//! NAME=VALUE`, `--header NAME=VALUE` or `'NAME: VALUE'`, `--host`, `--identity`, `--route`
+//! for the matched route template such as `/users/{id}`, and `--ip` for the socket peer) and
+//! shows each limit it meets with its state key: the request's value for every descriptor key
+//! on the way, so two requests with the same state key share a counter. The client address
+//! is resolved as the layer resolves it, forwarding headers included:
+//!
+//! ```text
+//! $ tollgate explain rules.example.yaml --method POST --path /auth/login --ip 10.0.0.7 --header 'x-forwarded-for: 203.0.113.9'
+//! request: POST /auth/login
+//! client:  203.0.113.9 (forwarded by the trusted proxy 10.0.0.7)
+//! result:  2 limits apply; the request must fit all of them
+//!
+//! LIMIT       STATE KEY                                  ALGORITHM           QUOTA                NOTE
+//! per-client  remote_address=203.0.113.9                 token_bucket        20 per 1s, burst 40
+//! login       endpoint=login/remote_address=203.0.113.9  sliding_window_log  5 per 1m
+//!
+//! $ tollgate explain rules.example.yaml --path /search --ip 203.0.113.9 --header x-api-key=internal-batch
+//! request: GET /search
+//! client:  203.0.113.9
+//! result:  exempt (unlimited): api_key=internal-batch matches the unlimited entry `api_key=internal-*`; no limit applies
+//! ```
+//!
+//! It also says "no limit applies", marks shadow-mode limits, and lists the limits a
+//! matching `replaces` set aside.

@@ -1,0 +1,376 @@
+//! # The rules file
+//!
+//! The rules say which limits apply to which requests. They are a superset of the
+//! configuration of Envoy's ratelimit service (`domain`, `descriptors`, `key`, `value`,
+//! `rate_limit: { unit, requests_per_unit }`), so a file written for Envoy reads the same
+//! here, plus what an HTTP middleware needs: where each key's value comes from
+//! ([`sources`](#keys-and-sources)), how to find the client IP ([`client_ip`](#client_ip)), and a
+//! choice of algorithm per limit.
+//!
+//! Load a file with [`Rules::from_file`](crate::rules::Rules::from_file),
+//! [`Limiter::from_file`](crate::Limiter::from_file) or
+//! [`RateLimitLayer::from_file`](crate::RateLimitLayer::from_file); text with
+//! [`Rules::from_yaml`](crate::rules::Rules::from_yaml); or build the same rules in Rust with
+//! [`Rules::builder`](crate::rules::Rules::builder), which goes through the same validation.
+//!
+//! ```rust
+//! use tollgate::rules::Rules;
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: demo                     # namespaces the state
+//!
+//! sources:                         # where each key's value comes from
+//!   user_id: { header: x-user-id } # a header
+//!   tenant: { query: tenant }      # a query parameter (percent-decoded)
+//!   account: identity              # tollgate::source::Identity, put in the request extensions by an auth layer
+//!   endpoint:                      # a classifier: the first matching entry gives the value
+//!     - { value: login, method: POST, path: /auth/login }
+//!     - { value: friends, method: POST, path: "/users/*/friends" }   # * = one path segment
+//!
+//! client_ip:
+//!   trusted_proxies: [10.0.0.0/8]  # forwarding headers are believed only from these peers
+//!   header: x-forwarded-for        # the one header those proxies write: x-forwarded-for (default), forwarded, x-real-ip
+//!   ipv6_prefix: 64                # default 64
+//!
+//! defaults:
+//!   algorithm: sliding_window_counter   # default: fixed_window, as in Envoy
+//!   on_store_error: allow               # or deny, or local; also per rate_limit
+//!
+//! response:
+//!   ietf_headers: true             # RateLimit-Policy / RateLimit (draft-ietf-httpapi-ratelimit-headers)
+//!   reset_header: true             # X-Ratelimit-Reset
+//!
+//! shadow_mode: false               # true: every limit counts and reports, nothing is denied
+//!
+//! descriptors:
+//!   - key: remote_address
+//!     rate_limit: { unit: second, requests_per_unit: 20, algorithm: token_bucket, burst: 40 }
+//!   - key: endpoint
+//!     value: login
+//!     descriptors:
+//!       - key: remote_address
+//!         rate_limit: { unit: minute, requests_per_unit: 5 }
+//! "#)?;
+//! assert_eq!(rules.domain(), "demo");
+//! assert_eq!(rules.limits().len(), 2);
+//! # Ok::<(), tollgate::rules::RuleErrors>(())
+//! ```
+//!
+//! The repository's `rules.example.yaml` uses every feature, with comments; it compiles to
+//! 11 limits:
+//!
+//! ```rust
+//! # use tollgate::rules::Rules;
+//! let example = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/rules.example.yaml"));
+//! assert_eq!(Rules::from_yaml(example)?.limits().len(), 11);
+//! # Ok::<(), tollgate::rules::RuleErrors>(())
+//! ```
+//!
+//! # The top level
+//!
+//! | key | meaning | default |
+//! |---|---|---|
+//! | `domain` | names the rules and namespaces their state (in Redis, the keys' prefix); must not be empty | required |
+//! | `sources` | where the value of each declared key comes from ([below](#keys-and-sources)) | none |
+//! | `client_ip` | how to find the client address behind proxies ([below](#client_ip)) | the socket peer |
+//! | `defaults` | `algorithm` and `on_store_error` for limits that set none ([below](#defaults)) | `fixed_window`, `allow` |
+//! | `response` | optional response headers ([below](#response)) | none |
+//! | `shadow_mode` | `true`: every limit counts and reports but denies nothing ([shadow mode](#shadow-mode)) | `false` |
+//! | `descriptors` | the tree of limits ([below](#descriptors-and-matching)) | none |
+//!
+//! # Keys and `sources`
+//!
+//! Every descriptor `key` names where its value comes from. Built in, no declaration
+//! needed:
+//!
+//! | key | value |
+//! |---|---|
+//! | `remote_address` | the client IP ([`client_ip`](#client_ip)) |
+//! | `method` | the request method, e.g. `POST` |
+//! | `path` | the request path, without the query |
+//! | `route` | axum's matched route template, e.g. `/users/{id}`; axum sets it for layers added with `Router::route_layer`, and the fallback has none |
+//! | `host` | the `Host` header (the URI's authority in HTTP/2), without the port |
+//!
+//! Other keys are declared under `sources`; a built-in name cannot be redeclared.
+//!
+//! ```yaml
+//! sources:
+//!   user_id: { header: x-user-id }        # a request header
+//!   tenant: { query: tenant }             # a query-string parameter, percent-decoded
+//!   account: identity                     # the tollgate::source::Identity an auth layer stored
+//!   endpoint:                             # a classifier: the first entry that matches gives the value
+//!     - { value: login,   method: POST, path: /auth/login }
+//!     - { value: friends, method: POST, path: "/users/*/friends" }   # * = exactly one path segment
+//! ```
+//!
+//! - `{ header: NAME }`: a valid header name.
+//! - `{ query: NAME }`: a non-empty parameter name.
+//! - `identity`: the [`Identity`](crate::source::Identity) that an authentication layer
+//!   running before tollgate put into the request extensions.
+//! - A classifier: a non-empty list of entries, each a non-empty `value` with an optional
+//!   `method` (an HTTP method) and an optional `path` (starting with `/`, where `*` matches
+//!   exactly one segment). The first entry that matches gives the value.
+//!
+//! A request that has no value for a key does not match the entries on that key.
+//!
+//! # `client_ip`
+//!
+//! ```yaml
+//! client_ip:
+//!   trusted_proxies: [127.0.0.1/32, 10.0.0.0/8]   # IP addresses or CIDR blocks
+//!   header: x-forwarded-for                        # x-forwarded-for (default), forwarded (RFC 7239) or x-real-ip
+//!   ipv6_prefix: 64                                # 1 to 128, default 64: one IPv6 client = one /64
+//! ```
+//!
+//! The socket peer is the client unless it is one of `trusted_proxies`; only then is the one
+//! forwarding `header` those proxies write read. How the address is found is in
+//! [operations: the client IP](super::operations#the-client-ip-behind-proxies).
+//!
+//! # `defaults`
+//!
+//! ```yaml
+//! defaults:
+//!   algorithm: sliding_window_counter   # for limits that name none; without it fixed_window, as in Envoy
+//!   on_store_error: allow               # allow (fail open), deny (fail closed) or local (decide in memory)
+//! ```
+//!
+//! `on_store_error` decides a request when the store cannot (Redis down or too slow); each
+//! `rate_limit` may set its own. See [operations: Redis](super::operations#shared-limits-across-a-fleet-redis).
+//!
+//! # Descriptors and matching
+//!
+//! `descriptors` is a tree. Each entry has a `key`, an optional `value`, an optional
+//! `rate_limit`, an optional `shadow_mode` and optional nested `descriptors` (at most 16
+//! levels deep).
+//!
+//! Matching is Envoy's: at each level, for each key the request has a value for, the most
+//! specific entry applies:
+//!
+//! 1. an entry whose `value` is the request's value exactly;
+//! 2. else the entry with the longest `prefix*` wildcard that matches (a `*` may only end a
+//!    value);
+//! 3. else the key-only entry (no `value`).
+//!
+//! A key-only or wildcard entry limits each distinct value separately: its state key holds
+//! the request's value. Every entry on the walk that has a `rate_limit` applies, and a
+//! request must fit all of them: when one denies, none is charged. Two entries for the same
+//! key and value at one level are an error.
+//!
+//! ```rust
+//! use tollgate::rules::Rules;
+//! use tollgate::source::PeerAddr;
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: demo
+//! sources:
+//!   api_key: { header: x-api-key }
+//! descriptors:
+//!   - key: remote_address                  # every client: 20 a second
+//!     rate_limit: { unit: second, requests_per_unit: 20, name: per-client }
+//!   - key: api_key                         # each key starting with partner-: 100 a minute
+//!     value: "partner-*"
+//!     rate_limit: { unit: minute, requests_per_unit: 100, name: partners }
+//!   - key: api_key
+//!     value: partner-big                   # this one key: 1000 a minute (exact beats wildcard)
+//!     rate_limit: { unit: minute, requests_per_unit: 1000, name: big-partner }
+//! "#)?;
+//!
+//! let mut request = http::Request::builder().header("x-api-key", "partner-big").body(())?;
+//! request.extensions_mut().insert(PeerAddr("203.0.113.9:4000".parse()?));
+//! let explanation = rules.explain(&request)?;
+//! let applied: Vec<_> = explanation.applied().iter().map(|a| a.limit().label()).collect();
+//! assert_eq!(applied, ["per-client", "big-partner"]);
+//! assert_eq!(explanation.applied()[0].state_key(), "remote_address=203.0.113.9");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Counters belong to a limit's descriptor entries, algorithm and quota: rules replaced with
+//! [`Limiter::set_rules`](crate::Limiter::set_rules) (or a hot reload) keep the counters of
+//! unchanged limits wherever they moved in the file, and a limit whose quota changed starts
+//! afresh.
+//!
+//! # `rate_limit`
+//!
+//! | field | meaning |
+//! |---|---|
+//! | `unit` | `second`, `minute`, `hour`, `day`, `week` (7 days), `month` (30 days), `year` (365 days), as in Envoy |
+//! | `unit_multiplier` | a custom period as a multiple of the unit (at least 1), e.g. `unit: second, unit_multiplier: 30` |
+//! | `period` | a custom period instead of `unit`: a positive number and `ms`, `s`, `m`, `h` or `d`, e.g. `500ms`, `30s`, `5m`, `2h`, `1d` |
+//! | `requests_per_unit` | the limit, up to 2<sup>63</sup> − 1; `0` denies every request (as in Envoy) |
+//! | `algorithm` | `token_bucket`, `leaky_bucket`, `fixed_window`, `sliding_window_log`, `sliding_window_counter`, `gcra` (default: `defaults.algorithm`, else `fixed_window`); see [algorithms](super::algorithms) |
+//! | `burst` | `token_bucket` capacity, `gcra` burst (default: the limit) |
+//! | `queue` | `leaky_bucket`: how many requests may wait their turn (default 0) |
+//! | `mode` | `leaky_bucket`: `shape` (default: queued requests wait, then go) or `police` (the same decision, no waiting) |
+//! | `max_delay` | `leaky_bucket` shaping: refuse a request that would wait longer, e.g. `2s` |
+//! | `cost` | the weight of each request: a number (at least 1), or the name of a source whose value is one ([cost](#cost-weighted-requests)) |
+//! | `on_store_error` | `allow`, `deny` or `local`: overrides `defaults.on_store_error` for this limit |
+//! | `unlimited: true` | a matching request is not limited at all ([exemptions](#unlimited-and-replaces)); takes no other setting but `name` and `replaces` |
+//! | `name` | names the limit for `replaces`, logs, metrics and headers; names are unique |
+//! | `replaces: [{name: x}]` | when this limit applies, the limit named `x` does not |
+//!
+//! A limit gives either `unit` (with an optional `unit_multiplier`) or `period`, not both,
+//! and a `requests_per_unit` unless it is `unlimited`. Periods are at most 100 years. A
+//! `burst`, `queue`, `mode` or `max_delay` on an algorithm it does not apply to is an error,
+//! and so is `max_delay` with `mode: police`. GCRA and the leaky bucket book time ahead
+//! (`burst`, or `queue + 1`, intervals of `period / requests_per_unit`), which must stay
+//! within 100 years.
+//!
+//! ```rust
+//! use tollgate::rules::Rules;
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: periods
+//! sources:
+//!   tenant: { query: tenant }
+//! descriptors:
+//!   - key: tenant                          # 100 per 30 seconds, twice over
+//!     rate_limit: { period: 30s, requests_per_unit: 100, name: by-period }
+//!   - key: method
+//!     value: POST
+//!     rate_limit: { unit: second, unit_multiplier: 30, requests_per_unit: 100, name: by-multiplier }
+//!   - key: path                            # shape a slow upstream: 10 wait their turn, 5 go a second
+//!     value: /reports
+//!     rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, queue: 10, max_delay: 3s }
+//! "#)?;
+//! assert_eq!(rules.limits().len(), 3);
+//! # Ok::<(), tollgate::rules::RuleErrors>(())
+//! ```
+//!
+//! # `cost`: weighted requests
+//!
+//! `cost` makes a request count as more than one: a fixed number per limit, or a source's
+//! value (say, a header an upstream GraphQL layer sets to the query's complexity). A source
+//! value that is missing or not a number counts as 1 over HTTP (with
+//! [`Limiter::check`](crate::Limiter::check), its `cost` argument counts instead), 0 counts
+//! as 1, and a number too large to count is denied. Take a cost only from a value the client
+//! cannot choose: a header your own gateway or an upstream layer sets.
+//!
+//! ```yaml
+//! sources:
+//!   weight: { header: x-request-weight }
+//! descriptors:
+//!   - key: tenant
+//!     rate_limit: { period: 30s, requests_per_unit: 100, cost: weight }
+//! ```
+//!
+//! # `unlimited` and `replaces`
+//!
+//! `unlimited: true` is an allowlist. One deliberate difference from Envoy: there, the
+//! client chooses which descriptors to send, so `unlimited` only lifts one descriptor. Here
+//! every rule sees the whole request, so a match on an `unlimited` entry exempts the request
+//! from every limit: that is how "internal callers are never limited" is written. Header
+//! and query values are chosen by the client: exempt by them only when a gateway in front
+//! validates them, or key the exemption on `identity`, which your authentication layer sets.
+//!
+//! `replaces: [{ name: x }]` (Envoy's form) sets the limit named `x` aside for the requests
+//! the replacing limit applies to. Shadow-mode entries never exempt or replace anything.
+//!
+//! ```rust
+//! use tollgate::rules::Rules;
+//! use tollgate::source::PeerAddr;
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: demo
+//! sources:
+//!   api_key: { header: x-api-key }
+//! descriptors:
+//!   - key: remote_address
+//!     rate_limit: { unit: second, requests_per_unit: 20, name: per-client }
+//!   - key: api_key                         # internal callers are never limited
+//!     value: "internal-*"
+//!     rate_limit: { unlimited: true }
+//!   - key: api_key                         # premium keys: 1000 a minute instead of per-client
+//!     value: "premium-*"
+//!     rate_limit: { unit: minute, requests_per_unit: 1000, replaces: [{ name: per-client }] }
+//! "#)?;
+//!
+//! let request = |key: &str| -> Result<http::Request<()>, Box<dyn std::error::Error>> {
+//!     let mut request = http::Request::builder().header("x-api-key", key).body(())?;
+//!     request.extensions_mut().insert(PeerAddr("203.0.113.9:4000".parse()?));
+//!     Ok(request)
+//! };
+//! let internal = rules.explain(&request("internal-batch")?)?;
+//! assert!(internal.exemption().is_some() && internal.applied().is_empty());
+//! let premium = rules.explain(&request("premium-7")?)?;
+//! assert_eq!(premium.applied()[0].limit().label(), "api_key=premium-*");
+//! assert_eq!(premium.replaced()[0].limit().label(), "per-client");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Shadow mode
+//!
+//! On a descriptor entry, `shadow_mode: true` counts and logs its limit but never denies;
+//! the request gets a [`ShadowDenied`](crate::layer::ShadowDenied) extension when the limit
+//! would have denied it.
+//!
+//! A top-level `shadow_mode: true` puts every limit in shadow mode, and so does
+//! [`Limiter::set_shadow_mode(true)`](crate::Limiter::set_shadow_mode) at run time (from an
+//! admin endpoint or a feature flag; it applies from the next request). Limits then count and
+//! report (the `ShadowDenied` extension, an `info` log line,
+//! `tollgate_requests_total{outcome="shadow_denied"}`, and `outcome="shadow_delayed"` when a
+//! shaping leaky bucket would have queued the request), but no request is denied or delayed:
+//! not by `requests_per_unit: 0`, not by a leaky bucket's queue, not by
+//! `on_store_error: deny` (a request that a failed store would have denied is marked and
+//! counted as a shadow denial). Rules with the top-level switch stay in shadow mode whatever
+//! the run-time switch says: to enforce them, remove it from the file (with hot reload,
+//! saving the file is enough).
+//!
+//! To roll out new limits: deploy them in shadow mode, watch what they would deny, then
+//! switch shadow mode off.
+//!
+//! ```rust
+//! use tollgate::rules::Rules;
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: demo
+//! descriptors:
+//!   - key: method                          # a new limit under observation: counted and logged, never enforced
+//!     value: PUT
+//!     shadow_mode: true
+//!     rate_limit: { unit: minute, requests_per_unit: 2 }
+//! "#)?;
+//! assert!(rules.limits()[0].is_shadow());
+//! assert!(!rules.shadow_mode());
+//! # Ok::<(), tollgate::rules::RuleErrors>(())
+//! ```
+//!
+//! # `response`
+//!
+//! ```yaml
+//! response:
+//!   ietf_headers: true    # adds RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers)
+//!   reset_header: true    # adds X-Ratelimit-Reset (seconds until the limit is full again)
+//! ```
+//!
+//! Both are off by default. Which headers each answer carries is in
+//! [operations: headers](super::operations#headers-and-grpc-answers).
+//!
+//! # Errors
+//!
+//! Unknown keys, wrong types and duplicate keys are rejected, and the compiler reports every
+//! mistake at once, each with `line:column` and the entry's path
+//! (`descriptors[2].descriptors[0].rate_limit.unit`). Hostile files (over 4 MiB, nested too
+//! deep, alias bombs) get an error, never a panic.
+//!
+//! ```rust
+//! use tollgate::rules::Rules;
+//!
+//! let errors = Rules::from_yaml(r#"
+//! domain: demo
+//! descriptors:
+//!   - key: nope
+//!     rate_limit: { unit: second }
+//! "#).unwrap_err();
+//! let paths: Vec<_> = errors.errors().iter().map(|e| e.path()).collect();
+//! assert_eq!(paths, ["descriptors[0].key", "descriptors[0].rate_limit.requests_per_unit"]);
+//! assert!(errors.errors()[0].message().starts_with("unknown key `nope`"));
+//! ```
+//!
+//! A file loaded with `from_file` names itself in each error, as the demo server and
+//! `tollgate check` print them:
+//!
+//! ```text
+//! bad.yaml: 2 error(s) in the rate-limit rules:
+//!   bad.yaml:3:10: descriptors[0].key: unknown key `user`: declare it under `sources`, or use a built-in key (remote_address, method, path, route, host)
+//!   bad.yaml:8:17: descriptors[2].rate_limit.requests_per_unit: missing (or set `unlimited: true`)
+//! ```
