@@ -406,7 +406,7 @@ async fn design_example_compiles_to_five_limits() {
     assert_eq!(rules.domain(), "demo");
 
     let limited = |limit, period, burst, algorithm| Rate::Limited {
-        quota: Quota::new(limit, period).with_burst(burst),
+        quota: Quota::new(limit, period).unwrap().with_burst(burst),
         algorithm,
     };
     let expected = [
@@ -1270,14 +1270,14 @@ async fn builder_supports_every_option() {
     assert_eq!(
         per_user.rate(),
         Rate::Limited {
-            quota: Quota::new(3, Duration::from_millis(1_500)),
+            quota: Quota::new(3, Duration::from_millis(1_500)).unwrap(),
             algorithm: Algorithm::TokenBucket
         }
     );
     assert_eq!(
         per_method.rate(),
         Rate::Limited {
-            quota: Quota::new(100, Duration::from_secs(7_200)),
+            quota: Quota::new(100, Duration::from_secs(7_200)).unwrap(),
             algorithm: Algorithm::FixedWindow
         }
     );
