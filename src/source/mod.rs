@@ -197,7 +197,7 @@ pub struct MissingPeerAddr;
 
 impl MissingPeerAddr {
     /// How to fix the server so that the peer address is recorded.
-    pub const FIX: &'static str = "tollgate: the rules limit by remote_address, but this request carries no \
+    pub(crate) const FIX: &'static str = "tollgate: the rules limit by remote_address, but this request carries no \
         peer address. Serve axum with `axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())`; \
         tonic's server records it by itself; with plain hyper, insert `tollgate::source::PeerAddr` into the request extensions.";
 }
