@@ -260,14 +260,14 @@ fn quota_for(algorithm: Algorithm) -> Quota {
     const SECOND: Duration = Duration::from_secs(1);
     const MINUTE: Duration = Duration::from_secs(60);
     match algorithm {
-        Algorithm::TokenBucket => Quota::new(10, SECOND).with_burst(20),
+        Algorithm::TokenBucket => Quota::new(10, SECOND).unwrap().with_burst(20),
         // Ten waiting places, so requests are admitted (the default queue of 0 still admits
         // the first request, but a leaky bucket is configured with a queue in practice).
-        Algorithm::LeakyBucket => Quota::new(10, SECOND).with_queue(10),
+        Algorithm::LeakyBucket => Quota::new(10, SECOND).unwrap().with_queue(10),
         Algorithm::FixedWindow | Algorithm::SlidingWindowLog | Algorithm::SlidingWindowCounter => {
-            Quota::new(10, MINUTE)
+            Quota::new(10, MINUTE).unwrap()
         }
-        _ => Quota::new(10, SECOND),
+        _ => Quota::new(10, SECOND).unwrap(),
     }
 }
 
@@ -391,7 +391,9 @@ fn run(case: Case) -> Measured {
         Subject::Tollgate(algorithm) => run_tollgate(algorithm, quota_for(algorithm), case),
         Subject::TokenBucketRoundedInterval => run_tollgate(
             Algorithm::TokenBucket,
-            Quota::new(7, Duration::from_secs(1)).with_burst(20),
+            Quota::new(7, Duration::from_secs(1))
+                .unwrap()
+                .with_burst(20),
             case,
         ),
         Subject::Governor => run_governor(case),

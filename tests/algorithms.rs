@@ -385,7 +385,7 @@ proptest! {
     #[test]
     fn token_bucket_matches_fractional_tokens(
         (quota, start, trace) in quota_and_trace(1u64..=5, |limit, burst, period| {
-            Quota::new(limit, Duration::from_nanos(period)).with_burst(burst)
+            Quota::new(limit, Duration::from_nanos(period)).unwrap().with_burst(burst)
         })
     ) {
         let model = FractionalTokens::new(&quota, start);
@@ -395,7 +395,7 @@ proptest! {
     #[test]
     fn fixed_window_matches_counts_per_window(
         (quota, start, trace) in quota_and_trace(Just(0), |limit, _, period| {
-            Quota::new(limit, Duration::from_nanos(period))
+            Quota::new(limit, Duration::from_nanos(period)).unwrap()
         })
     ) {
         let model = WindowCounts::new(&quota);
@@ -405,7 +405,7 @@ proptest! {
     #[test]
     fn sliding_window_log_matches_all_admitted_requests(
         (quota, start, trace) in quota_and_trace(Just(0), |limit, _, period| {
-            Quota::new(limit, Duration::from_nanos(period))
+            Quota::new(limit, Duration::from_nanos(period)).unwrap()
         })
     ) {
         let model = AllAdmitted {
@@ -421,7 +421,7 @@ proptest! {
     #[test]
     fn sliding_window_counter_matches_the_weighted_formula(
         (quota, start, trace) in quota_and_trace(Just(0), |limit, _, period| {
-            Quota::new(limit, Duration::from_nanos(period))
+            Quota::new(limit, Duration::from_nanos(period)).unwrap()
         })
     ) {
         let model = WeightedWindows(WindowCounts::new(&quota));
@@ -433,7 +433,7 @@ proptest! {
     #[test]
     fn gcra_matches_the_continuous_state_bucket(
         (quota, start, trace) in quota_and_trace(1u64..=5, |limit, burst, period| {
-            Quota::new(limit, Duration::from_nanos(period)).with_burst(burst)
+            Quota::new(limit, Duration::from_nanos(period)).unwrap().with_burst(burst)
         })
     ) {
         let model = ContinuousBucket::new(&quota, start);
@@ -443,7 +443,7 @@ proptest! {
     #[test]
     fn leaky_bucket_shaping_matches_the_release_queue(
         (quota, start, trace) in quota_and_trace(0u64..=4, |limit, queue, period| {
-            Quota::new(limit, Duration::from_nanos(period)).with_queue(queue)
+            Quota::new(limit, Duration::from_nanos(period)).unwrap().with_queue(queue)
         })
     ) {
         let model = ReleaseQueue::new(&quota);
@@ -455,7 +455,7 @@ proptest! {
     #[test]
     fn leaky_bucket_policing_matches_the_release_queue(
         (quota, start, trace) in quota_and_trace(0u64..=4, |limit, queue, period| {
-            Quota::new(limit, Duration::from_nanos(period)).with_queue(queue).policing()
+            Quota::new(limit, Duration::from_nanos(period)).unwrap().with_queue(queue).policing()
         })
     ) {
         let model = ReleaseQueue::new(&quota);
@@ -469,7 +469,7 @@ proptest! {
     #[test]
     fn leaky_bucket_max_delay_matches_the_release_queue(
         (quota, start, trace, max_delay) in quota_and_trace(0u64..=4, |limit, queue, period| {
-            Quota::new(limit, Duration::from_nanos(period)).with_queue(queue)
+            Quota::new(limit, Duration::from_nanos(period)).unwrap().with_queue(queue)
         }).prop_flat_map(|(quota, start, trace)| {
             let period = quota.period_nanos();
             (Just(quota), Just(start), Just(trace), 0..=3 * period)
@@ -534,6 +534,7 @@ fn any_quota_and_trace() -> impl Strategy<Value = (Algorithm, Quota, u64, Vec<(u
     (algorithm, 0u64..=5, 0u64..=5, 0u64..=5, period()).prop_flat_map(
         |(algorithm, limit, burst, queue, period)| {
             let quota = Quota::new(limit, Duration::from_nanos(period))
+                .unwrap()
                 .with_burst(burst)
                 .with_queue(queue);
             start_and_trace(period).prop_map(move |(start, trace)| {
@@ -582,7 +583,9 @@ fn deep_token_bucket_and_trace() -> impl Strategy<Value = (Quota, u64, Vec<(u64,
             Just(i64::MAX as u64),
         ];
         (burst, NOW..NOW + DAY).prop_flat_map(move |(burst, start)| {
-            let quota = Quota::new(limit, Duration::from_nanos(period)).with_burst(burst);
+            let quota = Quota::new(limit, Duration::from_nanos(period))
+                .unwrap()
+                .with_burst(burst);
             let cost = prop_oneof![1u64..=3, 0..=burst.saturating_add(1)];
             let advance = prop_oneof![Just(0u64), 0..=interval, 0..=100 * period];
             let trace = prop::collection::vec((advance, cost), 1..20);
@@ -597,7 +600,9 @@ fn deep_token_bucket_and_trace() -> impl Strategy<Value = (Quota, u64, Vec<(u64,
 #[test]
 fn a_token_bucket_too_deep_for_one_timestamp_keeps_its_exact_answers() {
     const DAY: u64 = 86_400 * 1_000_000_000;
-    let quota = Quota::new(1, Duration::from_nanos(DAY)).with_burst(1_000_000);
+    let quota = Quota::new(1, Duration::from_nanos(DAY))
+        .unwrap()
+        .with_burst(1_000_000);
     let trace = [(0, 999_999), (0, 1), (0, 1), (DAY - 1, 1), (1, 1), (0, 1)];
     if let Err(error) = check_store_against_state(
         Algorithm::TokenBucket,
@@ -659,7 +664,9 @@ fn token_bucket_concurrent_admissions_equal_the_burst() {
     // 10 per second has a whole interval (decided as GCRA, with a compare-and-swap), 7 per
     // second does not (the two-word state, under the exclusive lock).
     for limit in [10, 7] {
-        let quota = Quota::new(limit, Duration::from_secs(1)).with_burst(37);
+        let quota = Quota::new(limit, Duration::from_secs(1))
+            .unwrap()
+            .with_burst(37);
         assert_eq!(
             admitted_concurrently(Algorithm::TokenBucket, quota).len(),
             37,
@@ -671,7 +678,9 @@ fn token_bucket_concurrent_admissions_equal_the_burst() {
 #[test]
 fn leaky_bucket_concurrent_admissions_equal_the_queue_plus_one() {
     // 10 per second: each admitted request gets its own slot, 100 ms apart.
-    let quota = Quota::new(10, Duration::from_secs(1)).with_queue(22);
+    let quota = Quota::new(10, Duration::from_secs(1))
+        .unwrap()
+        .with_queue(22);
     let mut delays: Vec<Duration> = admitted_concurrently(Algorithm::LeakyBucket, quota)
         .iter()
         .map(|d| d.delay)
@@ -689,7 +698,7 @@ fn leaky_bucket_concurrent_admissions_equal_the_queue_plus_one() {
 
 #[test]
 fn fixed_window_concurrent_admissions_equal_the_limit() {
-    let quota = Quota::new(41, Duration::from_secs(1));
+    let quota = Quota::new(41, Duration::from_secs(1)).unwrap();
     assert_eq!(
         admitted_concurrently(Algorithm::FixedWindow, quota).len(),
         41
@@ -698,7 +707,7 @@ fn fixed_window_concurrent_admissions_equal_the_limit() {
 
 #[test]
 fn sliding_window_log_concurrent_admissions_equal_the_limit() {
-    let quota = Quota::new(41, Duration::from_secs(1));
+    let quota = Quota::new(41, Duration::from_secs(1)).unwrap();
     assert_eq!(
         admitted_concurrently(Algorithm::SlidingWindowLog, quota).len(),
         41
@@ -707,7 +716,7 @@ fn sliding_window_log_concurrent_admissions_equal_the_limit() {
 
 #[test]
 fn sliding_window_counter_concurrent_admissions_equal_the_limit() {
-    let quota = Quota::new(41, Duration::from_secs(1));
+    let quota = Quota::new(41, Duration::from_secs(1)).unwrap();
     assert_eq!(
         admitted_concurrently(Algorithm::SlidingWindowCounter, quota).len(),
         41
@@ -716,18 +725,22 @@ fn sliding_window_counter_concurrent_admissions_equal_the_limit() {
 
 #[test]
 fn gcra_concurrent_admissions_equal_the_burst() {
-    let quota = Quota::new(10, Duration::from_secs(1)).with_burst(29);
+    let quota = Quota::new(10, Duration::from_secs(1))
+        .unwrap()
+        .with_burst(29);
     assert_eq!(admitted_concurrently(Algorithm::Gcra, quota).len(), 29);
 }
 
 /// A quota admitting exactly `capacity` requests at one instant under `algorithm`.
 fn quota_admitting(algorithm: Algorithm, capacity: u64) -> Quota {
     match algorithm {
-        Algorithm::LeakyBucket => Quota::new(10, Duration::from_secs(1)).with_queue(capacity - 1),
-        Algorithm::TokenBucket | Algorithm::Gcra => {
-            Quota::new(1, Duration::from_secs(1)).with_burst(capacity)
-        }
-        _ => Quota::new(capacity, Duration::from_secs(1)),
+        Algorithm::LeakyBucket => Quota::new(10, Duration::from_secs(1))
+            .unwrap()
+            .with_queue(capacity - 1),
+        Algorithm::TokenBucket | Algorithm::Gcra => Quota::new(1, Duration::from_secs(1))
+            .unwrap()
+            .with_burst(capacity),
+        _ => Quota::new(capacity, Duration::from_secs(1)).unwrap(),
     }
 }
 

@@ -889,7 +889,7 @@ fn a_cancelled_queue_place_is_given_back_in_redis() {
     runtime().block_on(async {
         let store = store(&server).await;
         // 2 a second: one place every 500 ms, so a busy machine cannot blur the difference.
-        let quota = Quota::new(2, Duration::from_secs(1)).with_queue(5);
+        let quota = Quota::new(2, Duration::from_secs(1)).unwrap().with_queue(5);
         let check = LimitCheck {
             domain: "queue",
             key: b"client-1",
@@ -1000,7 +1000,7 @@ fn a_key_holding_garbage_or_deleted_counts_as_never_seen_and_trips_nothing() {
             .connect()
             .await
             .expect("connects");
-        let quota = Quota::new(3, Duration::from_secs(60));
+        let quota = Quota::new(3, Duration::from_secs(60)).unwrap();
         let check = LimitCheck {
             domain: "g",
             key: b"k",

@@ -38,8 +38,8 @@ impl Verdict {
     /// at once rather than waiting its turn).
     pub fn quota(self, algorithm: Algorithm) -> Quota {
         let quota = match self {
-            Verdict::Allowed => Quota::new(1_000_000_000, Duration::from_secs(1)),
-            Verdict::Denied => Quota::new(1, Duration::from_secs(3_600)),
+            Verdict::Allowed => Quota::new(1_000_000_000, Duration::from_secs(1)).unwrap(),
+            Verdict::Denied => Quota::new(1, Duration::from_secs(3_600)).unwrap(),
         };
         match (algorithm, self) {
             (Algorithm::LeakyBucket, Verdict::Allowed) => {
@@ -56,8 +56,10 @@ impl Verdict {
     /// 25,201 seconds with a burst of 1 (one request, then a wait of an hour).
     pub fn rounded_token_bucket_quota(self) -> Quota {
         match self {
-            Verdict::Allowed => Quota::new(999_999_999, Duration::from_secs(1)),
-            Verdict::Denied => Quota::new(7, Duration::from_secs(25_201)).with_burst(1),
+            Verdict::Allowed => Quota::new(999_999_999, Duration::from_secs(1)).unwrap(),
+            Verdict::Denied => Quota::new(7, Duration::from_secs(25_201))
+                .unwrap()
+                .with_burst(1),
         }
     }
 

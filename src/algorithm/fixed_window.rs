@@ -78,7 +78,7 @@ mod tests {
 
     #[test]
     fn windows_align_to_the_period() {
-        let quota = Quota::new(1, Duration::from_secs(60));
+        let quota = Quota::new(1, Duration::from_secs(60)).unwrap();
         let (state, first) = FixedWindow::transition(None, Nanos::new(59 * SECOND), &quota, 1);
         assert!(first.allowed);
         assert_eq!(first.reset_after, Duration::from_secs(1));
@@ -93,7 +93,7 @@ mod tests {
 
     #[test]
     fn a_clock_stepping_back_over_a_window_edge_grants_nothing() {
-        let quota = Quota::new(1, Duration::from_secs(1));
+        let quota = Quota::new(1, Duration::from_secs(1)).unwrap();
         let (state, first) = FixedWindow::transition(None, Nanos::new(SECOND), &quota, 1);
         assert!(first.allowed);
         let (_, stepped_back) =
@@ -103,7 +103,7 @@ mod tests {
 
     #[test]
     fn cost_above_limit_is_never_admitted() {
-        let quota = Quota::new(5, Duration::from_secs(1));
+        let quota = Quota::new(5, Duration::from_secs(1)).unwrap();
         let (_, decision) = FixedWindow::transition(None, Nanos::new(0), &quota, 6);
         assert!(!decision.allowed);
         assert_eq!(decision.remaining, 5);

@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn admits_the_burst_then_one_per_interval() {
-        let quota = Quota::new(4, Duration::from_secs(1)).with_burst(2);
+        let quota = Quota::new(4, Duration::from_secs(1)).unwrap().with_burst(2);
         let mut state = Gcra::fresh(Nanos::new(0), &quota);
         assert!(state.acquire(Nanos::new(0), &quota, 1).allowed);
         assert!(state.acquire(Nanos::new(0), &quota, 1).allowed);
@@ -182,7 +182,9 @@ mod tests {
     fn a_horizon_past_u64_max_still_counts_exactly() {
         let interval = 1 << 30;
         let burst = (1 << 34) + 1;
-        let quota = Quota::new(1, Duration::from_nanos(interval)).with_burst(burst);
+        let quota = Quota::new(1, Duration::from_nanos(interval))
+            .unwrap()
+            .with_burst(burst);
         let mut state = Gcra::fresh(Nanos::new(0), &quota);
         for taken in 1..=2 {
             let admitted = state.acquire(Nanos::new(0), &quota, 1);
@@ -199,7 +201,7 @@ mod tests {
     /// since it will be refused at every later time too, it reports one period to wait.
     #[test]
     fn a_booking_past_the_representable_future_is_refused() {
-        let quota = Quota::new(1, Duration::from_secs(1)).with_burst(3);
+        let quota = Quota::new(1, Duration::from_secs(1)).unwrap().with_burst(3);
         let now = Nanos::new(u64::MAX - SECOND / 2);
         let mut state = Gcra::fresh(now, &quota);
         let refused = state.acquire(now, &quota, 1);
@@ -284,7 +286,7 @@ mod tests {
             max_delay in proptest::option::of(extreme().prop_map(Duration::from_nanos)),
             shaping in any::<bool>(),
         ) {
-            let quota = Quota::new(limit, Duration::from_nanos(period));
+            let quota = Quota::new(limit, Duration::from_nanos(period)).unwrap();
             let schedule = Schedule { slots, max_delay, shaping };
             let (tat, now_ns) = (Nanos::new(tat), Nanos::new(now));
             let answer = schedule.transition(tat, now_ns, &quota, cost, |after| after.as_u64());
@@ -294,7 +296,7 @@ mod tests {
 
     #[test]
     fn the_interval_rounds_up_so_the_rate_is_never_exceeded() {
-        let quota = Quota::new(3, Duration::from_secs(1)).with_burst(1);
+        let quota = Quota::new(3, Duration::from_secs(1)).unwrap().with_burst(1);
         assert_eq!(
             quota.emission_interval().map(|i| i.get()),
             Some(333_333_334)

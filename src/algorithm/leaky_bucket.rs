@@ -79,7 +79,9 @@ mod tests {
     #[test]
     fn shaping_queues_in_order_and_rejects_a_full_queue() {
         // 10 per second: one every 100 ms; 3 may wait.
-        let quota = Quota::new(10, Duration::from_secs(1)).with_queue(3);
+        let quota = Quota::new(10, Duration::from_secs(1))
+            .unwrap()
+            .with_queue(3);
         let mut state = LeakyBucket::fresh(Nanos::new(0), &quota);
         let delays: Vec<_> = (0..5)
             .map(|_| state.acquire(Nanos::new(0), &quota, 1))
@@ -97,7 +99,9 @@ mod tests {
 
     #[test]
     fn a_cancelled_request_frees_its_place() {
-        let quota = Quota::new(10, Duration::from_secs(1)).with_queue(1);
+        let quota = Quota::new(10, Duration::from_secs(1))
+            .unwrap()
+            .with_queue(1);
         let mut state = LeakyBucket::fresh(Nanos::new(0), &quota);
         assert!(state.acquire(Nanos::new(0), &quota, 1).allowed);
         let queued = state.acquire(Nanos::new(0), &quota, 1);
@@ -115,7 +119,9 @@ mod tests {
 
     #[test]
     fn only_the_newest_booking_gives_its_place_back() {
-        let quota = Quota::new(10, Duration::from_secs(1)).with_queue(3);
+        let quota = Quota::new(10, Duration::from_secs(1))
+            .unwrap()
+            .with_queue(3);
         let mut state = LeakyBucket::fresh(Nanos::new(0), &quota);
         let bookings: Vec<_> = (0..4)
             .map(|_| state.acquire(Nanos::new(0), &quota, 1).booked_until)
@@ -139,6 +145,7 @@ mod tests {
     #[test]
     fn max_delay_bounds_the_wait() {
         let quota = Quota::new(10, Duration::from_secs(1))
+            .unwrap()
             .with_queue(10)
             .with_max_delay(Duration::from_millis(150));
         let mut state = LeakyBucket::fresh(Nanos::new(0), &quota);
@@ -154,6 +161,7 @@ mod tests {
     #[test]
     fn policing_admits_without_delay() {
         let quota = Quota::new(10, Duration::from_secs(1))
+            .unwrap()
             .with_queue(2)
             .policing();
         let mut state = LeakyBucket::fresh(Nanos::new(0), &quota);

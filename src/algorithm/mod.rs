@@ -11,7 +11,7 @@
 //! use tollgate::algorithm::{Algorithm, Quota};
 //! use tollgate::clock::Nanos;
 //!
-//! let quota = Quota::new(2, Duration::from_secs(1));
+//! let quota = Quota::new(2, Duration::from_secs(1))?;
 //! let now = Nanos::new(0);
 //! let algorithm = Algorithm::FixedWindow;
 //! let mut state = algorithm.fresh(now, &quota);
@@ -20,6 +20,7 @@
 //! let third = algorithm.acquire(&mut state, now, &quota, 1);
 //! assert!(!third.allowed);
 //! assert_eq!(third.retry_after, Duration::from_secs(1));
+//! # Ok::<(), tollgate::algorithm::QuotaError>(())
 //! ```
 
 mod decision;
@@ -38,7 +39,7 @@ pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
 pub use leaky_bucket::LeakyBucket;
 pub(crate) use packed::{PackedAlgorithm, Words};
-pub use quota::Quota;
+pub use quota::{Quota, QuotaError};
 pub use sliding_window_counter::SlidingWindowCounter;
 pub use sliding_window_log::SlidingWindowLog;
 pub use token_bucket::TokenBucket;

@@ -127,6 +127,7 @@ mod tests {
     fn packed_states_decide_as_the_states_they_pack() {
         for limit in [3, 4] {
             let quota = Quota::new(limit, Duration::from_secs(1))
+                .unwrap()
                 .with_burst(5)
                 .with_queue(2);
             for algorithm in Algorithm::ALL {
@@ -154,7 +155,7 @@ mod tests {
 
     #[test]
     fn a_token_bucket_is_decided_as_gcra_only_when_its_interval_is_whole_and_it_fits() {
-        let per_second = |limit| Quota::new(limit, Duration::from_secs(1));
+        let per_second = |limit| Quota::new(limit, Duration::from_secs(1)).unwrap();
         let packed = |quota: &Quota| Algorithm::TokenBucket.packed(quota);
         assert_eq!(packed(&per_second(4)), Some(PackedAlgorithm::Gcra));
         assert_eq!(
@@ -169,7 +170,7 @@ mod tests {
             Some(PackedAlgorithm::TokenBucket)
         );
         // An empty bucket refilled in 2⁶² ns, and one a nanosecond slower.
-        let one_ns = Quota::new(1, Duration::from_nanos(1));
+        let one_ns = Quota::new(1, Duration::from_nanos(1)).unwrap();
         assert_eq!(
             packed(&one_ns.with_burst(1 << 62)),
             Some(PackedAlgorithm::Gcra)
@@ -181,7 +182,11 @@ mod tests {
         // A limit past `i64::MAX` tokens, whose count the token bucket saturates.
         let huge = 3 << 62;
         assert_eq!(
-            packed(&Quota::new(huge, Duration::from_nanos(huge)).with_burst(1 << 62)),
+            packed(
+                &Quota::new(huge, Duration::from_nanos(huge))
+                    .unwrap()
+                    .with_burst(1 << 62)
+            ),
             Some(PackedAlgorithm::TokenBucket)
         );
         // A burst set after a burst: the last one counts.

@@ -1,4 +1,5 @@
 use super::divisor::Divisor;
+use std::fmt;
 use std::time::Duration;
 
 /// How much a limit allows: `limit` requests per `period`, with bursts of up to `burst`.
@@ -7,9 +8,10 @@ use std::time::Duration;
 /// use std::time::Duration;
 /// use tollgate::algorithm::Quota;
 ///
-/// let quota = Quota::new(20, Duration::from_secs(1)).with_burst(40);
+/// let quota = Quota::new(20, Duration::from_secs(1))?.with_burst(40);
 /// assert_eq!(quota.limit(), 20);
 /// assert_eq!(quota.burst(), 40);
+/// # Ok::<(), tollgate::algorithm::QuotaError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Quota {
@@ -53,19 +55,22 @@ impl Quota {
     ///
     /// A `limit` of 0 denies every request.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// When `period` is zero or longer than `u64::MAX` nanoseconds (about 584 years).
-    /// The rules compiler rejects such periods with an error before getting here.
-    pub fn new(limit: u64, period: Duration) -> Self {
-        let period_nanos = u64::try_from(period.as_nanos()).expect("period fits in u64 nanos");
-        assert!(period_nanos > 0, "a quota's period must not be zero");
+    /// [`QuotaError`] when `period` is zero or longer than `u64::MAX` nanoseconds (about 584
+    /// years). The rules refuse such periods with an error of their own before getting here.
+    pub fn new(limit: u64, period: Duration) -> Result<Self, QuotaError> {
+        let period_nanos =
+            u64::try_from(period.as_nanos()).map_err(|_| QuotaError::PeriodTooLong)?;
+        if period_nanos == 0 {
+            return Err(QuotaError::ZeroPeriod);
+        }
         let interval = if limit == 0 {
             0
         } else {
             period_nanos.div_ceil(limit)
         };
-        Quota {
+        Ok(Quota {
             limit: Divisor::new(limit),
             period: Divisor::new(period_nanos),
             interval: Divisor::new(interval),
@@ -78,7 +83,7 @@ impl Quota {
             queue: 0,
             max_delay: None,
             shaping: true,
-        }
+        })
     }
 
     /// The same quota with room for bursts of `burst` requests (token bucket).
@@ -172,5 +177,45 @@ impl Quota {
     /// once (policing).
     pub fn is_shaping(&self) -> bool {
         self.shaping
+    }
+}
+
+/// Why [`Quota::new`] refused a period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum QuotaError {
+    /// The period is zero: no rate has a zero period.
+    ZeroPeriod,
+    /// The period is longer than `u64::MAX` nanoseconds (about 584 years).
+    PeriodTooLong,
+}
+
+impl fmt::Display for QuotaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            QuotaError::ZeroPeriod => "a quota's period must not be zero",
+            QuotaError::PeriodTooLong => {
+                "a quota's period must be at most u64::MAX nanoseconds (about 584 years)"
+            }
+        })
+    }
+}
+
+impl std::error::Error for QuotaError {}
+
+#[cfg(test)]
+mod tests {
+    use super::{Quota, QuotaError};
+    use std::time::Duration;
+
+    #[test]
+    fn periods_that_no_quota_can_have_are_errors() {
+        assert_eq!(Quota::new(1, Duration::ZERO), Err(QuotaError::ZeroPeriod));
+        assert_eq!(
+            Quota::new(1, Duration::from_secs(u64::MAX)),
+            Err(QuotaError::PeriodTooLong)
+        );
+        let longest = Duration::from_nanos(u64::MAX);
+        assert_eq!(Quota::new(1, longest).map(|q| q.period()), Ok(longest));
     }
 }

@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn previous_window_is_weighted_by_overlap() {
-        let quota = Quota::new(10, Duration::from_secs(1));
+        let quota = Quota::new(10, Duration::from_secs(1)).unwrap();
         let mut state = None;
         for _ in 0..10 {
             assert!(acquire(&mut state, 0, &quota).allowed);
@@ -147,7 +147,7 @@ mod tests {
 
     #[test]
     fn retry_after_is_exact_in_both_windows() {
-        let quota = Quota::new(10, Duration::from_secs(1));
+        let quota = Quota::new(10, Duration::from_secs(1)).unwrap();
         for fill_at in [0, SECOND / 2, SECOND - 1] {
             for probe_at in [fill_at, SECOND + SECOND / 4, SECOND + SECOND / 2] {
                 let mut state = None;
@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn a_clock_stepping_back_over_a_window_edge_grants_nothing() {
-        let quota = Quota::new(1, Duration::from_secs(1));
+        let quota = Quota::new(1, Duration::from_secs(1)).unwrap();
         let mut state = None;
         assert!(acquire(&mut state, SECOND, &quota).allowed);
         let stepped_back = acquire(&mut state, SECOND - 20, &quota);
@@ -189,7 +189,7 @@ mod tests {
 
     #[test]
     fn keys_idle_for_two_windows_start_fresh() {
-        let quota = Quota::new(1, Duration::from_secs(1));
+        let quota = Quota::new(1, Duration::from_secs(1)).unwrap();
         let mut state = None;
         assert!(acquire(&mut state, 0, &quota).allowed);
         assert!(acquire(&mut state, 2 * SECOND, &quota).allowed);

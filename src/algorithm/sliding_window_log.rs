@@ -114,7 +114,7 @@ mod tests {
 
     #[test]
     fn no_rolling_window_admits_more_than_the_limit() {
-        let quota = Quota::new(3, Duration::from_secs(1));
+        let quota = Quota::new(3, Duration::from_secs(1)).unwrap();
         let mut log = SlidingWindowLog::fresh(Nanos::new(0), &quota);
         for at in [0, SECOND / 2, SECOND - 1] {
             assert!(log.acquire(Nanos::new(at), &quota, 1).allowed);
@@ -135,7 +135,7 @@ mod tests {
 
     #[test]
     fn peek_agrees_with_acquire_and_changes_nothing() {
-        let quota = Quota::new(5, Duration::from_secs(1));
+        let quota = Quota::new(5, Duration::from_secs(1)).unwrap();
         let mut log = SlidingWindowLog::fresh(Nanos::new(0), &quota);
         log.acquire(Nanos::new(0), &quota, 3);
         log.acquire(Nanos::new(SECOND / 2), &quota, 2);
@@ -149,7 +149,7 @@ mod tests {
 
     #[test]
     fn a_clock_stepping_back_never_ages_the_log_early() {
-        let quota = Quota::new(2, Duration::from_secs(60));
+        let quota = Quota::new(2, Duration::from_secs(60)).unwrap();
         let mut log = SlidingWindowLog::fresh(Nanos::new(0), &quota);
         let at = Nanos::new(100 * SECOND);
         log.acquire(at, &quota, 1);
@@ -166,7 +166,7 @@ mod tests {
 
     #[test]
     fn entries_are_bounded_by_the_limit() {
-        let quota = Quota::new(100, Duration::from_secs(60));
+        let quota = Quota::new(100, Duration::from_secs(60)).unwrap();
         let mut log = SlidingWindowLog::fresh(Nanos::new(0), &quota);
         for at in 0..10_000 {
             log.acquire(Nanos::new(at * 1_000), &quota, 1);

@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn admits_burst_then_refills_at_rate() {
-        let quota = Quota::new(2, Duration::from_secs(1)).with_burst(4);
+        let quota = Quota::new(2, Duration::from_secs(1)).unwrap().with_burst(4);
         let decisions = run(
             &quota,
             &[
@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn retry_after_is_exact_to_the_nanosecond() {
-        let quota = Quota::new(3, Duration::from_secs(1));
+        let quota = Quota::new(3, Duration::from_secs(1)).unwrap();
         let denied = run(&quota, &[(0, 3), (0, 1)])[1];
         let wait = u64::try_from(denied.retry_after.as_nanos()).unwrap();
         assert_eq!(wait, SECOND.div_ceil(3));
@@ -185,7 +185,7 @@ mod tests {
 
     #[test]
     fn a_full_bucket_does_not_store_more_than_burst() {
-        let quota = Quota::new(10, Duration::from_secs(1));
+        let quota = Quota::new(10, Duration::from_secs(1)).unwrap();
         let decisions = run(&quota, &[(0, 1), (100 * SECOND, 10), (100 * SECOND, 1)]);
         assert!(decisions[1].allowed);
         assert!(!decisions[2].allowed);
@@ -196,7 +196,7 @@ mod tests {
         // 3 per second: token k arrives at k/3 s, a fraction of a nanosecond off the grid.
         // Taking each token the first nanosecond it exists, for 1000 seconds, must never be
         // refused, and the next one must not come early.
-        let quota = Quota::new(3, Duration::from_secs(1));
+        let quota = Quota::new(3, Duration::from_secs(1)).unwrap();
         let token_at = |k: u64| (k * SECOND).div_ceil(3);
         let mut trace = vec![(0, 3)];
         trace.extend((1..=3000).map(|k| (token_at(k), 1)));
@@ -214,7 +214,9 @@ mod tests {
         // second: the bucket never fills again, so without moving the anchor its level would
         // run below what i64 holds within seconds.
         let limit = u64::try_from(i64::MAX / 2).unwrap();
-        let quota = Quota::new(limit, Duration::from_secs(1)).with_burst(2 * limit);
+        let quota = Quota::new(limit, Duration::from_secs(1))
+            .unwrap()
+            .with_burst(2 * limit);
         let trace: Vec<(u64, u64)> = (0..=8).map(|i| (i * SECOND / 2, limit)).collect();
         let allowed: Vec<bool> = run(&quota, &trace).iter().map(|d| d.allowed).collect();
         assert_eq!(
@@ -225,7 +227,7 @@ mod tests {
 
     #[test]
     fn zero_limit_denies_everything() {
-        let quota = Quota::new(0, Duration::from_secs(1));
+        let quota = Quota::new(0, Duration::from_secs(1)).unwrap();
         let decision = run(&quota, &[(0, 1)])[0];
         assert!(!decision.allowed);
         assert_eq!(decision.retry_after, Duration::from_secs(1));

@@ -28,22 +28,24 @@ mod compile;
 mod error;
 mod explain;
 mod file;
+mod limit;
+mod period;
 pub(crate) mod request_values;
+mod state_id;
 pub(crate) mod tree;
 
 pub use builder::{DescriptorSpec, LimitSpec, RulesBuilder, SourceSpec};
 pub use error::{RuleError, RuleErrors};
 pub use explain::{AppliedLimit, Explanation};
 pub use file::{OnStoreError, Unit};
+pub(crate) use limit::Cost;
+pub use limit::{Limit, Rate};
 
-use crate::algorithm::{Algorithm, Quota};
 use crate::source::{ClientIpResolver, MissingPeerAddr, Source};
 use serde_saphyr::{Budget, Location, Options};
 use smallvec::SmallVec;
 use std::io::Read;
-use std::num::IntErrorKind;
 use std::path::Path;
-use std::sync::Arc;
 use tree::{Level, Matches, Values};
 
 /// Rules files larger than this are refused before parsing.
@@ -68,47 +70,6 @@ pub struct Rules {
     pub(crate) response: ResponseOptions,
     /// The top-level `shadow_mode`: every limit only reports.
     shadow_mode: bool,
-}
-
-/// One rate limit of the rules.
-#[derive(Debug, Clone)]
-pub struct Limit {
-    /// The label as a JSON string, for rejection bodies; shared with the answers kept for
-    /// them (see `response`).
-    label_json: Arc<str>,
-    cost: Option<Cost>,
-    name: Option<String>,
-    descriptor: String,
-    /// The sources of the descriptor entries leading to this limit, in order.
-    pub(crate) sources: Box<[usize]>,
-    rate: Rate,
-    shadow: bool,
-    on_store_error: OnStoreError,
-    replaces: Vec<String>,
-}
-
-/// Where a limit's request weight comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Cost {
-    /// The same for every request.
-    Fixed(u64),
-    /// The value of a source (by id), as a whole number.
-    Source(usize),
-}
-
-/// What a limit allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Rate {
-    /// A quota decided by an algorithm.
-    Limited {
-        /// Requests per period, and burst.
-        quota: Quota,
-        /// The algorithm.
-        algorithm: Algorithm,
-    },
-    /// `unlimited: true`: a request that matches is not limited at all.
-    Unlimited,
 }
 
 /// Optional response headers.
@@ -274,96 +235,5 @@ impl Rules {
                 })
             })
             .collect()
-    }
-}
-
-/// A request's weight read from `source`: `default` when the request has no number there.
-fn cost_from(values: &mut dyn Values, source: usize, default: u64) -> u64 {
-    match values.get(source) {
-        Ok(Some(value)) => match value.trim().parse::<u64>() {
-            Ok(cost) => cost,
-            // Too large to count is too large to admit.
-            Err(error) if *error.kind() == IntErrorKind::PosOverflow => u64::MAX,
-            Err(_) => default,
-        },
-        _ => default,
-    }
-}
-
-impl Limit {
-    /// The `name` given in the rules, if any.
-    pub fn name(&self) -> Option<&str> {
-        self.name.as_deref()
-    }
-
-    /// The descriptor entries leading to this limit, e.g. `endpoint=login/remote_address`.
-    pub fn descriptor(&self) -> &str {
-        &self.descriptor
-    }
-
-    /// [`Limit::label`] as a JSON string (quoted and escaped).
-    pub(crate) fn label_json(&self) -> &Arc<str> {
-        &self.label_json
-    }
-
-    /// The name if there is one, else the descriptor: how logs and headers refer to the limit.
-    pub fn label(&self) -> &str {
-        self.name.as_deref().unwrap_or(&self.descriptor)
-    }
-
-    /// What the limit allows.
-    pub fn rate(&self) -> Rate {
-        self.rate
-    }
-
-    /// The algorithm, unless the limit is unlimited.
-    pub fn algorithm(&self) -> Option<Algorithm> {
-        self.limited().map(|(algorithm, _)| algorithm)
-    }
-
-    /// The quota, unless the limit is unlimited.
-    pub fn quota(&self) -> Option<Quota> {
-        self.limited().map(|(_, quota)| *quota)
-    }
-
-    pub(crate) fn limited(&self) -> Option<(Algorithm, &Quota)> {
-        match &self.rate {
-            Rate::Limited { quota, algorithm } => Some((*algorithm, quota)),
-            Rate::Unlimited => None,
-        }
-    }
-
-    /// Whether a request this limit matches skips every limit: an `unlimited` entry that is
-    /// not in shadow mode.
-    pub(crate) fn exempts(&self) -> bool {
-        !self.shadow && self.rate == Rate::Unlimited
-    }
-
-    /// Whether the limit only reports would-be denials (`shadow_mode: true`).
-    pub fn is_shadow(&self) -> bool {
-        self.shadow
-    }
-
-    /// What happens when the store cannot decide.
-    pub fn on_store_error(&self) -> OnStoreError {
-        self.on_store_error
-    }
-
-    /// The weight of a request under this limit, given the request's values; `default`
-    /// when the limit sets none, or its source has no number for this request. At least 1.
-    // Inline for the limits that set no cost, as most do; reading a source is out of line.
-    #[inline]
-    pub(crate) fn cost(&self, values: &mut dyn Values, default: u64) -> u64 {
-        let cost = match self.cost {
-            None => default,
-            Some(Cost::Fixed(cost)) => cost,
-            Some(Cost::Source(source)) => cost_from(values, source, default),
-        };
-        cost.max(1)
-    }
-
-    /// The names of the limits this one replaces when both apply.
-    pub fn replaces(&self) -> &[String] {
-        &self.replaces
     }
 }

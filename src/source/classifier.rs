@@ -3,19 +3,8 @@ use http::Method;
 
 /// Gives a request a value by the first entry whose method and path match it, e.g. `login`
 /// for `POST /auth/login`.
-///
-/// ```
-/// use tollgate::source::{Classifier, PathPattern, RequestView};
-///
-/// let classifier = Classifier::new(vec![
-///     ("login".to_owned(), Some(http::Method::POST), Some(PathPattern::new("/auth/login"))),
-///     ("friends".to_owned(), None, Some(PathPattern::new("/users/*/friends"))),
-/// ]);
-/// let request = http::Request::get("/users/7/friends").body(()).unwrap();
-/// assert_eq!(classifier.classify(&RequestView::of(&request)), Some("friends"));
-/// ```
 #[derive(Debug, Clone)]
-pub struct Classifier {
+pub(crate) struct Classifier {
     entries: Vec<ClassifierEntry>,
 }
 
@@ -29,7 +18,7 @@ struct ClassifierEntry {
 impl Classifier {
     /// A classifier from `(value, method, path)` entries, tried in order; a `None` condition
     /// matches every request.
-    pub fn new(entries: Vec<(String, Option<Method>, Option<PathPattern>)>) -> Self {
+    pub(crate) fn new(entries: Vec<(String, Option<Method>, Option<PathPattern>)>) -> Self {
         Classifier {
             entries: entries
                 .into_iter()
@@ -43,7 +32,7 @@ impl Classifier {
     }
 
     /// The value of the first entry that matches `request`.
-    pub fn classify<'c>(&'c self, request: &RequestView<'_>) -> Option<&'c str> {
+    pub(crate) fn classify<'c>(&'c self, request: &RequestView<'_>) -> Option<&'c str> {
         self.entries
             .iter()
             .find(|entry| {
@@ -59,16 +48,16 @@ impl Classifier {
 
 /// A path with `*` standing for exactly one segment: `/users/*/friends`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathPattern(String);
+pub(crate) struct PathPattern(String);
 
 impl PathPattern {
     /// A pattern from its text.
-    pub fn new(pattern: impl Into<String>) -> Self {
+    pub(crate) fn new(pattern: impl Into<String>) -> Self {
         PathPattern(pattern.into())
     }
 
     /// Whether `path` matches, segment by segment.
-    pub fn matches(&self, path: &str) -> bool {
+    pub(crate) fn matches(&self, path: &str) -> bool {
         let mut pattern = self.0.split('/');
         let mut path = path.split('/');
         loop {
@@ -119,5 +108,26 @@ mod tests {
             Some("any-auth")
         );
         assert_eq!(classifier.classify(&RequestView::of(&other)), None);
+    }
+
+    #[test]
+    fn entries_without_a_method_match_every_method() {
+        let classifier = Classifier::new(vec![
+            (
+                "login".to_owned(),
+                Some(Method::POST),
+                Some(PathPattern::new("/auth/login")),
+            ),
+            (
+                "friends".to_owned(),
+                None,
+                Some(PathPattern::new("/users/*/friends")),
+            ),
+        ]);
+        let request = http::Request::get("/users/7/friends").body(()).unwrap();
+        assert_eq!(
+            classifier.classify(&RequestView::of(&request)),
+            Some("friends")
+        );
     }
 }

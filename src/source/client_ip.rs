@@ -8,17 +8,11 @@
 //! can never choose its own key by sending junk. IPv6 clients are grouped by
 //! a configurable prefix because a single host usually owns a whole /64.
 
-use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-
-use super::Value;
-use arrayvec::ArrayString;
+use super::forwarded::{forwarded_for, hops, parse_node, real_ip, FORWARDED, X_FORWARDED_FOR};
+use super::{ClientAddr, ForwardedHeader};
 use http::HeaderMap;
-use ipnet::{IpNet, Ipv4Net, Ipv6Net};
-
-const FORWARDED: &str = "forwarded";
-const X_FORWARDED_FOR: &str = "x-forwarded-for";
-const X_REAL_IP: &str = "x-real-ip";
+use ipnet::{IpNet, Ipv4Net};
+use std::net::IpAddr;
 
 /// Upper bound on hops examined, so hostile headers cost constant work.
 const MAX_HOPS: usize = 64;
@@ -26,11 +20,18 @@ const MAX_HOPS: usize = 64;
 /// Finds the client's address for a request: the socket peer, unless the peer
 /// is a trusted proxy, in which case the forwarding headers are walked.
 ///
+/// Configured by the rules' `client_ip` (or [`RulesBuilder::trusted_proxy`] and its
+/// neighbours); [`Rules::client_ip`] gives it.
+///
+/// [`RulesBuilder::trusted_proxy`]: crate::rules::RulesBuilder::trusted_proxy
+/// [`Rules::client_ip`]: crate::rules::Rules::client_ip
+///
 /// ```
 /// use http::HeaderMap;
-/// use tollgate::source::ClientIpResolver;
+/// use tollgate::rules::Rules;
 ///
-/// let resolver = ClientIpResolver::new(vec!["10.0.0.0/8".parse()?], 64);
+/// let rules = Rules::builder("api").trusted_proxy("10.0.0.0/8").build()?;
+/// let resolver = rules.client_ip();
 /// let mut headers = HeaderMap::new();
 /// headers.insert("x-forwarded-for", "203.0.113.9, 10.0.0.2".parse()?);
 ///
@@ -45,29 +46,12 @@ pub struct ClientIpResolver {
     header: ForwardedHeader,
 }
 
-/// The one forwarding header that the trusted proxies write.
-///
-/// Only that header is read: a proxy passes other headers through from the client
-/// unchanged, so reading them would let a client choose its own address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum ForwardedHeader {
-    /// `X-Forwarded-For` (nginx, HAProxy, most load balancers): the default.
-    #[default]
-    XForwardedFor,
-    /// RFC 7239 `Forwarded`, its `for=` parameters.
-    Forwarded,
-    /// `X-Real-IP`: a single address set by the proxy.
-    XRealIp,
-}
-
 impl ClientIpResolver {
     /// Creates a resolver trusting `trusted_proxies` and grouping IPv6 clients
     /// by `ipv6_prefix` bits (0..=128; larger values are clamped to 128).
     ///
     /// Reads `X-Forwarded-For` from trusted proxies; see [`ClientIpResolver::with_header`].
-    pub fn new(trusted_proxies: Vec<IpNet>, ipv6_prefix: u8) -> Self {
+    pub(crate) fn new(trusted_proxies: Vec<IpNet>, ipv6_prefix: u8) -> Self {
         Self {
             trusted_proxies: trusted_proxies.into_iter().map(canonical_net).collect(),
             ipv6_prefix: ipv6_prefix.min(128),
@@ -77,7 +61,7 @@ impl ClientIpResolver {
 
     /// The same resolver, reading `header` from trusted proxies.
     #[must_use]
-    pub fn with_header(mut self, header: ForwardedHeader) -> Self {
+    pub(crate) fn with_header(mut self, header: ForwardedHeader) -> Self {
         self.header = header;
         self
     }
@@ -97,7 +81,7 @@ impl ClientIpResolver {
                 ForwardedHeader::XRealIp => real_ip(headers).unwrap_or(peer),
             }
         };
-        self.client_addr(ip)
+        ClientAddr::grouped(ip, self.ipv6_prefix)
     }
 
     fn is_trusted(&self, ip: IpAddr) -> bool {
@@ -120,80 +104,6 @@ impl ClientIpResolver {
         // Every hop was a trusted proxy: the leftmost one originated the request.
         nearest_trusted
     }
-
-    fn client_addr(&self, ip: IpAddr) -> ClientAddr {
-        match ip {
-            IpAddr::V4(_) => ClientAddr { ip, prefix: 32 },
-            IpAddr::V6(v6) => {
-                let masked = Ipv6Net::new(v6, self.ipv6_prefix).map_or(v6, |n| n.network());
-                ClientAddr {
-                    ip: IpAddr::V6(masked),
-                    prefix: self.ipv6_prefix,
-                }
-            }
-        }
-    }
-}
-
-/// A client address as used for limiting: IPv4 as is, IPv6 masked to the
-/// configured prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ClientAddr {
-    ip: IpAddr,
-    prefix: u8,
-}
-
-impl ClientAddr {
-    /// The (masked) address.
-    pub fn ip(&self) -> IpAddr {
-        self.ip
-    }
-
-    /// Significant bits of [`ip`](Self::ip): 32 for IPv4, the configured prefix for IPv6.
-    pub fn prefix_len(&self) -> u8 {
-        self.prefix
-    }
-}
-
-impl ClientAddr {
-    /// The address as a descriptor value, as [`Display`](fmt::Display) writes it. An IPv4
-    /// address (the common case, on every request limited by client address) is copied in
-    /// directly: the formatting machinery costs several times as much for four numbers.
-    pub(crate) fn to_value(self) -> Value<'static> {
-        match self.ip {
-            IpAddr::V4(ip) => Value::text(&ipv4_text(ip)),
-            IpAddr::V6(_) => Value::display(self),
-        }
-    }
-}
-
-impl fmt::Display for ClientAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.ip {
-            // The same text `to_value` gives the descriptor walk.
-            IpAddr::V4(ip) => f.write_str(&ipv4_text(ip)),
-            IpAddr::V6(ip) if self.prefix < 128 => write!(f, "{ip}/{}", self.prefix),
-            ip => write!(f, "{ip}"),
-        }
-    }
-}
-
-/// An IPv4 address in dotted decimal, written without the formatting machinery.
-fn ipv4_text(ip: Ipv4Addr) -> ArrayString<15> {
-    let mut text = ArrayString::new();
-    for (i, octet) in ip.octets().into_iter().enumerate() {
-        if i > 0 {
-            text.push('.');
-        }
-        if octet >= 100 {
-            text.push(char::from(b'0' + octet / 100));
-        }
-        if octet >= 10 {
-            text.push(char::from(b'0' + octet / 10 % 10));
-        }
-        text.push(char::from(b'0' + octet % 10));
-    }
-    text
 }
 
 /// Trusted nets written as IPv4-mapped IPv6 must match canonicalized peers.
@@ -205,75 +115,6 @@ fn canonical_net(net: IpNet) -> IpNet {
         },
         _ => net,
     }
-}
-
-/// Comma-separated entries of every instance of `name`, rightmost first.
-/// Lazy, so a huge header costs only the hops actually examined; splitting
-/// bytes (not strings) lets a non-UTF-8 hop fail alone.
-fn hops<'a>(headers: &'a HeaderMap, name: &str) -> impl Iterator<Item = Option<&'a str>> {
-    headers
-        .get_all(name)
-        .iter()
-        .rev()
-        .flat_map(|value| value.as_bytes().rsplit(|&b| b == b','))
-        .map(|raw| std::str::from_utf8(raw).ok())
-}
-
-/// The `for` value of a `Forwarded` element. Commas inside quoted strings are
-/// not honoured: trusted proxies never write them, and anything to their left
-/// is untrusted anyway.
-fn forwarded_for(element: &str) -> Option<&str> {
-    element.split(';').find_map(|pair| {
-        let (name, value) = pair.split_once('=')?;
-        name.trim().eq_ignore_ascii_case("for").then(|| {
-            let value = value.trim();
-            value
-                .strip_prefix('"')
-                .and_then(|v| v.strip_suffix('"'))
-                .unwrap_or(value)
-        })
-    })
-}
-
-/// `X-Real-IP` carries exactly one address; anything else is ignored.
-fn real_ip(headers: &HeaderMap) -> Option<IpAddr> {
-    let mut values = headers.get_all(X_REAL_IP).iter();
-    match (values.next(), values.next()) {
-        (Some(value), None) => {
-            let ip = value.to_str().ok().and_then(parse_node)?;
-            Some(ip.to_canonical())
-        }
-        _ => None,
-    }
-}
-
-/// Parses `ip`, `ipv4:port`, `[ipv6]` or `[ipv6]:port`, ignoring surrounding whitespace.
-fn parse_node(node: &str) -> Option<IpAddr> {
-    let node = node.trim();
-    if let Some(rest) = node.strip_prefix('[') {
-        let (host, after) = rest.split_once(']')?;
-        let port_ok = after.is_empty() || after.strip_prefix(':').is_some_and(valid_port);
-        return port_ok
-            .then(|| host.parse::<Ipv6Addr>().ok().map(IpAddr::V6))
-            .flatten();
-    }
-    if let Ok(ip) = node.parse() {
-        return Some(ip);
-    }
-    let (host, port) = node.split_once(':')?;
-    valid_port(port)
-        .then(|| host.parse::<Ipv4Addr>().ok().map(IpAddr::V4))
-        .flatten()
-}
-
-/// A numeric port, or an RFC 7239 obfuscated port (`_abc`), which is harmless to drop.
-fn valid_port(port: &str) -> bool {
-    let obfuscated = port.strip_prefix('_').is_some_and(|p| {
-        !p.is_empty()
-            && p.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-    });
-    obfuscated || (port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u16>().is_ok())
 }
 
 #[cfg(test)]
@@ -570,17 +411,5 @@ mod tests {
             exact.resolve(ip("2001:db8:1:2::7"), &none).to_string(),
             "2001:db8:1:2::7"
         );
-    }
-
-    #[test]
-    fn ipv4_text_matches_the_standard_formatting_for_every_octet_in_every_place() {
-        for place in 0..4 {
-            for octet in 0..=255u8 {
-                let mut octets = [10, 0, 0, 1];
-                octets[place] = octet;
-                let ip = Ipv4Addr::from(octets);
-                assert_eq!(ipv4_text(ip).as_str(), ip.to_string());
-            }
-        }
     }
 }

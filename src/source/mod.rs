@@ -1,19 +1,28 @@
 //! Where descriptor values come from.
 //!
-//! Each descriptor key in the rules names a [`Source`]: a built-in one (`remote_address`,
+//! Each descriptor key in the rules names a source: a built-in one (`remote_address`,
 //! `method`, `path`, `route`, `host`) or one declared under `sources` (a header, a query
 //! parameter, the [`Identity`] an authentication layer stored in the request, or a
-//! [`Classifier`]). A request that has no value for a key does not match rules on that key.
+//! classifier of method and path). A request that has no value for a key does not match
+//! rules on that key.
+//!
+//! What a server provides lives here: the socket peer ([`PeerAddr`], or the connect info of
+//! axum and tonic), the [`Identity`], and how the client address is found behind proxies
+//! ([`ClientIpResolver`], configured by the rules' `client_ip`).
 
 mod classifier;
+mod client_addr;
 mod client_ip;
+mod forwarded;
 mod peer;
 mod value;
 
-pub use classifier::{Classifier, PathPattern};
-pub use client_ip::{ClientAddr, ClientIpResolver, ForwardedHeader};
+pub(crate) use classifier::{Classifier, PathPattern};
+pub use client_addr::ClientAddr;
+pub use client_ip::ClientIpResolver;
+pub use forwarded::ForwardedHeader;
 pub use peer::PeerAddr;
-pub use value::{InlineText, Value};
+pub(crate) use value::Value;
 
 use http::{Extensions, HeaderMap, HeaderName, Method, Uri};
 use std::fmt;
@@ -45,8 +54,7 @@ impl Identity {
 
 /// Where the value of one descriptor key comes from.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum Source {
+pub(crate) enum Source {
     /// The client's address (see [`ClientIpResolver`]).
     RemoteAddress,
     /// The request method, e.g. `POST`.
@@ -70,7 +78,7 @@ pub enum Source {
 
 impl Source {
     /// The source behind a built-in key name, if `name` is one.
-    pub fn builtin(name: &str) -> Option<Source> {
+    pub(crate) fn builtin(name: &str) -> Option<Source> {
         Some(match name {
             "remote_address" => Source::RemoteAddress,
             "method" => Source::Method,
@@ -82,26 +90,23 @@ impl Source {
     }
 
     /// The names of the built-in keys.
-    pub const BUILTIN_NAMES: [&'static str; 5] =
+    pub(crate) const BUILTIN_NAMES: [&'static str; 5] =
         ["remote_address", "method", "path", "route", "host"];
 }
 
 /// The parts of a request that sources read.
 #[derive(Debug, Clone, Copy)]
-pub struct RequestView<'a> {
-    /// The method.
-    pub method: &'a Method,
-    /// The URI.
-    pub uri: &'a Uri,
-    /// The headers.
-    pub headers: &'a HeaderMap,
-    /// The extensions (connect info, [`Identity`], axum's matched route).
-    pub extensions: &'a Extensions,
+pub(crate) struct RequestView<'a> {
+    pub(crate) method: &'a Method,
+    pub(crate) uri: &'a Uri,
+    pub(crate) headers: &'a HeaderMap,
+    /// Connect info, [`Identity`], axum's matched route.
+    pub(crate) extensions: &'a Extensions,
 }
 
 impl<'a> RequestView<'a> {
     /// A view of `request`.
-    pub fn of<B>(request: &'a http::Request<B>) -> Self {
+    pub(crate) fn of<B>(request: &'a http::Request<B>) -> Self {
         RequestView {
             method: request.method(),
             uri: request.uri(),
@@ -116,7 +121,7 @@ impl<'a> RequestView<'a> {
     ///
     /// [`MissingPeerAddr`] when `source` is the client address and the server did not record
     /// the socket peer: a deployment mistake that must not silently limit nobody.
-    pub fn value<'s>(
+    pub(crate) fn value<'s>(
         &self,
         source: &'s Source,
         client_ip: &ClientIpResolver,
@@ -192,7 +197,7 @@ pub struct MissingPeerAddr;
 
 impl MissingPeerAddr {
     /// How to fix the server so that the peer address is recorded.
-    pub const FIX: &'static str = "tollgate: the rules limit by remote_address, but this request carries no \
+    pub(crate) const FIX: &'static str = "tollgate: the rules limit by remote_address, but this request carries no \
         peer address. Serve axum with `axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())`; \
         tonic's server records it by itself; with plain hyper, insert `tollgate::source::PeerAddr` into the request extensions.";
 }

@@ -5,7 +5,7 @@ use std::ops::Deref;
 /// A request's value for one descriptor key: borrowed from the request where it can be, or
 /// a short text made from it (a client address) without touching the heap.
 #[derive(Debug, Clone)]
-pub enum Value<'a> {
+pub(crate) enum Value<'a> {
     /// Text borrowed from the request.
     Borrowed(&'a str),
     /// Short text made for the request, kept inline.
@@ -16,11 +16,11 @@ pub enum Value<'a> {
 
 /// Up to 44 bytes of text, inline: room for any IPv6 address with its prefix length.
 #[derive(Clone, Copy)]
-pub struct InlineText(ArrayString<44>);
+pub(crate) struct InlineText(ArrayString<44>);
 
 impl Value<'_> {
     /// `value` as text, inline when it fits.
-    pub fn display(value: impl fmt::Display) -> Value<'static> {
+    pub(crate) fn display(value: impl fmt::Display) -> Value<'static> {
         let mut inline = InlineText(ArrayString::new());
         match write!(inline, "{value}") {
             Ok(()) => Value::Inline(inline),
@@ -29,7 +29,7 @@ impl Value<'_> {
     }
 
     /// A copy of `text`, inline when it fits.
-    pub fn text(text: &str) -> Value<'static> {
+    pub(crate) fn text(text: &str) -> Value<'static> {
         match ArrayString::from(text) {
             Ok(inline) => Value::Inline(InlineText(inline)),
             Err(_) => Value::Owned(text.to_owned()),

@@ -71,12 +71,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// use tollgate::store::{Acquisition, LimitCheck, MemoryStore, Store};
 ///
 /// let store = MemoryStore::with_clock(ManualClock::new());
-/// let quota = Quota::new(1, Duration::from_secs(1));
+/// let quota = Quota::new(1, Duration::from_secs(1))?;
 /// let check = LimitCheck { domain: "demo", key: b"user:42", algorithm: Algorithm::FixedWindow, quota: &quota, cost: 1, shadow: false };
 /// let Acquisition::Ready(Ok(first)) = store.acquire(&[check]) else { unreachable!() };
 /// let Acquisition::Ready(Ok(second)) = store.acquire(&[check]) else { unreachable!() };
 /// assert!(first[0].allowed);
 /// assert!(!second[0].allowed);
+/// # Ok::<(), tollgate::algorithm::QuotaError>(())
 /// ```
 pub struct MemoryStore<C = SystemClock> {
     shards: Box<[Shard]>,
@@ -643,8 +644,8 @@ mod tests {
     #[test]
     fn a_request_denied_by_one_limit_consumes_none_of_the_others() {
         let store = MemoryStore::with_clock(ManualClock::new());
-        let wide = Quota::new(10, Duration::from_secs(60));
-        let narrow = Quota::new(1, Duration::from_secs(60));
+        let wide = Quota::new(10, Duration::from_secs(60)).unwrap();
+        let narrow = Quota::new(1, Duration::from_secs(60)).unwrap();
         let both = [
             check(b"wide", Algorithm::FixedWindow, &wide),
             check(b"narrow", Algorithm::TokenBucket, &narrow),
@@ -664,12 +665,12 @@ mod tests {
     #[test]
     fn shadow_limits_report_but_never_deny() {
         let store = MemoryStore::with_clock(ManualClock::new());
-        let quota = Quota::new(1, Duration::from_secs(60));
+        let quota = Quota::new(1, Duration::from_secs(60)).unwrap();
         let shadow = LimitCheck {
             shadow: true,
             ..check(b"k", Algorithm::FixedWindow, &quota)
         };
-        let enforced = Quota::new(100, Duration::from_secs(60));
+        let enforced = Quota::new(100, Duration::from_secs(60)).unwrap();
         let both = [shadow, check(b"e", Algorithm::FixedWindow, &enforced)];
         assert!(decide(&store, &both)[0].allowed);
         let second = decide(&store, &both);
@@ -681,7 +682,7 @@ mod tests {
     fn the_key_ceiling_holds_under_a_flood_and_active_clients_stay_limited() {
         let clock = ManualClock::new();
         let store = MemoryStore::with_clock(clock.clone()).with_max_keys(10_000);
-        let quota = Quota::new(5, Duration::from_secs(3_600));
+        let quota = Quota::new(5, Duration::from_secs(3_600)).unwrap();
         let active = check(b"active client", Algorithm::FixedWindow, &quota);
         let mut active_admitted = 0;
         let mut key = Vec::new();
@@ -701,7 +702,7 @@ mod tests {
     fn idle_keys_go_on_sweep() {
         let clock = ManualClock::new();
         let store = MemoryStore::with_clock(clock.clone());
-        let quota = Quota::new(1, Duration::from_secs(1));
+        let quota = Quota::new(1, Duration::from_secs(1)).unwrap();
         fill(&store, 0..500, Algorithm::TokenBucket, &quota);
         assert_eq!(store.len(), 500);
         clock.advance(Duration::from_secs(1));
@@ -714,10 +715,10 @@ mod tests {
         // One shard, so that a generation holds exactly half the ceiling: 800 keys.
         let clock = ManualClock::new();
         let store = MemoryStore::with_shards(clock.clone(), 1).with_max_keys(1_600);
-        let brief = Quota::new(1, Duration::from_secs(1));
+        let brief = Quota::new(1, Duration::from_secs(1)).unwrap();
         fill(&store, 0..500, Algorithm::TokenBucket, &brief);
         clock.advance(Duration::from_secs(1));
-        let busy = Quota::new(1, Duration::from_secs(3_600));
+        let busy = Quota::new(1, Duration::from_secs(3_600)).unwrap();
         fill(&store, 500..1_100, Algorithm::Gcra, &busy);
         // The 801st key found the young generation full: its 500 idle keys went and the busy
         // ones stayed young. Had the generation rolled instead, the idle keys would still be
@@ -727,7 +728,7 @@ mod tests {
 
     #[test]
     fn every_algorithm_goes_idle_exactly_when_its_state_is_fresh_again() {
-        let quota = Quota::new(2, Duration::from_secs(1));
+        let quota = Quota::new(2, Duration::from_secs(1)).unwrap();
         for algorithm in Algorithm::ALL {
             let clock = ManualClock::new();
             let store = MemoryStore::with_clock(clock.clone());
@@ -746,7 +747,9 @@ mod tests {
     fn a_cancelled_place_makes_the_queue_idle_sooner() {
         let clock = ManualClock::new();
         let store = MemoryStore::with_clock(clock.clone());
-        let quota = Quota::new(10, Duration::from_secs(1)).with_queue(1);
+        let quota = Quota::new(10, Duration::from_secs(1))
+            .unwrap()
+            .with_queue(1);
         let queued = check(b"k", Algorithm::LeakyBucket, &quota);
         decide(&store, &[queued]);
         let second = decide(&store, &[queued])[0];
@@ -762,7 +765,7 @@ mod tests {
     #[test]
     fn one_key_under_two_algorithms_keeps_two_states() {
         let store = MemoryStore::with_clock(ManualClock::new());
-        let quota = Quota::new(1, Duration::from_secs(60));
+        let quota = Quota::new(1, Duration::from_secs(60)).unwrap();
         for algorithm in Algorithm::ALL {
             let first = decide(&store, &[check(b"same key", algorithm, &quota)])[0];
             assert!(first.allowed, "{algorithm} starts afresh");
@@ -773,8 +776,8 @@ mod tests {
     #[test]
     fn limits_kept_in_different_tables_are_all_or_nothing_together() {
         let store = MemoryStore::with_clock(ManualClock::new());
-        let wide = Quota::new(10, Duration::from_secs(60));
-        let narrow = Quota::new(1, Duration::from_secs(60));
+        let wide = Quota::new(10, Duration::from_secs(60)).unwrap();
+        let narrow = Quota::new(1, Duration::from_secs(60)).unwrap();
         let all = [
             check(b"timestamp", Algorithm::Gcra, &wide),
             check(b"packed", Algorithm::TokenBucket, &wide),
@@ -797,7 +800,7 @@ mod tests {
     #[test]
     fn denied_and_stateless_requests_track_no_key() {
         let store = MemoryStore::with_clock(ManualClock::new());
-        let zero = Quota::new(0, Duration::from_secs(1));
+        let zero = Quota::new(0, Duration::from_secs(1)).unwrap();
         assert!(!decide(&store, &[check(b"k", Algorithm::Gcra, &zero)])[0].allowed);
         assert!(store.is_empty());
     }
@@ -806,7 +809,9 @@ mod tests {
     fn a_cancelled_queue_place_is_given_back() {
         let clock = ManualClock::new();
         let store = MemoryStore::with_clock(clock.clone());
-        let quota = Quota::new(10, Duration::from_secs(1)).with_queue(1);
+        let quota = Quota::new(10, Duration::from_secs(1))
+            .unwrap()
+            .with_queue(1);
         let queued = check(b"k", Algorithm::LeakyBucket, &quota);
         assert!(decide(&store, &[queued])[0].allowed);
         let second = decide(&store, &[queued])[0];
@@ -826,8 +831,10 @@ mod tests {
         // two limits (and the other algorithms always) under the exclusive locks: on one key
         // at once, they still admit exactly the limit's capacity (the clock stands still).
         // Races are rare on two CPUs, so the scene is played 20 times per algorithm.
-        let quota = Quota::new(100, Duration::from_secs(1)).with_queue(99);
-        let roomy = Quota::new(1_000_000, Duration::from_secs(1));
+        let quota = Quota::new(100, Duration::from_secs(1))
+            .unwrap()
+            .with_queue(99);
+        let roomy = Quota::new(1_000_000, Duration::from_secs(1)).unwrap();
         for algorithm in Algorithm::ALL {
             let key = check(b"shared", algorithm, &quota);
             let other = check(b"other", algorithm, &roomy);

@@ -243,7 +243,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "token_bucket/admits_the_burst_then_retry_after_is_exact",
         algorithm: TokenBucket,
-        quota: Quota::new(3, secs(1)),
+        quota: Quota::new(3, secs(1)).unwrap(),
         steps: [
             repeat(3, 1, |i| allow().left(2 - i as u64)),
             vec![
@@ -264,7 +264,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "token_bucket/refills_at_the_rate_and_never_beyond_the_burst",
         algorithm: TokenBucket,
-        quota: Quota::new(2, secs(1)),
+        quota: Quota::new(2, secs(1)).unwrap(),
         steps: vec![
             step(NOW, 2, allow().left(0)),
             // t = 0.5 s: one token refilled (2 per second), taken.
@@ -282,7 +282,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "token_bucket/weighted_cost",
         algorithm: TokenBucket,
-        quota: Quota::new(5, secs(1)),
+        quota: Quota::new(5, secs(1)).unwrap(),
         steps: vec![
             step(NOW, 3, allow().left(2)),
             // 2 tokens, 3 needed: one more token, at 200 ms.
@@ -301,7 +301,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "token_bucket/limit_0_denies_everything",
         algorithm: TokenBucket,
-        quota: Quota::new(0, secs(1)),
+        quota: Quota::new(0, secs(1)).unwrap(),
         steps: vec![
             step(NOW, 1, deny(secs(1)).left(0)),
             step(ms(300), 1, deny(secs(1)).left(0)),
@@ -313,7 +313,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "token_bucket/limit_0_denies_everything_even_with_a_burst",
         algorithm: TokenBucket,
-        quota: Quota::new(0, secs(1)).with_burst(3),
+        quota: Quota::new(0, secs(1)).unwrap().with_burst(3),
         steps: vec![
             step(NOW, 1, deny(secs(1)).left(0)),
             step(NOW, 1, deny(secs(1)).left(0)),
@@ -327,7 +327,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "token_bucket/burst_above_the_rate",
         algorithm: TokenBucket,
-        quota: Quota::new(2, secs(1)).with_burst(5),
+        quota: Quota::new(2, secs(1)).unwrap().with_burst(5),
         steps: [
             repeat(5, 1, |i| allow().left(4 - i as u64)),
             vec![
@@ -351,7 +351,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "leaky_bucket/shaping_queues_and_rejects_a_full_queue",
         algorithm: LeakyBucket,
-        quota: Quota::new(10, secs(1)).with_queue(3),
+        quota: Quota::new(10, secs(1)).unwrap().with_queue(3),
         steps: [
             repeat(4, 1, |i| {
                 allow()
@@ -377,6 +377,7 @@ pub fn cases() -> Vec<Case> {
         name: "leaky_bucket/max_delay_bounds_the_wait",
         algorithm: LeakyBucket,
         quota: Quota::new(10, secs(1))
+            .unwrap()
             .with_queue(10)
             .with_max_delay(ms(150)),
         steps: vec![
@@ -397,6 +398,7 @@ pub fn cases() -> Vec<Case> {
         name: "leaky_bucket/remaining_counts_max_delay",
         algorithm: LeakyBucket,
         quota: Quota::new(10, secs(1))
+            .unwrap()
             .with_queue(10)
             .with_max_delay(ms(150)),
         steps: vec![
@@ -410,7 +412,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "leaky_bucket/policing_admits_at_once",
         algorithm: LeakyBucket,
-        quota: Quota::new(10, secs(1)).with_queue(2).policing(),
+        quota: Quota::new(10, secs(1)).unwrap().with_queue(2).policing(),
         steps: [
             repeat(3, 1, |i| allow().left(2 - i as u64)),
             vec![
@@ -426,7 +428,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "leaky_bucket/weighted_cost",
         algorithm: LeakyBucket,
-        quota: Quota::new(10, secs(1)).with_queue(3),
+        quota: Quota::new(10, secs(1)).unwrap().with_queue(3),
         steps: vec![
             // Takes 3 places, drained at 300 ms; 1 place left.
             step(NOW, 3, allow().left(1)),
@@ -442,7 +444,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "leaky_bucket/limit_0_denies_everything",
         algorithm: LeakyBucket,
-        quota: Quota::new(0, secs(1)).with_queue(3),
+        quota: Quota::new(0, secs(1)).unwrap().with_queue(3),
         steps: vec![
             step(NOW, 1, deny(secs(1)).left(0)),
             step(ms(300), 1, deny(secs(1)).left(0)),
@@ -455,7 +457,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "fixed_window/admits_the_limit_then_retry_after_is_the_window_end",
         algorithm: FixedWindow,
-        quota: Quota::new(3, secs(1)),
+        quota: Quota::new(3, secs(1)).unwrap(),
         steps: [
             repeat(3, 1, |i| allow().left(2 - i as u64)),
             vec![
@@ -474,7 +476,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "fixed_window/windows_align_to_the_period",
         algorithm: FixedWindow,
-        quota: Quota::new(2, secs(60)),
+        quota: Quota::new(2, secs(60)).unwrap(),
         steps: vec![
             step(secs(59), 1, allow().left(1)),
             step(NOW, 1, allow().left(0)),
@@ -487,7 +489,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "fixed_window/weighted_cost",
         algorithm: FixedWindow,
-        quota: Quota::new(5, secs(1)),
+        quota: Quota::new(5, secs(1)).unwrap(),
         steps: vec![
             step(NOW, 3, allow().left(2)),
             // 3 + 3 > 5: wait for the next window.
@@ -505,7 +507,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "fixed_window/limit_0_denies_everything",
         algorithm: FixedWindow,
-        quota: Quota::new(0, secs(1)),
+        quota: Quota::new(0, secs(1)).unwrap(),
         steps: vec![
             step(NOW, 1, deny(secs(1)).left(0)),
             // Not 700 ms: the next window would deny too.
@@ -520,7 +522,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "sliding_window_log/exact_in_a_rolling_window",
         algorithm: SlidingWindowLog,
-        quota: Quota::new(3, secs(1)),
+        quota: Quota::new(3, secs(1)).unwrap(),
         steps: vec![
             step(NOW, 1, allow().left(2)),             // t = 0
             step(ms(500), 1, allow().left(1)),         // t = 0.5 s
@@ -540,7 +542,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "sliding_window_log/weighted_cost",
         algorithm: SlidingWindowLog,
-        quota: Quota::new(5, secs(1)),
+        quota: Quota::new(5, secs(1)).unwrap(),
         steps: vec![
             step(NOW, 2, allow().left(3)),     // t = 0
             step(ms(300), 2, allow().left(1)), // t = 0.3 s
@@ -561,7 +563,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "sliding_window_log/limit_0_denies_everything",
         algorithm: SlidingWindowLog,
-        quota: Quota::new(0, secs(1)),
+        quota: Quota::new(0, secs(1)).unwrap(),
         steps: vec![
             step(NOW, 1, deny(secs(1)).left(0)),
             step(ms(300), 1, deny(secs(1)).left(0)),
@@ -575,7 +577,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "sliding_window_counter/previous_window_weighted_by_overlap",
         algorithm: SlidingWindowCounter,
-        quota: Quota::new(10, secs(1)),
+        quota: Quota::new(10, secs(1)).unwrap(),
         steps: vec![
             step(NOW, 10, allow().left(0)),
             // This window is full; in the next, 10 × (1 - e) + 1 <= 10 from e = 0.1 s: 1.1 s.
@@ -598,7 +600,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "sliding_window_counter/weighted_cost",
         algorithm: SlidingWindowCounter,
-        quota: Quota::new(4, ms(100)),
+        quota: Quota::new(4, ms(100)).unwrap(),
         steps: vec![
             step(NOW, 4, allow().left(0)),
             // t = 100 ms: 4 × 1 + 2 > 4; 4 × (1 - e) + 2 <= 4 from e = 0.5: 50 ms.
@@ -617,7 +619,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "sliding_window_counter/limit_0_denies_everything",
         algorithm: SlidingWindowCounter,
-        quota: Quota::new(0, secs(1)),
+        quota: Quota::new(0, secs(1)).unwrap(),
         steps: vec![
             step(NOW, 1, deny(secs(1)).left(0)),
             step(ms(300), 1, deny(secs(1)).left(0)),
@@ -630,7 +632,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "gcra/admits_the_burst_then_one_per_interval",
         algorithm: Gcra,
-        quota: Quota::new(4, secs(1)),
+        quota: Quota::new(4, secs(1)).unwrap(),
         steps: [
             repeat(4, 1, |i| allow().left(3 - i as u64)),
             vec![
@@ -648,7 +650,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "gcra/burst_below_the_limit",
         algorithm: Gcra,
-        quota: Quota::new(4, secs(1)).with_burst(2),
+        quota: Quota::new(4, secs(1)).unwrap().with_burst(2),
         steps: vec![
             step(NOW, 1, allow().left(1)),
             step(NOW, 1, allow().left(0)),
@@ -662,7 +664,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "gcra/burst_above_the_limit",
         algorithm: Gcra,
-        quota: Quota::new(1, secs(1)).with_burst(3),
+        quota: Quota::new(1, secs(1)).unwrap().with_burst(3),
         steps: [
             repeat(3, 1, |i| allow().left(2 - i as u64)),
             vec![
@@ -683,7 +685,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "gcra/interval_rounds_up",
         algorithm: Gcra,
-        quota: Quota::new(3, secs(1)).with_burst(1),
+        quota: Quota::new(3, secs(1)).unwrap().with_burst(1),
         steps: vec![
             step(NOW, 1, allow().left(0)),
             step(NOW, 1, deny(ns(333_333_334)).left(0)),
@@ -696,7 +698,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "gcra/weighted_cost",
         algorithm: Gcra,
-        quota: Quota::new(4, secs(1)),
+        quota: Quota::new(4, secs(1)).unwrap(),
         steps: vec![
             // TAT 750 ms: one interval of the 4 left.
             step(NOW, 3, allow().left(1)),
@@ -710,7 +712,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "gcra/limit_0_denies_everything",
         algorithm: Gcra,
-        quota: Quota::new(0, secs(1)),
+        quota: Quota::new(0, secs(1)).unwrap(),
         steps: vec![
             step(NOW, 1, deny(secs(1)).left(0)),
             step(ms(300), 1, deny(secs(1)).left(0)),
@@ -720,7 +722,7 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "gcra/limit_0_denies_everything_even_with_a_burst",
         algorithm: Gcra,
-        quota: Quota::new(0, secs(1)).with_burst(3),
+        quota: Quota::new(0, secs(1)).unwrap().with_burst(3),
         steps: vec![
             step(NOW, 1, deny(secs(1)).left(0)),
             step(NOW, 1, deny(secs(1)).left(0)),

@@ -109,7 +109,7 @@ mod tests {
 
     #[test]
     fn everyday_limits_are_kept_in_microseconds() {
-        let quota = Quota::new(100, Duration::from_secs(60));
+        let quota = Quota::new(100, Duration::from_secs(60)).unwrap();
         for algorithm in Algorithm::ALL {
             assert_eq!(
                 Tick::choose(algorithm, &quota, 1_000).map(|t| t.nanos),
@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn huge_daily_limits_fall_back_to_coarser_ticks() {
-        let quota = Quota::new(1_000_000, Duration::from_secs(86_400));
+        let quota = Quota::new(1_000_000, Duration::from_secs(86_400)).unwrap();
         let tick =
             Tick::choose(Algorithm::SlidingWindowCounter, &quota, 1_000).expect("some tick fits");
         assert!(tick.nanos > 1_000);
@@ -130,7 +130,7 @@ mod tests {
 
     #[test]
     fn test_clocks_get_nanoseconds() {
-        let quota = Quota::new(3, Duration::from_secs(1));
+        let quota = Quota::new(3, Duration::from_secs(1)).unwrap();
         assert_eq!(
             Tick::choose(Algorithm::Gcra, &quota, 1).map(|t| t.nanos),
             Some(1)
@@ -139,13 +139,15 @@ mod tests {
 
     #[test]
     fn sub_microsecond_periods_have_no_tick_on_redis_time() {
-        let quota = Quota::new(1, Duration::from_nanos(1_500));
+        let quota = Quota::new(1, Duration::from_nanos(1_500)).unwrap();
         assert_eq!(Tick::choose(Algorithm::FixedWindow, &quota, 1_000), None);
     }
 
     #[test]
     fn costs_beyond_capacity_are_clamped() {
-        let quota = Quota::new(5, Duration::from_secs(1)).with_burst(10);
+        let quota = Quota::new(5, Duration::from_secs(1))
+            .unwrap()
+            .with_burst(10);
         assert_eq!(clamped_cost(u64::MAX, Algorithm::TokenBucket, &quota), 11);
         assert_eq!(clamped_cost(0, Algorithm::FixedWindow, &quota), 1);
         assert_eq!(clamped_cost(3, Algorithm::FixedWindow, &quota), 3);

@@ -1,0 +1,208 @@
+//! Validation: raw rules in, [`Rules`] out, or every error found.
+//!
+//! Each check is a small function that records what is wrong and carries on, so one run
+//! reports all the mistakes in a file.
+
+mod rate_limit;
+mod sources;
+
+use super::error::{RuleError, RuleErrors};
+use super::file::{Located, OnStoreError, RawDescriptor, RawRules};
+use super::tree::{Group, Level, Node};
+use super::{Limit, ResponseOptions, Rules};
+use crate::algorithm::Algorithm;
+use crate::source::Source;
+use serde_saphyr::Location;
+use std::collections::{HashMap, HashSet};
+
+/// How deep descriptors may nest; deeper trees are certainly mistakes.
+const MAX_DEPTH: usize = 16;
+
+pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
+    let mut compiler = Compiler {
+        errors: Vec::new(),
+        declared: HashMap::new(),
+        sources: Vec::new(),
+        source_ids: HashMap::new(),
+        limits: Vec::new(),
+        names: Vec::new(),
+        replaced: Vec::new(),
+        default_algorithm: raw.defaults.algorithm.unwrap_or(Algorithm::FixedWindow),
+        on_store_error: raw.defaults.on_store_error.unwrap_or_default(),
+    };
+    if raw.domain.value.trim().is_empty() {
+        compiler.error(
+            raw.domain.referenced,
+            "domain",
+            "the domain must not be empty",
+        );
+    }
+    compiler.declare_sources(&raw.sources);
+    let client_ip = compiler.client_ip(raw.client_ip);
+    let root = compiler.level(&raw.descriptors, "descriptors", "", &[], 1);
+    compiler.check_names();
+    if !compiler.errors.is_empty() {
+        // Checks run in passes; report in the order of the file (stable for rules without lines).
+        compiler
+            .errors
+            .sort_by_key(|error| (error.line(), error.column()));
+        return Err(RuleErrors::new(compiler.errors));
+    }
+    Ok(Rules {
+        domain: raw.domain.value,
+        sources: compiler.sources,
+        client_ip,
+        has_replaces: compiler.limits.iter().any(|l| !l.replaces().is_empty()),
+        limits: compiler.limits,
+        root,
+        response: ResponseOptions {
+            ietf_headers: raw.response.ietf_headers,
+            reset_header: raw.response.reset_header,
+        },
+        shadow_mode: raw.shadow_mode,
+    })
+}
+
+struct Compiler {
+    errors: Vec<RuleError>,
+    /// Declared sources by name; `None` for one with errors (already reported).
+    declared: HashMap<String, Option<Source>>,
+    /// The sources that descriptor keys use, by id.
+    sources: Vec<(String, Source)>,
+    source_ids: HashMap<String, usize>,
+    limits: Vec<Limit>,
+    /// Every limit name written, with its place: checked once the walk is done, including
+    /// names of limits that had errors of their own.
+    names: Vec<(Located<String>, String)>,
+    /// Every name that `replaces` refers to, with its place.
+    replaced: Vec<(Located<String>, String)>,
+    default_algorithm: Algorithm,
+    on_store_error: OnStoreError,
+}
+
+impl Compiler {
+    fn error(&mut self, location: Location, path: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(RuleError::new(location, path, message));
+    }
+
+    fn level(
+        &mut self,
+        descriptors: &[Located<RawDescriptor>],
+        path: &str,
+        parent: &str,
+        parent_sources: &[usize],
+        depth: usize,
+    ) -> Level {
+        let mut groups: Vec<Group> = Vec::new();
+        let mut seen = HashSet::new();
+        for (i, descriptor) in descriptors.iter().enumerate() {
+            let path = format!("{path}[{i}]");
+            let raw = &descriptor.value;
+            if depth > MAX_DEPTH {
+                self.error(
+                    descriptor.referenced,
+                    &path,
+                    format!("descriptors nest deeper than {MAX_DEPTH} levels"),
+                );
+                continue;
+            }
+            let value = raw.value.as_ref().map(|v| v.value.as_str());
+            if !seen.insert((raw.key.value.as_str(), value)) {
+                self.error(
+                    descriptor.referenced,
+                    &path,
+                    format!("duplicate entry for key `{}` and this value", raw.key.value),
+                );
+                continue;
+            }
+            let source = self.source_id(&raw.key, &format!("{path}.key"));
+            let entry = match value {
+                Some(value) => format!("{}={value}", raw.key.value),
+                None => raw.key.value.clone(),
+            };
+            let chain = if parent.is_empty() {
+                entry
+            } else {
+                format!("{parent}/{entry}")
+            };
+            // The sources of the entries down to this one (an unknown key has none).
+            let sources: Vec<usize> = parent_sources.iter().copied().chain(source).collect();
+            let node = Node {
+                limit: self.limit(descriptor, &path, &chain, &sources),
+                children: self.level(
+                    &raw.descriptors,
+                    &format!("{path}.descriptors"),
+                    &chain,
+                    &sources,
+                    depth + 1,
+                ),
+            };
+            // An unknown key was reported; its entry was still compiled for its own errors.
+            let Some(source) = source else {
+                continue;
+            };
+            let group_index = match groups.iter().position(|g| g.source == source) {
+                Some(index) => index,
+                None => {
+                    groups.push(Group {
+                        source,
+                        exact: HashMap::new(),
+                        prefixes: Vec::new(),
+                        key_only: None,
+                    });
+                    groups.len() - 1
+                }
+            };
+            let group = &mut groups[group_index];
+            match &raw.value {
+                None => group.key_only = Some(Box::new(node)),
+                Some(value) => match value.value.strip_suffix('*') {
+                    Some(prefix) if !prefix.contains('*') => {
+                        group.prefixes.push((prefix.to_owned(), node))
+                    }
+                    _ if value.value.contains('*') => self.error(
+                        value.referenced,
+                        format!("{path}.value"),
+                        "a wildcard `*` may only end a value (`prefix*`)",
+                    ),
+                    _ => {
+                        group.exact.insert(value.value.clone(), node);
+                    }
+                },
+            }
+        }
+        for group in &mut groups {
+            group
+                .prefixes
+                .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+        }
+        Level { groups }
+    }
+
+    fn check_names(&mut self) {
+        let mut seen = HashSet::new();
+        let mut errors = Vec::new();
+        for (name, path) in &self.names {
+            if name.value.is_empty() {
+                errors.push(RuleError::new(
+                    name.referenced,
+                    path,
+                    "the name must not be empty",
+                ));
+            } else if !seen.insert(name.value.as_str()) {
+                let message = format!("the name `{}` is used twice", name.value);
+                errors.push(RuleError::new(name.referenced, path, message));
+            }
+        }
+        for (name, path) in &self.replaced {
+            if !seen.contains(name.value.as_str()) {
+                let message = format!(
+                    "`replaces` names `{}`, but no rate limit has that name",
+                    name.value
+                );
+                errors.push(RuleError::new(name.referenced, path, message));
+            }
+        }
+        self.errors.extend(errors);
+    }
+}
