@@ -43,8 +43,9 @@
 //!
 //! - `axum` (default): reads axum's `ConnectInfo` and `MatchedPath` (the `route` key).
 //! - `tonic`: reads tonic's `TcpConnectInfo`, so gRPC servers get the client address.
-//! - `cli`: the `tollgate` command: `tollgate check` validates a rules file, `tollgate
-//!   explain` shows which limits apply to a request ([`rules::Rules::explain`]).
+//! - The `tollgate` command is a crate of its own, `tollgate-cli`, so that no feature brings
+//!   command-line dependencies: `tollgate check` validates a rules file, `tollgate explain`
+//!   shows which limits apply to a request ([`rules::Rules::explain`]).
 //! - `reload` (default): `reload::RulesWatcher` keeps a limiter's rules in step with its file.
 //! - `metrics`: counters, a latency histogram and gauges through the [`metrics`](https://docs.rs/metrics)
 //!   facade, for whichever recorder the application installs (e.g. Prometheus). Off, nothing
