@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every check CI runs: formatting, lints, all tests with all features, and the docs.
+# Runs every check CI runs, over the whole workspace (the library and the `tollgate-cli`
+# command): formatting, lints, all tests with all features, and the docs.
 # Installs what the tests need when it is missing: redis-server (the Redis store's tests start
 # their own servers), rustfmt and clippy.
 set -euo pipefail
@@ -21,12 +22,12 @@ done
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "==> cargo clippy (all features, then the default ones users build)"
-cargo clippy --all-targets --all-features -- -D warnings
-cargo clippy --all-targets -- -D warnings
+echo "==> cargo clippy (the workspace with all features, then the library's default ones)"
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+cargo clippy --package tollgate --all-targets -- -D warnings
 
-echo "==> cargo test --all-features"
-cargo test --all-features
+echo "==> cargo test --workspace --all-features"
+cargo test --workspace --all-features
 
 echo "==> cargo doc"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --quiet

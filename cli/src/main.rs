@@ -7,6 +7,11 @@
 //!
 //! Exit codes: 0 when the rules are valid, 1 when they are not (every error is printed with
 //! its line and column), 2 for a mistake on the command line.
+//!
+//! From the repository root: `cargo install --path cli`, or
+//! `cargo run -p tollgate-cli -- check rules.example.yaml`.
+
+#![forbid(unsafe_code)]
 
 mod describe;
 mod request;
