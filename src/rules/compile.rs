@@ -9,7 +9,7 @@ use super::file::{
     RawRules, RawSingleSource, RawSource, Unit,
 };
 use super::tree::{Group, Level, Node, NodeLimit};
-use super::{Cost, Limit, Rate, ResponseOptions, Rules};
+use super::{response_options, Cost, Limit, Rate, Rules};
 use crate::algorithm::{Algorithm, Quota};
 use crate::source::{Classifier, ClientIpResolver, PathPattern, Source};
 use http::{HeaderName, Method};
@@ -51,6 +51,7 @@ pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
     let client_ip = compiler.client_ip(raw.client_ip);
     let root = compiler.level(&raw.descriptors, "descriptors", "", &[], 1);
     compiler.check_names();
+    let response = response_options::compile(&raw.response, &mut compiler.errors);
     if !compiler.errors.is_empty() {
         // Checks run in passes; report in the order of the file (stable for rules without lines).
         compiler
@@ -65,10 +66,7 @@ pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
         has_replaces: compiler.limits.iter().any(|l| !l.replaces().is_empty()),
         limits: compiler.limits,
         root,
-        response: ResponseOptions {
-            ietf_headers: raw.response.ietf_headers,
-            reset_header: raw.response.reset_header,
-        },
+        response,
         shadow_mode: raw.shadow_mode,
     })
 }

@@ -29,12 +29,14 @@ mod error;
 mod explain;
 mod file;
 pub(crate) mod request_values;
+mod response_options;
 pub(crate) mod tree;
 
 pub use builder::{DescriptorSpec, LimitSpec, RulesBuilder, SourceSpec};
 pub use error::{RuleError, RuleErrors};
 pub use explain::{AppliedLimit, Explanation};
-pub use file::{OnStoreError, Unit};
+pub use file::{HeaderSet, OnStoreError, Unit};
+pub use response_options::{ResponseOptions, XRatelimitHeader};
 
 use crate::algorithm::{Algorithm, Quota};
 use crate::source::{ClientIpResolver, MissingPeerAddr, Source};
@@ -109,16 +111,6 @@ pub enum Rate {
     },
     /// `unlimited: true`: a request that matches is not limited at all.
     Unlimited,
-}
-
-/// Optional response headers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ResponseOptions {
-    /// Send the IETF `RateLimit-Policy` and `RateLimit` fields.
-    pub ietf_headers: bool,
-    /// Send `X-Ratelimit-Reset` (seconds until the limit is full again).
-    pub reset_header: bool,
 }
 
 impl Rules {
@@ -212,9 +204,9 @@ impl Rules {
         &self.client_ip
     }
 
-    /// The optional response headers.
-    pub fn response(&self) -> ResponseOptions {
-        self.response
+    /// Which rate-limit headers responses carry, and under which names.
+    pub fn response(&self) -> &ResponseOptions {
+        &self.response
     }
 
     /// Whether every limit only counts and reports, denying and delaying nothing (the
