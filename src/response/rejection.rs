@@ -158,11 +158,19 @@ struct Problem<'a> {
     kind: &'static str,
     title: &'static str,
     status: u16,
-    detail: String,
+    #[serde(serialize_with = "serialize_detail")]
+    detail: u64,
     /// The limit's label.
     limit: &'a str,
     /// Whole seconds, as `Retry-After`.
     retry_after: u64,
+}
+
+/// The `detail` of a wait of `retry_after` seconds, written straight into the document.
+fn serialize_detail<S: serde::Serializer>(retry_after: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!(
+        "Rate limit exceeded; retry after {retry_after} second(s)."
+    ))
 }
 
 /// The problem document of a denial by the limit labelled `label`, as JSON.
@@ -171,12 +179,17 @@ fn problem_document(label: &str, retry_after: u64) -> Bytes {
         kind: "about:blank",
         title: "Too Many Requests",
         status: 429,
-        detail: format!("Rate limit exceeded; retry after {retry_after} second(s)."),
+        detail: retry_after,
         limit: label,
         retry_after,
     };
+    // The document without the label is under 160 bytes: one allocation.
+    let mut document = Vec::with_capacity(160 + label.len());
     // Strings and numbers always serialise.
-    serde_json::to_vec(&problem).map_or_else(|_| Bytes::new(), Bytes::from)
+    match serde_json::to_writer(&mut document, &problem) {
+        Ok(()) => Bytes::from(document),
+        Err(_) => Bytes::new(),
+    }
 }
 
 #[cfg(test)]
