@@ -568,6 +568,134 @@ descriptors:
     assert_eq!(first.number("x-ratelimit-reset"), 60);
 }
 
+/// The rate-limit headers (`x-*`, `ratelimit*`, `retry-after`) of a reply, sorted.
+fn rate_limit_header_names(reply: &Reply) -> Vec<String> {
+    let mut names: Vec<String> = reply
+        .headers
+        .keys()
+        .map(|name| name.to_string())
+        .filter(|name| {
+            name.starts_with("x-") || name.starts_with("ratelimit") || name == "retry-after"
+        })
+        .collect();
+    names.sort_unstable();
+    names
+}
+
+/// The rate-limit headers of an admitted and of a denied reply under `response`, one request
+/// admitted per client.
+async fn admitted_and_denied_headers(response: &str) -> (Vec<String>, Vec<String>) {
+    let addr = serve_app(&format!(
+        "domain: test\nresponse: {response}\ndescriptors:\n  - key: remote_address\n    \
+         rate_limit: {{ unit: minute, requests_per_unit: 1 }}\n"
+    ))
+    .await;
+    let admitted = server::get(addr, "/", &[]).await;
+    let denied = server::get(addr, "/", &[]).await;
+    assert_eq!(admitted.status, StatusCode::OK);
+    assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(denied.number("retry-after"), 60, "{response}");
+    (
+        rate_limit_header_names(&admitted),
+        rate_limit_header_names(&denied),
+    )
+}
+
+#[tokio::test]
+async fn each_header_set_is_sent_and_denials_always_carry_retry_after() {
+    let x_ratelimit = (
+        vec!["x-ratelimit-limit", "x-ratelimit-remaining"],
+        vec![
+            "retry-after",
+            "x-ratelimit-limit",
+            "x-ratelimit-remaining",
+            "x-ratelimit-retry-after",
+        ],
+    );
+    let ietf = (
+        vec!["ratelimit", "ratelimit-policy"],
+        vec!["ratelimit", "ratelimit-policy", "retry-after"],
+    );
+    let both = (
+        vec![
+            "ratelimit",
+            "ratelimit-policy",
+            "x-ratelimit-limit",
+            "x-ratelimit-remaining",
+        ],
+        vec![
+            "ratelimit",
+            "ratelimit-policy",
+            "retry-after",
+            "x-ratelimit-limit",
+            "x-ratelimit-remaining",
+            "x-ratelimit-retry-after",
+        ],
+    );
+    let none = (vec![], vec!["retry-after"]);
+    for (response, (admitted, denied)) in [
+        ("{}", &x_ratelimit),
+        ("{ headers: x_ratelimit }", &x_ratelimit),
+        ("{ headers: ietf }", &ietf),
+        ("{ headers: both }", &both),
+        ("{ ietf_headers: true }", &both),
+        ("{ headers: none }", &none),
+    ] {
+        let (got_admitted, got_denied) = admitted_and_denied_headers(response).await;
+        assert_eq!(got_admitted, *admitted, "admitted under {response}");
+        assert_eq!(got_denied, *denied, "denied under {response}");
+    }
+}
+
+#[tokio::test]
+async fn renamed_headers_are_sent_under_their_new_names() {
+    let (admitted, denied) = admitted_and_denied_headers(
+        "{ reset_header: true, names: { limit: X-Rate-Limit-Limit, remaining: \
+         x-rate-limit-remaining, retry_after: x-rate-limit-retry-after, reset: x-rate-limit-reset } }",
+    )
+    .await;
+    assert_eq!(
+        admitted,
+        [
+            "x-rate-limit-limit",
+            "x-rate-limit-remaining",
+            "x-rate-limit-reset"
+        ]
+    );
+    assert_eq!(
+        denied,
+        [
+            "retry-after",
+            "x-rate-limit-limit",
+            "x-rate-limit-remaining",
+            "x-rate-limit-reset",
+            "x-rate-limit-retry-after"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_grpc_denial_carries_its_pushback_whatever_the_header_set() {
+    for response in ["{ headers: none }", "{ headers: ietf }"] {
+        let addr = serve_app(&format!(
+            "domain: test\nresponse: {response}\ndescriptors:\n  - key: remote_address\n    \
+             rate_limit: {{ unit: minute, requests_per_unit: 1 }}\n"
+        ))
+        .await;
+        let grpc = [("content-type", "application/grpc")];
+        server::get(addr, "/", &grpc).await;
+        let denied = server::get(addr, "/", &grpc).await;
+        assert_eq!(denied.status, StatusCode::OK, "Trailers-Only");
+        assert_eq!(denied.header("grpc-status"), Some("8"));
+        assert!(
+            denied.number("grpc-retry-pushback-ms") > 59_000,
+            "{response}"
+        );
+        assert_eq!(denied.number("retry-after"), 60);
+        assert_eq!(denied.header("x-ratelimit-limit"), None);
+    }
+}
+
 #[test]
 fn the_service_is_clone_send_sync_and_fits_service_builder() {
     fn assert_clone_send_sync<T: Clone + Send + Sync + 'static>(_: &T) {}

@@ -4,7 +4,7 @@ use super::file::{
     unlocated, LeakyMode, RawClassifierEntry, RawClientIp, RawCost, RawDescriptor, RawRateLimit,
     RawReplaces, RawRules, RawSingleSource, RawSource,
 };
-use super::{OnStoreError, RuleErrors, Rules, Unit};
+use super::{HeaderSet, OnStoreError, RuleErrors, Rules, Unit, XRatelimitHeader};
 use crate::algorithm::Algorithm;
 use crate::source::ForwardedHeader;
 use std::time::Duration;
@@ -95,15 +95,45 @@ impl RulesBuilder {
         self
     }
 
-    /// Sends the IETF `RateLimit-Policy` and `RateLimit` fields.
+    /// Which rate-limit headers responses carry (default [`HeaderSet::XRatelimit`]); see
+    /// [`ResponseOptions`](super::ResponseOptions).
+    ///
+    /// ```
+    /// use tollgate::rules::{HeaderSet, Rules, XRatelimitHeader};
+    ///
+    /// let rules = Rules::builder("api")
+    ///     .headers(HeaderSet::Both)
+    ///     .header_name(XRatelimitHeader::Remaining, "x-rate-limit-remaining")
+    ///     .build()?;
+    /// assert!(rules.response().ietf_headers);
+    /// assert_eq!(
+    ///     rules.response().header_name(XRatelimitHeader::Remaining),
+    ///     "x-rate-limit-remaining"
+    /// );
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    pub fn headers(mut self, headers: HeaderSet) -> Self {
+        self.raw.response.headers = Some(unlocated(headers));
+        self
+    }
+
+    /// Sends the IETF `RateLimit-Policy` and `RateLimit` fields beside the `X-Ratelimit-*`
+    /// headers (`true`: the older spelling of [`headers(HeaderSet::Both)`](Self::headers),
+    /// with which it may not be combined).
     pub fn ietf_headers(mut self, enabled: bool) -> Self {
-        self.raw.response.ietf_headers = enabled;
+        self.raw.response.ietf_headers = Some(unlocated(enabled));
         self
     }
 
     /// Sends `X-Ratelimit-Reset`.
     pub fn reset_header(mut self, enabled: bool) -> Self {
-        self.raw.response.reset_header = enabled;
+        self.raw.response.reset_header = Some(unlocated(enabled));
+        self
+    }
+
+    /// Sends `header` under `name` instead of its usual name.
+    pub fn header_name(mut self, header: XRatelimitHeader, name: impl Into<String>) -> Self {
+        *self.raw.response.names.get_mut(header) = Some(unlocated(name.into()));
         self
     }
 

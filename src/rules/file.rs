@@ -116,9 +116,48 @@ pub(crate) struct RawDefaults {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawResponse {
     #[serde(default)]
-    pub(crate) ietf_headers: bool,
+    pub(crate) headers: Option<Located<HeaderSet>>,
+    /// The older spelling of `headers: both` (`true`) and of the default (`false`).
     #[serde(default)]
-    pub(crate) reset_header: bool,
+    pub(crate) ietf_headers: Option<Located<bool>>,
+    #[serde(default)]
+    pub(crate) reset_header: Option<Located<bool>>,
+    #[serde(default)]
+    pub(crate) names: RawHeaderNames,
+}
+
+/// New names for the `X-Ratelimit-*` headers, each optional.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHeaderNames {
+    #[serde(default)]
+    pub(crate) limit: Option<Located<String>>,
+    #[serde(default)]
+    pub(crate) remaining: Option<Located<String>>,
+    #[serde(default)]
+    pub(crate) retry_after: Option<Located<String>>,
+    #[serde(default)]
+    pub(crate) reset: Option<Located<String>>,
+}
+
+/// Which rate-limit headers responses carry (`response.headers` in the rules file).
+///
+/// Denials carry `Retry-After` whatever the set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum HeaderSet {
+    /// `X-Ratelimit-Limit` and `X-Ratelimit-Remaining`, and on denials
+    /// `X-Ratelimit-Retry-After` (the default).
+    #[default]
+    XRatelimit,
+    /// The IETF `RateLimit-Policy` and `RateLimit` fields
+    /// (draft-ietf-httpapi-ratelimit-headers).
+    Ietf,
+    /// Both of the above.
+    Both,
+    /// No rate-limit headers: denials carry only `Retry-After`.
+    None,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -31,15 +31,17 @@ mod file;
 mod limit;
 mod period;
 pub(crate) mod request_values;
+mod response_options;
 mod state_id;
 pub(crate) mod tree;
 
 pub use builder::{DescriptorSpec, LimitSpec, RulesBuilder, SourceSpec};
 pub use error::{RuleError, RuleErrors};
 pub use explain::{AppliedLimit, Explanation};
-pub use file::{OnStoreError, Unit};
+pub use file::{HeaderSet, OnStoreError, Unit};
 pub(crate) use limit::Cost;
 pub use limit::{Limit, Rate};
+pub use response_options::{ResponseOptions, XRatelimitHeader};
 
 use crate::source::{ClientIpResolver, MissingPeerAddr, Source};
 use serde_saphyr::{Budget, Location, Options};
@@ -70,16 +72,6 @@ pub struct Rules {
     pub(crate) response: ResponseOptions,
     /// The top-level `shadow_mode`: every limit only reports.
     shadow_mode: bool,
-}
-
-/// Optional response headers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ResponseOptions {
-    /// Send the IETF `RateLimit-Policy` and `RateLimit` fields.
-    pub ietf_headers: bool,
-    /// Send `X-Ratelimit-Reset` (seconds until the limit is full again).
-    pub reset_header: bool,
 }
 
 impl Rules {
@@ -173,9 +165,9 @@ impl Rules {
         &self.client_ip
     }
 
-    /// The optional response headers.
-    pub fn response(&self) -> ResponseOptions {
-        self.response
+    /// Which rate-limit headers responses carry, and under which names.
+    pub fn response(&self) -> &ResponseOptions {
+        &self.response
     }
 
     /// Whether every limit only counts and reports, denying and delaying nothing (the

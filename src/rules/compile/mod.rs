@@ -9,7 +9,7 @@ mod sources;
 use super::error::{RuleError, RuleErrors};
 use super::file::{Located, OnStoreError, RawDescriptor, RawRules};
 use super::tree::{Group, Level, Node};
-use super::{Limit, ResponseOptions, Rules};
+use super::{response_options, Limit, Rules};
 use crate::algorithm::Algorithm;
 use crate::source::Source;
 use serde_saphyr::Location;
@@ -41,6 +41,7 @@ pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
     let client_ip = compiler.client_ip(raw.client_ip);
     let root = compiler.level(&raw.descriptors, "descriptors", "", &[], 1);
     compiler.check_names();
+    let response = response_options::compile(&raw.response, &mut compiler.errors);
     if !compiler.errors.is_empty() {
         // Checks run in passes; report in the order of the file (stable for rules without lines).
         compiler
@@ -55,10 +56,7 @@ pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
         has_replaces: compiler.limits.iter().any(|l| !l.replaces().is_empty()),
         limits: compiler.limits,
         root,
-        response: ResponseOptions {
-            ietf_headers: raw.response.ietf_headers,
-            reset_header: raw.response.reset_header,
-        },
+        response,
         shadow_mode: raw.shadow_mode,
     })
 }
