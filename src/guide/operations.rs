@@ -295,21 +295,19 @@
 //! |---|---|
 //! | admitted | `X-Ratelimit-Limit`, `X-Ratelimit-Remaining` of the most restrictive limit (none when no limit applied) |
 //! | denied (`429`) | `X-Ratelimit-Limit`, `X-Ratelimit-Remaining: 0`, `X-Ratelimit-Retry-After`, `Retry-After`; body `application/problem+json` (RFC 9457) |
-//! | optional | `X-Ratelimit-Reset` (`response.reset_header: true`); `RateLimit-Policy: "name";q=100;w=60` and `RateLimit: "name";r=42;t=17` (`response.ietf_headers: true`, draft-ietf-httpapi-ratelimit-headers) |
+//! | optional | `X-Ratelimit-Reset` (`response.reset_header: true`); `RateLimit-Policy: "name";q=100;w=60` and `RateLimit: "name";r=42;t=17` (`response.headers: ietf` or `both`, draft-ietf-httpapi-ratelimit-headers) |
+//!
+//! That is the default set, `response.headers: x_ratelimit`. `ietf` sends the IETF fields
+//! instead, `both` sends both, and `none` sends no rate-limit header on admitted responses;
+//! a denial always carries `Retry-After`, with the headers of the chosen set beside it. The
+//! `X-Ratelimit-*` names can be changed (`response.names`); see
+//! [the rules file](super::rules#response).
 //!
 //! `Retry-After` is whole seconds rounded up and never 0 while denied; a retry after that
 //! long is admitted (`grpc-retry-pushback-ms` is likewise rounded up). For the token bucket,
 //! the limit reported is the burst (what a client may send at once; see
 //! [algorithms](super::algorithms#what-the-headers-report)). A limit that can never admit the
 //! request (`requests_per_unit: 0`, or a request larger than the limit) reports one period.
-//!
-//! <!-- PLACEHOLDER (issue 22, point 6): the lead completes this paragraph. -->
-//! **Choosing the headers (placeholder, to be completed).** Today the `response` section of
-//! the rules file has two switches, both off by default: `ietf_headers: true` adds
-//! `RateLimit-Policy` and `RateLimit`, `reset_header: true` adds `X-Ratelimit-Reset`. A
-//! `response: { headers: x_ratelimit | ietf | both | none, names: {...} }` option choosing
-//! which headers admitted responses carry, and renaming them, is being added; this paragraph
-//! will describe it.
 //!
 //! gRPC requests (`content-type: application/grpc*`) are answered Trailers-Only: HTTP 200
 //! with `grpc-status: 8` (RESOURCE_EXHAUSTED), a `grpc-message`, `grpc-retry-pushback-ms` and

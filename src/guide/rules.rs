@@ -37,7 +37,7 @@
 //!   on_store_error: allow               # or deny, or local; also per rate_limit
 //!
 //! response:
-//!   ietf_headers: true             # RateLimit-Policy / RateLimit (draft-ietf-httpapi-ratelimit-headers)
+//!   headers: both                  # x_ratelimit (default), ietf, both or none
 //!   reset_header: true             # X-Ratelimit-Reset
 //!
 //! shadow_mode: false               # true: every limit counts and reports, nothing is denied
@@ -336,13 +336,56 @@
 //!
 //! # `response`
 //!
+//! Which rate-limit headers responses carry, and under which names:
+//!
 //! ```yaml
 //! response:
-//!   ietf_headers: true    # adds RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers)
-//!   reset_header: true    # adds X-Ratelimit-Reset (seconds until the limit is full again)
+//!   headers: x_ratelimit   # x_ratelimit (default): X-Ratelimit-Limit, X-Ratelimit-Remaining
+//!                          # ietf: RateLimit-Policy, RateLimit (draft-ietf-httpapi-ratelimit-headers)
+//!                          # both: all of the above;  none: no rate-limit headers
+//!   reset_header: false    # true adds X-Ratelimit-Reset (needs x_ratelimit or both)
+//!   names:                 # optional new names for the X-Ratelimit-* headers
+//!     limit: x-rate-limit-limit
+//!     remaining: x-rate-limit-remaining
+//!     retry_after: x-rate-limit-retry-after
+//!     reset: x-rate-limit-reset
 //! ```
 //!
-//! Both are off by default. Which headers each answer carries is in
+//! As tower_governor's `use_headers` and Envoy's `LIMIT_RESPONSE_HEADERS_ENABLED` do, `none`
+//! sends nothing on admitted responses. Denied requests always carry `Retry-After` (whole
+//! seconds, rounded up, never 0), plus the headers of the chosen set: with `x_ratelimit` or
+//! `both`, `X-Ratelimit-Limit`, `X-Ratelimit-Remaining: 0` and `X-Ratelimit-Retry-After`,
+//! under their new names if renamed; with `none`, only `Retry-After`. gRPC denials also carry
+//! `grpc-retry-pushback-ms`.
+//!
+//! `ietf_headers: true` is the older spelling of `headers: both` and may not be combined with
+//! `headers`. Names must be valid header names, distinct, and not a header tollgate writes
+//! itself (`retry-after`, `ratelimit`, `ratelimit-policy`, `content-type`, `content-length`,
+//! `grpc-*`); each mistake is reported with its `line:column` like every other.
+//!
+//! ```rust
+//! use tollgate::rules::{HeaderSet, Rules, XRatelimitHeader};
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: api
+//! response:
+//!   headers: both
+//!   names: { limit: x-rate-limit-limit }
+//! descriptors:
+//!   - key: remote_address
+//!     rate_limit: { unit: second, requests_per_unit: 20 }
+//! "#)?;
+//! assert_eq!(rules.response().header_name(XRatelimitHeader::Limit), "x-rate-limit-limit");
+//! assert_eq!(rules.response().header_name(XRatelimitHeader::Remaining), "x-ratelimit-remaining");
+//!
+//! let errors = Rules::from_yaml("domain: api\nresponse: { headers: none, names: { limit: 'bad name' } }\ndescriptors: []\n")
+//!     .unwrap_err();
+//! assert!(errors.errors().iter().any(|e| e.path() == "response.names.limit"));
+//! # let _ = HeaderSet::Both;
+//! # Ok::<(), tollgate::rules::RuleErrors>(())
+//! ```
+//!
+//! Which headers each answer carries is in
 //! [operations: headers](super::operations#headers-and-grpc-answers).
 //!
 //! # Errors
