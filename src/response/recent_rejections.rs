@@ -24,10 +24,10 @@ pub(super) type Answer = (HeaderMap, Bytes);
 /// What a denial's headers and body are made from, apart from the optional headers (and a
 /// gRPC denial's pushback).
 pub(super) struct RejectionKey<'a> {
-    /// The limit's label as JSON (the body, or a gRPC message, names it), shared with the
-    /// limit. Remembered keys hold it, so while one is remembered no other label can have its
+    /// The limit's label (the body, or a gRPC message, names it), shared with the limit.
+    /// Remembered keys hold it, so while one is remembered no other label can have its
     /// address: the same address is the same label.
-    pub(super) label_json: &'a Arc<str>,
+    pub(super) label: &'a Arc<str>,
     /// `X-Ratelimit-Limit`.
     pub(super) limit: u64,
     /// `Retry-After` and `X-Ratelimit-Retry-After`, in whole seconds (the body, or a gRPC
@@ -37,7 +37,7 @@ pub(super) struct RejectionKey<'a> {
 
 /// A key that came up, and its answer once it came up again.
 struct Remembered {
-    label_json: Arc<str>,
+    label: Arc<str>,
     limit: u64,
     retry_after: u64,
     answer: Option<Answer>,
@@ -47,7 +47,7 @@ impl Remembered {
     fn is_for(&self, key: &RejectionKey<'_>) -> bool {
         self.retry_after == key.retry_after
             && self.limit == key.limit
-            && Arc::ptr_eq(&self.label_json, key.label_json)
+            && Arc::ptr_eq(&self.label, key.label)
     }
 }
 
@@ -69,7 +69,7 @@ impl RecentRejections {
     ) -> Answer {
         let Some(remembered) = self.0.find_mut(|r| r.is_for(key)) else {
             self.0.push(Remembered {
-                label_json: Arc::clone(key.label_json),
+                label: Arc::clone(key.label),
                 limit: key.limit,
                 retry_after: key.retry_after,
                 answer: None,
@@ -97,16 +97,16 @@ mod tests {
     fn answer(recent: &mut RecentRejections, key: &RejectionKey<'_>, made: &mut usize) -> Answer {
         recent.answer(key, || {
             *made += 1;
-            let text = format!("{} {} {}", key.label_json, key.limit, key.retry_after);
+            let text = format!("{} {} {}", key.label, key.limit, key.retry_after);
             let mut headers = HeaderMap::new();
             headers.insert("x-made", HeaderValue::from(*made));
             (headers, Bytes::from(text))
         })
     }
 
-    fn key(label_json: &Arc<str>, limit: u64, retry_after: u64) -> RejectionKey<'_> {
+    fn key(label: &Arc<str>, limit: u64, retry_after: u64) -> RejectionKey<'_> {
         RejectionKey {
-            label_json,
+            label,
             limit,
             retry_after,
         }
@@ -143,10 +143,7 @@ mod tests {
         for _ in 0..3 {
             for wanted in &keys {
                 let (_, body) = answer(&mut recent, wanted, &mut made);
-                let expected = format!(
-                    "{} {} {}",
-                    wanted.label_json, wanted.limit, wanted.retry_after
-                );
+                let expected = format!("{} {} {}", wanted.label, wanted.limit, wanted.retry_after);
                 assert_eq!(body, expected.as_str());
             }
         }

@@ -137,7 +137,7 @@ fn kept_answer(
     make: impl FnOnce() -> Answer,
 ) -> Answer {
     let key = RejectionKey {
-        label_json: limit.label_json(),
+        label: limit.shared_label(),
         limit: decision.limit,
         retry_after,
     };

@@ -9,9 +9,9 @@ use std::sync::Arc;
 /// One rate limit of the rules.
 #[derive(Debug, Clone)]
 pub struct Limit {
-    /// The label as a JSON string, for rejection bodies; shared with the answers kept for
-    /// them (see `response`).
-    pub(super) label_json: Arc<str>,
+    /// [`Limit::label`], shared: with the verdicts that name the limit, and with the answers
+    /// `response` keeps for it, which know it by its address.
+    pub(super) label: Arc<str>,
     pub(super) cost: Option<Cost>,
     pub(super) name: Option<String>,
     pub(super) descriptor: String,
@@ -71,14 +71,14 @@ impl Limit {
         &self.descriptor
     }
 
-    /// [`Limit::label`] as a JSON string (quoted and escaped).
-    pub(crate) fn label_json(&self) -> &Arc<str> {
-        &self.label_json
+    /// [`Limit::label`], shared.
+    pub(crate) fn shared_label(&self) -> &Arc<str> {
+        &self.label
     }
 
     /// The name if there is one, else the descriptor: how logs and headers refer to the limit.
     pub fn label(&self) -> &str {
-        self.name.as_deref().unwrap_or(&self.descriptor)
+        &self.label
     }
 
     /// What the limit allows.

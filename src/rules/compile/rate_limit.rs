@@ -42,7 +42,7 @@ impl Compiler {
         let name = raw.value.name.as_ref().map(|n| n.value.clone());
         let label = name.as_deref().unwrap_or(chain);
         self.limits.push(Limit {
-            label_json: serde_json::Value::from(label).to_string().into(),
+            label: label.into(),
             cost,
             name,
             descriptor: chain.to_owned(),
