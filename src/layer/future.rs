@@ -82,9 +82,7 @@ where
     }
 }
 
-/// [`ResponseFuture::poll`] for a request that waits. Out of line, so that the frame of
-/// `poll`, which every request uses, does not hold what only a waiting request needs.
-#[inline(never)]
+/// [`ResponseFuture::poll`] for a request that waits.
 fn poll_waiting<B, E>(
     future: &mut WaitingFuture<Result<Response<B>, E>>,
     cx: &mut Context<'_>,

@@ -100,9 +100,7 @@ where
     }
 }
 
-// The paths of the few requests that wait are kept out of `call`, so that the common
-// request's stack frame does not hold their futures (a request's cost in a server follows
-// the lines of code and data it touches: scripts/bench-footprint.sh).
+// The few requests that wait: for their turn in a queue, or for a networked store.
 impl<S, St> RateLimit<S, St>
 where
     S: Clone + Send + 'static,
@@ -110,7 +108,6 @@ where
 {
     /// An admitted request that waits until `release_at` for its turn in a shaping leaky
     /// bucket's queue, holding the places `deciding` booked.
-    #[inline(never)]
     fn wait_in_queue<ReqBody>(
         &mut self,
         release_at: Option<tokio::time::Instant>,
@@ -129,7 +126,6 @@ where
     }
 
     /// A request whose decision waits for a networked store's answer.
-    #[inline(never)]
     fn wait_for_store<ReqBody>(
         &mut self,
         mut deciding: Deciding<'static, St>,
@@ -156,7 +152,6 @@ where
 }
 
 /// The answer to a request without a peer address when the rules need one.
-#[cold]
 fn missing_peer_addr<B, F: Future>(request: &Request<B>) -> ResponseFuture<F> {
     report_missing_peer_addr();
     let grpc = response::is_grpc(request.headers());

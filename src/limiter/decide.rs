@@ -171,10 +171,6 @@ fn settle(
 
 /// [`settle`] when the store could not decide (`failed` is its error, or a wrong number of
 /// decisions): the ruling of [`on_store_error`], reported, with no queue places.
-// Cold and out of line, so that `settle`'s stack frame does not hold what only a failed
-// store needs.
-#[cold]
-#[inline(never)]
 fn after_store_error(
     active: &Active,
     bookings: &[Booking],

@@ -258,7 +258,6 @@ pub(crate) fn decision_span(rules: &Rules, bookings: &[Booking]) -> Option<traci
 }
 
 /// [`decision_span`] once a subscriber wants it. The labels are written only then.
-#[inline(never)]
 fn enabled_decision_span(rules: &Rules, bookings: &[Booking]) -> Option<tracing::Span> {
     Some(tracing::debug_span!(
         "rate_limit",
