@@ -28,7 +28,7 @@ const SHORT_KEY_BYTES: usize = 127;
 const SHORT_KEY_WORDS: usize = SHORT_KEY_BYTES / 8 + 1;
 
 /// Fingerprints keys under a secret seed drawn at random.
-pub(super) struct Fingerprinter {
+pub(crate) struct Fingerprinter {
     /// The multiply-shift seed: the constant term.
     offset: u128,
     /// The multiplier of the word holding a key's length and tag.
@@ -41,7 +41,7 @@ pub(super) struct Fingerprinter {
 
 impl Fingerprinter {
     /// A fingerprinter with a fresh random seed.
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         // `RandomState`'s 128-bit keys are drawn at random once per thread and changed for
         // each new one; counters hashed under them are pseudo-random words from that secret.
         let random = RandomState::new();
@@ -58,7 +58,7 @@ impl Fingerprinter {
     /// The fingerprint of `key` under `tag`; different keys or tags give fingerprints that
     /// collide with probability 2⁻⁶⁴.
     #[inline]
-    pub(super) fn fingerprint(&self, key: &[u8], tag: u8) -> u64 {
+    pub(crate) fn fingerprint(&self, key: &[u8], tag: u8) -> u64 {
         if key.len() > SHORT_KEY_BYTES {
             let [k0, k1] = self.sip_keys;
             return sip::<1, 3>(k0, k1, key, tag);

@@ -24,7 +24,7 @@ const PLACES_PER_LINE: usize = 4;
 struct Line<S>([Option<Entry<S>>; PLACES_PER_LINE]);
 
 /// Entries keyed by their fingerprints, each present at most once.
-pub(super) struct ProbeTable<S> {
+pub(crate) struct ProbeTable<S> {
     /// Empty, or a power of two of places, at most three quarters full: a probe for a key
     /// that is not there stops at the first empty place.
     lines: Box<[Line<S>]>,
@@ -54,26 +54,26 @@ impl<S> Default for ProbeTable<S> {
 
 impl<S> ProbeTable<S> {
     /// The number of entries.
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// The state of the entry with `fingerprint`.
     #[inline]
-    pub(super) fn find(&self, fingerprint: NonZeroU64) -> Option<&S> {
+    pub(crate) fn find(&self, fingerprint: NonZeroU64) -> Option<&S> {
         self.probe(fingerprint).map(|(_, entry)| &entry.slot)
     }
 
     /// The state of the entry at `index`, which [`ProbeTable::index_of`] or
     /// [`ProbeTable::insert_new`] gave, to change.
     #[inline]
-    pub(super) fn slot_mut(&mut self, index: usize) -> &mut S {
+    pub(crate) fn slot_mut(&mut self, index: usize) -> &mut S {
         let entry = self.place_mut(index).as_mut();
         &mut entry.expect("an index from index_of holds an entry").slot
     }
 
     /// Adds an entry for `fingerprint`, which the table must not hold; its place.
-    pub(super) fn insert_new(&mut self, fingerprint: NonZeroU64, slot: S) -> usize {
+    pub(crate) fn insert_new(&mut self, fingerprint: NonZeroU64, slot: S) -> usize {
         debug_assert!(self.index_of(fingerprint).is_none(), "inserted twice");
         if !may_hold(self.places(), self.len + 1) {
             self.resize(grown(self.places()));
@@ -82,7 +82,7 @@ impl<S> ProbeTable<S> {
     }
 
     /// Removes the entry with `fingerprint`, returning its state.
-    pub(super) fn remove(&mut self, fingerprint: NonZeroU64) -> Option<S> {
+    pub(crate) fn remove(&mut self, fingerprint: NonZeroU64) -> Option<S> {
         let index = self.index_of(fingerprint)?;
         Some(self.remove_at(index).slot)
     }
@@ -94,7 +94,7 @@ impl<S> ProbeTable<S> {
     /// put again, which moves it back to the first empty place from its home. Runs without a
     /// refused entry are left as they are. `keep` must not panic: the run it was asked about
     /// would be left with a hole.
-    pub(super) fn retain(&mut self, mut keep: impl FnMut(&S) -> bool) {
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&S) -> bool) {
         if self.len == 0 {
             return;
         }
@@ -121,7 +121,7 @@ impl<S> ProbeTable<S> {
     }
 
     /// Gives back the places the entries do not need.
-    pub(super) fn shrink_to_fit(&mut self) {
+    pub(crate) fn shrink_to_fit(&mut self) {
         let mut places = 0;
         while !may_hold(places, self.len) {
             places = grown(places);
@@ -151,7 +151,7 @@ impl<S> ProbeTable<S> {
 
     /// The place of the entry with `fingerprint`.
     #[inline]
-    pub(super) fn index_of(&self, fingerprint: NonZeroU64) -> Option<usize> {
+    pub(crate) fn index_of(&self, fingerprint: NonZeroU64) -> Option<usize> {
         self.probe(fingerprint).map(|(index, _)| index)
     }
 
