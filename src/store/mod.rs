@@ -14,7 +14,6 @@
 
 mod fingerprint;
 mod memory;
-mod probe_table;
 #[cfg(feature = "redis")]
 mod redis;
 

@@ -5,7 +5,6 @@ use crate::algorithm::{Decision, PackedAlgorithm};
 use crate::clock::{saturating_nanos, Nanos};
 use crate::store::LimitCheck;
 use parking_lot::RwLock;
-use std::num::NonZeroU64;
 use std::sync::atomic::Ordering;
 
 #[derive(Default)]
@@ -22,7 +21,7 @@ pub(super) struct Generations {
 #[inline(always)]
 pub(super) fn decide_shared(
     shard: &RwLock<Generations>,
-    fingerprint: NonZeroU64,
+    fingerprint: u64,
     check: &LimitCheck<'_>,
     now: Nanos,
 ) -> Option<Decision> {
@@ -76,7 +75,7 @@ impl Generations {
     #[inline(always)]
     pub(super) fn decide(
         &mut self,
-        fingerprint: NonZeroU64,
+        fingerprint: u64,
         check: &LimitCheck<'_>,
         now: Nanos,
         capacity: usize,
@@ -127,7 +126,7 @@ impl Generations {
     fn decide_packed<S: PackedSlot>(
         &mut self,
         packed: PackedAlgorithm,
-        fingerprint: NonZeroU64,
+        fingerprint: u64,
         check: &LimitCheck<'_>,
         now: Nanos,
         capacity: usize,
@@ -155,7 +154,7 @@ impl Generations {
     /// the old one. A key found young (the common case) costs one probe.
     pub(super) fn find<S: Slot>(
         &mut self,
-        fingerprint: NonZeroU64,
+        fingerprint: u64,
         now: Nanos,
         capacity: usize,
     ) -> Option<&mut S> {
@@ -173,7 +172,7 @@ impl Generations {
     /// its place there. Each generation so holds at most `capacity` keys.
     pub(super) fn insert<S: Slot>(
         &mut self,
-        fingerprint: NonZeroU64,
+        fingerprint: u64,
         slot: S,
         now: Nanos,
         capacity: usize,

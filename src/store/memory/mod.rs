@@ -2,6 +2,7 @@
 //! generations of hash tables.
 
 mod generations;
+mod key_table;
 mod tables;
 
 use self::generations::{decide_shared, Charge, Generations};
@@ -12,7 +13,6 @@ use crate::clock::{Clock, Nanos, SystemClock};
 use parking_lot::{RwLock, RwLockWriteGuard};
 use smallvec::SmallVec;
 use std::fmt;
-use std::num::NonZeroU64;
 
 /// Limit state in process memory: the default store.
 ///
@@ -44,10 +44,8 @@ use std::num::NonZeroU64;
 /// - the sliding windows: the whole 40-byte [`State`] and the idle time, 56 bytes in a
 ///   64-byte place (134 per key, plus the log's entries).
 ///
-/// The tables are probed in place: an entry sits where its fingerprint points or just after,
-/// in places grouped four to a cache line, so finding a key usually reads one line (a table
-/// with separate control bytes reads two, each a miss to memory once the keys outgrow the
-/// cache).
+/// Each table is a `hashbrown` table of fingerprints and states, at most seven eighths
+/// full, with a control byte per place.
 ///
 /// Two keys would share one state only if their fingerprints were equal. Any two different
 /// keys collide with probability 2⁻⁶⁴ over the random seed, however they were chosen: among a
@@ -187,19 +185,15 @@ impl<C: Clock> MemoryStore<C> {
 
     /// What identifies the state of `check` in this store: its key and its algorithm,
     /// hashed under the store's random seed.
-    ///
-    /// A fingerprint of 0 is taken as 1, since the tables mark empty places with 0. That adds
-    /// 2⁻¹²⁷ to the odds that two keys collide.
-    fn fingerprint(&self, check: &LimitCheck<'_>) -> NonZeroU64 {
-        let fingerprint = self
-            .fingerprinter
-            .fingerprint(check.key, check.algorithm as u8);
-        NonZeroU64::new(fingerprint).unwrap_or(NonZeroU64::MIN)
+    fn fingerprint(&self, check: &LimitCheck<'_>) -> u64 {
+        self.fingerprinter
+            .fingerprint(check.key, check.algorithm as u8)
     }
 
-    fn shard_of(&self, fingerprint: NonZeroU64) -> usize {
-        // The tables use the low bits; take the shard from the high ones.
-        (fingerprint.get() >> 32) as usize & (self.shards.len() - 1)
+    fn shard_of(&self, fingerprint: u64) -> usize {
+        // The tables place a key by its low bits and tell keys apart by its top 7; the shard
+        // takes bits from neither.
+        (fingerprint >> 32) as usize & (self.shards.len() - 1)
     }
 
     fn decide(&self, checks: &[LimitCheck<'_>]) -> Decisions {
@@ -227,8 +221,7 @@ impl<C: Clock> MemoryStore<C> {
     #[inline(never)]
     fn decide_together(&self, checks: &[LimitCheck<'_>], now: Nanos) -> Decisions {
         let capacity = self.generation_capacity;
-        let fingerprints: SmallVec<[NonZeroU64; 4]> =
-            checks.iter().map(|c| self.fingerprint(c)).collect();
+        let fingerprints: SmallVec<[u64; 4]> = checks.iter().map(|c| self.fingerprint(c)).collect();
         let mut shard_ids: SmallVec<[usize; 4]> =
             fingerprints.iter().map(|&f| self.shard_of(f)).collect();
         shard_ids.sort_unstable();
@@ -237,7 +230,7 @@ impl<C: Clock> MemoryStore<C> {
             .iter()
             .map(|&id| self.shards[id].0.write())
             .collect();
-        let guard_of = |fingerprint: NonZeroU64| {
+        let guard_of = |fingerprint: u64| {
             shard_ids
                 .binary_search(&self.shard_of(fingerprint))
                 .expect("every check's shard is locked")
