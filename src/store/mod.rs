@@ -12,7 +12,6 @@
 //! - **Shadow limits never deny.** Their decision is reported, and they are charged only when
 //!   they have room.
 
-mod fingerprint;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
