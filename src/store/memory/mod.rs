@@ -206,13 +206,13 @@ impl<C: Clock> MemoryStore<C> {
             // Each path returns its own result, so that neither decision is copied through
             // the other's.
             if let Some(decision) = decide_shared(shard, fingerprint, check, now) {
-                return smallvec::smallvec![decision];
+                return Decisions::one(decision);
             }
             let decision =
                 shard
                     .write()
                     .decide(fingerprint, check, now, capacity, Charge::IfAdmitted);
-            return smallvec::smallvec![decision];
+            return Decisions::one(decision);
         }
         self.decide_together(checks, now)
     }
