@@ -18,7 +18,6 @@ pub(super) struct Generations {
 /// swapped in atomically, or the request is denied, or it leaves nothing to remember. So a
 /// denial writes nothing, and threads deciding on one key do not take turns. `None`: the key
 /// must be inserted or moved to the young generation, under the exclusive lock.
-#[inline(always)]
 pub(super) fn decide_shared(
     shard: &RwLock<Generations>,
     fingerprint: u64,
@@ -70,9 +69,6 @@ pub(super) enum Charge {
 impl Generations {
     /// Decides one limit at `now` and, if asked, charges it when the request is admitted. A
     /// key whose request was denied (or left nothing to remember) stays untracked.
-    // Always inlined: returned from a call, the decision is written out and read back at
-    // once, and the read stalls behind the writes.
-    #[inline(always)]
     pub(super) fn decide(
         &mut self,
         fingerprint: u64,
@@ -122,7 +118,6 @@ impl Generations {
     }
 
     /// [`Generations::decide`] for a state kept packed as `S`.
-    #[inline(always)]
     fn decide_packed<S: PackedSlot>(
         &mut self,
         packed: PackedAlgorithm,

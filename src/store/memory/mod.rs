@@ -218,7 +218,6 @@ impl<C: Clock> MemoryStore<C> {
     }
 
     /// Decides several limits of one request, all or nothing.
-    #[inline(never)]
     fn decide_together(&self, checks: &[LimitCheck<'_>], now: Nanos) -> Decisions {
         let capacity = self.generation_capacity;
         let fingerprints: SmallVec<[u64; 4]> = checks.iter().map(|c| self.fingerprint(c)).collect();
