@@ -35,14 +35,14 @@ use std::fmt;
 /// - GCRA, the leaky bucket, and the token bucket when its emission interval is a whole
 ///   number of nanoseconds and an empty bucket refills within 146 years (decided as GCRA,
 ///   with the same answers): one timestamp, which is also when the key goes idle, so an entry
-///   is 16 bytes: about 34 bytes per key at 1,000,000 keys, with the hash table's slack
+///   is 16 bytes: about 36 bytes per key at 1,000,000 keys, with the hash table's slack
 ///   (governor's keyed limiter needs 69 for an `IpAddr` key; see `BENCHMARKS.md`). A token
 ///   bucket's key checked under a quota on the other side of that line starts afresh (the
 ///   limiter's keys name their quota, so only a direct user of the store can do that);
-/// - the fixed window and the other token buckets: two words and the idle time, 32 bytes (67
+/// - the fixed window and the other token buckets: two words and the idle time, 32 bytes (69
 ///   per key);
-/// - the sliding windows: the whole 40-byte [`State`] and the idle time, 56 bytes in a
-///   64-byte place (134 per key, plus the log's entries).
+/// - the sliding windows: the whole 40-byte [`State`](crate::algorithm::State) and the idle
+///   time, 56 bytes (120 per key, plus the log's entries).
 ///
 /// Each table is a `hashbrown` table of fingerprints and states, at most seven eighths
 /// full, with a control byte per place.
