@@ -3,7 +3,7 @@
 //! A [`Store`] keeps one [`State`](crate::algorithm::State) per key and runs the algorithm on
 //! it atomically. Stores know nothing of HTTP: they receive the limits that apply to one
 //! request, already resolved to keys and quotas, and answer with one
-//! [`Decision`] per limit.
+//! [`Decision`](crate::algorithm::Decision) per limit.
 //!
 //! The contract every store keeps:
 //! - **All or nothing.** A request is admitted when every enforced (non-shadow) limit has
@@ -12,19 +12,18 @@
 //! - **Shadow limits never deny.** Their decision is reported, and they are charged only when
 //!   they have room.
 
-mod fingerprint;
+pub mod decisions;
 mod memory;
-mod probe_table;
 #[cfg(feature = "redis")]
 mod redis;
 
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisPending, RedisStore, RedisStoreBuilder};
+pub use decisions::Decisions;
 pub use memory::MemoryStore;
 
-use crate::algorithm::{Algorithm, Decision, Quota};
+use crate::algorithm::{Algorithm, Quota};
 use crate::clock::Nanos;
-use smallvec::SmallVec;
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
@@ -45,9 +44,6 @@ pub struct LimitCheck<'a> {
     /// Whether the limit only reports (never denies).
     pub shadow: bool,
 }
-
-/// One decision per [`LimitCheck`], in order.
-pub type Decisions = SmallVec<[Decision; 2]>;
 
 /// A store's answer: at once, or later.
 ///

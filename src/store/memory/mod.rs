@@ -1,13 +1,19 @@
-use super::fingerprint::Fingerprinter;
-use super::probe_table::ProbeTable;
+//! The in-memory store: keys sharded over read-write locks, each shard holding two
+//! generations of hash tables.
+
+mod fingerprint;
+mod generations;
+mod key_table;
+mod tables;
+
+use self::fingerprint::Fingerprinter;
+use self::generations::{decide_shared, Charge, Generations};
+use self::tables::{PackedSlot, Timestamp};
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
-use crate::algorithm::{Decision, PackedAlgorithm, State, Words};
-use crate::clock::{saturating_nanos, Clock, Nanos, SystemClock};
+use crate::clock::{Clock, Nanos, SystemClock};
 use parking_lot::{RwLock, RwLockWriteGuard};
 use smallvec::SmallVec;
 use std::fmt;
-use std::num::NonZeroU64;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Limit state in process memory: the default store.
 ///
@@ -22,27 +28,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 ///
 /// # What a key costs
 ///
-/// A key is not kept: its 64-bit fingerprint is (a hash of the key and the algorithm under a
-/// seed drawn at random for each store: multiply-shift, two multiplications per 8 bytes, for
-/// keys of up to 127 bytes, and SipHash-1-3 for longer ones), and the state is kept as small
-/// as the algorithm allows, with no allocation of its own:
+/// A key is not kept: its 64-bit fingerprint is (SipHash-1-3 of the key and the algorithm
+/// under a seed drawn at random for each store), and the state is kept as small as the
+/// algorithm allows, with no allocation of its own:
 ///
 /// - GCRA, the leaky bucket, and the token bucket when its emission interval is a whole
 ///   number of nanoseconds and an empty bucket refills within 146 years (decided as GCRA,
 ///   with the same answers): one timestamp, which is also when the key goes idle, so an entry
-///   is 16 bytes: about 34 bytes per key at 1,000,000 keys, with the hash table's slack
+///   is 16 bytes: about 36 bytes per key at 1,000,000 keys, with the hash table's slack
 ///   (governor's keyed limiter needs 69 for an `IpAddr` key; see `BENCHMARKS.md`). A token
 ///   bucket's key checked under a quota on the other side of that line starts afresh (the
 ///   limiter's keys name their quota, so only a direct user of the store can do that);
-/// - the fixed window and the other token buckets: two words and the idle time, 32 bytes (67
+/// - the fixed window and the other token buckets: two words and the idle time, 32 bytes (69
 ///   per key);
-/// - the sliding windows: the whole 40-byte [`State`] and the idle time, 56 bytes in a
-///   64-byte place (134 per key, plus the log's entries).
+/// - the sliding windows: the whole 40-byte [`State`](crate::algorithm::State) and the idle
+///   time, 56 bytes (120 per key, plus the log's entries).
 ///
-/// The tables are probed in place: an entry sits where its fingerprint points or just after,
-/// in places grouped four to a cache line, so finding a key usually reads one line (a table
-/// with separate control bytes reads two, each a miss to memory once the keys outgrow the
-/// cache).
+/// Each table is a `hashbrown` table of fingerprints and states, at most seven eighths
+/// full, with a control byte per place.
 ///
 /// Two keys would share one state only if their fingerprints were equal. Any two different
 /// keys collide with probability 2⁻⁶⁴ over the random seed, however they were chosen: among a
@@ -90,44 +93,11 @@ pub struct MemoryStore<C = SystemClock> {
 
 // Padded to a cache line so that neighbouring shard locks do not share one. A shared lock is
 // enough to decide a one-timestamp limit on a key already tracked (see
-// `MemoryStore::decide_shared`); everything else takes it exclusively. parking_lot's lock
+// `generations::decide_shared`); everything else takes it exclusively. parking_lot's lock
 // rather than the standard library's: threads on one hot key spin briefly instead of
 // sleeping in the kernel.
 #[repr(align(64))]
 struct Shard(RwLock<Generations>);
-
-#[derive(Default)]
-struct Generations {
-    young: Tables,
-    old: Tables,
-}
-
-/// One generation's keys, by the shape of their state.
-#[derive(Default)]
-struct Tables {
-    timestamps: ProbeTable<Timestamp>,
-    packed: ProbeTable<Packed>,
-    general: ProbeTable<General>,
-}
-
-/// A state that is one timestamp which is also the time the key goes idle (GCRA's
-/// theoretical arrival time, the time a leaky bucket has drained, the time a token bucket
-/// decided as GCRA is full): 16 bytes an entry.
-/// Atomic, so that it can be replaced under the shard's shared lock.
-struct Timestamp(AtomicU64);
-
-/// A state packed into two words (fixed window, a token bucket whose interval is not whole),
-/// and when it goes idle: 32 bytes an entry.
-struct Packed {
-    idle_at: Nanos,
-    state: Words,
-}
-
-/// A state that does not pack (the sliding windows), and when it goes idle.
-struct General {
-    idle_at: Nanos,
-    state: State,
-}
 
 /// The number of keys tracked at most, unless configured.
 const DEFAULT_MAX_KEYS: usize = 1_000_000;
@@ -216,19 +186,15 @@ impl<C: Clock> MemoryStore<C> {
 
     /// What identifies the state of `check` in this store: its key and its algorithm,
     /// hashed under the store's random seed.
-    ///
-    /// A fingerprint of 0 is taken as 1, since the tables mark empty places with 0. That adds
-    /// 2⁻¹²⁷ to the odds that two keys collide.
-    fn fingerprint(&self, check: &LimitCheck<'_>) -> NonZeroU64 {
-        let fingerprint = self
-            .fingerprinter
-            .fingerprint(check.key, check.algorithm as u8);
-        NonZeroU64::new(fingerprint).unwrap_or(NonZeroU64::MIN)
+    fn fingerprint(&self, check: &LimitCheck<'_>) -> u64 {
+        self.fingerprinter
+            .fingerprint(check.key, check.algorithm as u8)
     }
 
-    fn shard_of(&self, fingerprint: NonZeroU64) -> usize {
-        // The tables use the low bits; take the shard from the high ones.
-        (fingerprint.get() >> 32) as usize & (self.shards.len() - 1)
+    fn shard_of(&self, fingerprint: u64) -> usize {
+        // The tables place a key by its low bits and tell keys apart by its top 7; the shard
+        // takes bits from neither.
+        (fingerprint >> 32) as usize & (self.shards.len() - 1)
     }
 
     fn decide(&self, checks: &[LimitCheck<'_>]) -> Decisions {
@@ -241,23 +207,21 @@ impl<C: Clock> MemoryStore<C> {
             // Each path returns its own result, so that neither decision is copied through
             // the other's.
             if let Some(decision) = decide_shared(shard, fingerprint, check, now) {
-                return smallvec::smallvec![decision];
+                return Decisions::one(decision);
             }
             let decision =
                 shard
                     .write()
                     .decide(fingerprint, check, now, capacity, Charge::IfAdmitted);
-            return smallvec::smallvec![decision];
+            return Decisions::one(decision);
         }
         self.decide_together(checks, now)
     }
 
     /// Decides several limits of one request, all or nothing.
-    #[inline(never)]
     fn decide_together(&self, checks: &[LimitCheck<'_>], now: Nanos) -> Decisions {
         let capacity = self.generation_capacity;
-        let fingerprints: SmallVec<[NonZeroU64; 4]> =
-            checks.iter().map(|c| self.fingerprint(c)).collect();
+        let fingerprints: SmallVec<[u64; 4]> = checks.iter().map(|c| self.fingerprint(c)).collect();
         let mut shard_ids: SmallVec<[usize; 4]> =
             fingerprints.iter().map(|&f| self.shard_of(f)).collect();
         shard_ids.sort_unstable();
@@ -266,7 +230,7 @@ impl<C: Clock> MemoryStore<C> {
             .iter()
             .map(|&id| self.shards[id].0.write())
             .collect();
-        let guard_of = |fingerprint: NonZeroU64| {
+        let guard_of = |fingerprint: u64| {
             shard_ids
                 .binary_search(&self.shard_of(fingerprint))
                 .expect("every check's shard is locked")
@@ -300,265 +264,6 @@ impl<C: Clock> MemoryStore<C> {
             }
         }
         decisions
-    }
-}
-
-/// Decides a one-timestamp limit (GCRA, leaky bucket, a token bucket with a whole interval)
-/// under the shard's shared lock, when that is enough: the key is young and its timestamp is
-/// swapped in atomically, or the request is denied, or it leaves nothing to remember. So a
-/// denial writes nothing, and threads deciding on one key do not take turns. `None`: the key
-/// must be inserted or moved to the young generation, under the exclusive lock.
-#[inline(always)]
-fn decide_shared(
-    shard: &RwLock<Generations>,
-    fingerprint: NonZeroU64,
-    check: &LimitCheck<'_>,
-    now: Nanos,
-) -> Option<Decision> {
-    let packed = check
-        .algorithm
-        .packed(check.quota)
-        .filter(|p| p.is_timestamp())?;
-    let LimitCheck { quota, cost, .. } = *check;
-    let generations = shard.read();
-    let Some(Timestamp(timestamp)) = generations.young.timestamps.find(fingerprint) else {
-        if generations.old.timestamps.find(fingerprint).is_some() {
-            return None;
-        }
-        let (_, decision) = packed.transition(None, now, quota, cost);
-        return (!leaves_state(&decision)).then_some(decision);
-    };
-    let mut current = timestamp.load(Ordering::Acquire);
-    loop {
-        let (next, decision) = packed.transition(Some(&[current, 0]), now, quota, cost);
-        if !decision.allowed {
-            return Some(decision);
-        }
-        match timestamp.compare_exchange_weak(current, next[0], Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => return Some(decision),
-            Err(actual) => current = actual,
-        }
-    }
-}
-
-/// Whether a request on a key not tracked leaves state worth remembering: it was admitted,
-/// and the state it leaves is not already the same as a key never seen.
-fn leaves_state(decision: &Decision) -> bool {
-    decision.allowed && !decision.reset_after.is_zero()
-}
-
-/// Whether deciding a limit also charges it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Charge {
-    /// Decide only (the first pass over several limits).
-    No,
-    /// Charge the request if it is admitted.
-    IfAdmitted,
-}
-
-impl Generations {
-    /// Decides one limit at `now` and, if asked, charges it when the request is admitted. A
-    /// key whose request was denied (or left nothing to remember) stays untracked.
-    // Always inlined: returned from a call, the decision is written out and read back at
-    // once, and the read stalls behind the writes.
-    #[inline(always)]
-    fn decide(
-        &mut self,
-        fingerprint: NonZeroU64,
-        check: &LimitCheck<'_>,
-        now: Nanos,
-        capacity: usize,
-        charge: Charge,
-    ) -> Decision {
-        let LimitCheck {
-            algorithm,
-            quota,
-            cost,
-            ..
-        } = *check;
-        if let Some(packed) = algorithm.packed(quota) {
-            return if packed.is_timestamp() {
-                self.decide_packed::<Timestamp>(packed, fingerprint, check, now, capacity, charge)
-            } else {
-                self.decide_packed::<Packed>(packed, fingerprint, check, now, capacity, charge)
-            };
-        }
-        let idle_at = |decision: &Decision| now.plus(saturating_nanos(decision.reset_after));
-        if let Some(General {
-            idle_at: entry_idle_at,
-            state,
-        }) = self.find::<General>(fingerprint, now, capacity)
-        {
-            if charge == Charge::No {
-                return algorithm.peek(state, now, quota, cost);
-            }
-            let decision = algorithm.acquire(state, now, quota, cost);
-            if decision.allowed {
-                *entry_idle_at = idle_at(&decision);
-            }
-            return decision;
-        }
-        let mut state = algorithm.fresh(now, quota);
-        if charge == Charge::No {
-            return algorithm.peek(&state, now, quota, cost);
-        }
-        let decision = algorithm.acquire(&mut state, now, quota, cost);
-        if leaves_state(&decision) {
-            let idle_at = idle_at(&decision);
-            self.insert(fingerprint, General { idle_at, state }, now, capacity);
-        }
-        decision
-    }
-
-    /// [`Generations::decide`] for a state kept packed as `S`.
-    #[inline(always)]
-    fn decide_packed<S: PackedSlot>(
-        &mut self,
-        packed: PackedAlgorithm,
-        fingerprint: NonZeroU64,
-        check: &LimitCheck<'_>,
-        now: Nanos,
-        capacity: usize,
-        charge: Charge,
-    ) -> Decision {
-        let LimitCheck { quota, cost, .. } = *check;
-        let slot = self.find::<S>(fingerprint, now, capacity);
-        let current = slot.as_ref().map(|slot| slot.state());
-        let (state, decision) = packed.transition(current.as_ref(), now, quota, cost);
-        if charge == Charge::No || !decision.allowed {
-            return decision;
-        }
-        let charged = S::new(state, now.plus(saturating_nanos(decision.reset_after)));
-        match slot {
-            Some(slot) => *slot = charged,
-            None if !leaves_state(&decision) => {}
-            None => {
-                self.insert(fingerprint, charged, now, capacity);
-            }
-        }
-        decision
-    }
-
-    /// The state of the key with `fingerprint`, moved to the young generation if it was in
-    /// the old one. A key found young (the common case) costs one probe.
-    fn find<S: Slot>(
-        &mut self,
-        fingerprint: NonZeroU64,
-        now: Nanos,
-        capacity: usize,
-    ) -> Option<&mut S> {
-        let index = match S::table(&mut self.young).index_of(fingerprint) {
-            Some(index) => index,
-            None => {
-                let old = S::table(&mut self.old).remove(fingerprint)?;
-                self.insert(fingerprint, old, now, capacity)
-            }
-        };
-        Some(S::table(&mut self.young).slot_mut(index))
-    }
-
-    /// Adds a key to the young generation, making room first when it is full, and returns
-    /// its place there. Each generation so holds at most `capacity` keys.
-    fn insert<S: Slot>(
-        &mut self,
-        fingerprint: NonZeroU64,
-        slot: S,
-        now: Nanos,
-        capacity: usize,
-    ) -> usize {
-        self.reserve(1, now, capacity);
-        S::table(&mut self.young).insert_new(fingerprint, slot)
-    }
-
-    /// Makes room for `keys` more keys in the young generation: idle keys go, and if that
-    /// frees too little, the old generation goes and the young one takes its place.
-    fn reserve(&mut self, keys: usize, now: Nanos, capacity: usize) {
-        if self.young.len() + keys > capacity {
-            self.young.retain_active(now);
-            if self.young.len() + keys > capacity - capacity / 4 {
-                self.old = std::mem::take(&mut self.young);
-            }
-        }
-    }
-}
-
-impl Tables {
-    fn len(&self) -> usize {
-        self.timestamps.len() + self.packed.len() + self.general.len()
-    }
-
-    /// Drops the keys that are idle at `now`.
-    fn retain_active(&mut self, now: Nanos) {
-        self.timestamps.retain(|slot| slot.idle_at() > now);
-        self.packed.retain(|slot| slot.idle_at() > now);
-        self.general.retain(|slot| slot.idle_at() > now);
-    }
-}
-
-/// A shape of state, kept in one of a generation's tables.
-trait Slot: Sized {
-    /// From this time on the state is the same as a key never seen.
-    fn idle_at(&self) -> Nanos;
-    /// The table of `tables` that holds this shape.
-    fn table(tables: &mut Tables) -> &mut ProbeTable<Self>;
-}
-
-/// A shape that holds a packed state.
-trait PackedSlot: Slot {
-    fn new(state: Words, idle_at: Nanos) -> Self;
-    fn state(&self) -> Words;
-}
-
-impl Slot for Timestamp {
-    fn idle_at(&self) -> Nanos {
-        Nanos::new(self.0.load(Ordering::Relaxed))
-    }
-
-    fn table(tables: &mut Tables) -> &mut ProbeTable<Self> {
-        &mut tables.timestamps
-    }
-}
-
-// The timestamp is the idle time: a decision's `reset_after` runs from now to it.
-impl PackedSlot for Timestamp {
-    fn new([at, _]: Words, idle_at: Nanos) -> Self {
-        debug_assert_eq!(idle_at, Nanos::new(at), "the timestamp is the idle time");
-        Timestamp(AtomicU64::new(at))
-    }
-
-    fn state(&self) -> Words {
-        [self.0.load(Ordering::Relaxed), 0]
-    }
-}
-
-impl Slot for Packed {
-    fn idle_at(&self) -> Nanos {
-        self.idle_at
-    }
-
-    fn table(tables: &mut Tables) -> &mut ProbeTable<Self> {
-        &mut tables.packed
-    }
-}
-
-impl PackedSlot for Packed {
-    fn new(state: Words, idle_at: Nanos) -> Self {
-        Packed { idle_at, state }
-    }
-
-    fn state(&self) -> Words {
-        self.state
-    }
-}
-
-impl Slot for General {
-    fn idle_at(&self) -> Nanos {
-        self.idle_at
-    }
-
-    fn table(tables: &mut Tables) -> &mut ProbeTable<Self> {
-        &mut tables.general
     }
 }
 

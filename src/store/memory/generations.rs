@@ -1,0 +1,189 @@
+//! One shard's keys: two generations, and deciding a limit against them.
+
+use super::tables::{General, Packed, PackedSlot, Slot, Tables, Timestamp};
+use crate::algorithm::{Decision, PackedAlgorithm};
+use crate::clock::{saturating_nanos, Nanos};
+use crate::store::LimitCheck;
+use parking_lot::RwLock;
+use std::sync::atomic::Ordering;
+
+#[derive(Default)]
+pub(super) struct Generations {
+    pub(super) young: Tables,
+    pub(super) old: Tables,
+}
+
+/// Decides a one-timestamp limit (GCRA, leaky bucket, a token bucket with a whole interval)
+/// under the shard's shared lock, when that is enough: the key is young and its timestamp is
+/// swapped in atomically, or the request is denied, or it leaves nothing to remember. So a
+/// denial writes nothing, and threads deciding on one key do not take turns. `None`: the key
+/// must be inserted or moved to the young generation, under the exclusive lock.
+pub(super) fn decide_shared(
+    shard: &RwLock<Generations>,
+    fingerprint: u64,
+    check: &LimitCheck<'_>,
+    now: Nanos,
+) -> Option<Decision> {
+    let packed = check
+        .algorithm
+        .packed(check.quota)
+        .filter(|p| p.is_timestamp())?;
+    let LimitCheck { quota, cost, .. } = *check;
+    let generations = shard.read();
+    let Some(Timestamp(timestamp)) = generations.young.timestamps.find(fingerprint) else {
+        if generations.old.timestamps.find(fingerprint).is_some() {
+            return None;
+        }
+        let (_, decision) = packed.transition(None, now, quota, cost);
+        return (!leaves_state(&decision)).then_some(decision);
+    };
+    let mut current = timestamp.load(Ordering::Acquire);
+    loop {
+        let (next, decision) = packed.transition(Some(&[current, 0]), now, quota, cost);
+        if !decision.allowed {
+            return Some(decision);
+        }
+        match timestamp.compare_exchange_weak(current, next[0], Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => return Some(decision),
+            Err(actual) => current = actual,
+        }
+    }
+}
+
+/// Whether a request on a key not tracked leaves state worth remembering: it was admitted,
+/// and the state it leaves is not already the same as a key never seen.
+fn leaves_state(decision: &Decision) -> bool {
+    decision.allowed && !decision.reset_after.is_zero()
+}
+
+/// Whether deciding a limit also charges it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Charge {
+    /// Decide only (the first pass over several limits).
+    No,
+    /// Charge the request if it is admitted.
+    IfAdmitted,
+}
+
+impl Generations {
+    /// Decides one limit at `now` and, if asked, charges it when the request is admitted. A
+    /// key whose request was denied (or left nothing to remember) stays untracked.
+    pub(super) fn decide(
+        &mut self,
+        fingerprint: u64,
+        check: &LimitCheck<'_>,
+        now: Nanos,
+        capacity: usize,
+        charge: Charge,
+    ) -> Decision {
+        let LimitCheck {
+            algorithm,
+            quota,
+            cost,
+            ..
+        } = *check;
+        if let Some(packed) = algorithm.packed(quota) {
+            return if packed.is_timestamp() {
+                self.decide_packed::<Timestamp>(packed, fingerprint, check, now, capacity, charge)
+            } else {
+                self.decide_packed::<Packed>(packed, fingerprint, check, now, capacity, charge)
+            };
+        }
+        let idle_at = |decision: &Decision| now.plus(saturating_nanos(decision.reset_after));
+        if let Some(General {
+            idle_at: entry_idle_at,
+            state,
+        }) = self.find::<General>(fingerprint, now, capacity)
+        {
+            if charge == Charge::No {
+                return algorithm.peek(state, now, quota, cost);
+            }
+            let decision = algorithm.acquire(state, now, quota, cost);
+            if decision.allowed {
+                *entry_idle_at = idle_at(&decision);
+            }
+            return decision;
+        }
+        let mut state = algorithm.fresh(now, quota);
+        if charge == Charge::No {
+            return algorithm.peek(&state, now, quota, cost);
+        }
+        let decision = algorithm.acquire(&mut state, now, quota, cost);
+        if leaves_state(&decision) {
+            let idle_at = idle_at(&decision);
+            self.insert(fingerprint, General { idle_at, state }, now, capacity);
+        }
+        decision
+    }
+
+    /// [`Generations::decide`] for a state kept packed as `S`.
+    fn decide_packed<S: PackedSlot>(
+        &mut self,
+        packed: PackedAlgorithm,
+        fingerprint: u64,
+        check: &LimitCheck<'_>,
+        now: Nanos,
+        capacity: usize,
+        charge: Charge,
+    ) -> Decision {
+        let LimitCheck { quota, cost, .. } = *check;
+        let slot = self.find::<S>(fingerprint, now, capacity);
+        let current = slot.as_ref().map(|slot| slot.state());
+        let (state, decision) = packed.transition(current.as_ref(), now, quota, cost);
+        if charge == Charge::No || !decision.allowed {
+            return decision;
+        }
+        let charged = S::new(state, now.plus(saturating_nanos(decision.reset_after)));
+        match slot {
+            Some(slot) => *slot = charged,
+            None if !leaves_state(&decision) => {}
+            None => {
+                self.insert(fingerprint, charged, now, capacity);
+            }
+        }
+        decision
+    }
+
+    /// The state of the key with `fingerprint`, moved to the young generation if it was in
+    /// the old one. A key found young (the common case) costs one probe.
+    pub(super) fn find<S: Slot>(
+        &mut self,
+        fingerprint: u64,
+        now: Nanos,
+        capacity: usize,
+    ) -> Option<&mut S> {
+        let index = match S::table(&mut self.young).index_of(fingerprint) {
+            Some(index) => index,
+            None => {
+                let old = S::table(&mut self.old).remove(fingerprint)?;
+                self.insert(fingerprint, old, now, capacity)
+            }
+        };
+        Some(S::table(&mut self.young).slot_mut(index))
+    }
+
+    /// Adds a key to the young generation, making room first when it is full, and returns
+    /// its place there. Each generation so holds at most `capacity` keys.
+    pub(super) fn insert<S: Slot>(
+        &mut self,
+        fingerprint: u64,
+        slot: S,
+        now: Nanos,
+        capacity: usize,
+    ) -> usize {
+        self.reserve(1, now, capacity);
+        S::table(&mut self.young).insert_new(fingerprint, slot)
+    }
+
+    /// Makes room for `keys` more keys in the young generation: idle keys go, and if that
+    /// frees too little, the old generation goes and the young one takes its place.
+    pub(super) fn reserve(&mut self, keys: usize, now: Nanos, capacity: usize) {
+        if self.young.len() + keys > capacity {
+            self.young.retain_active(now);
+            if self.young.len() + keys > capacity - capacity / 4 {
+                self.old = std::mem::take(&mut self.young);
+            }
+        }
+    }
+}
