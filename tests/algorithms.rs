@@ -62,7 +62,7 @@ impl FractionalTokens {
     fn new(quota: &Quota, start: u64) -> Self {
         let period = u128::from(quota.period_nanos());
         FractionalTokens {
-            limit: u128::from(quota.limit()),
+            limit: u128::from(quota.requests_per_period()),
             period,
             burst: u128::from(quota.burst()),
             scaled_tokens: u128::from(quota.burst()) * period,
@@ -97,7 +97,7 @@ struct WindowCounts {
 impl WindowCounts {
     fn new(quota: &Quota) -> Self {
         WindowCounts {
-            limit: quota.limit(),
+            limit: quota.requests_per_period(),
             period: quota.period_nanos(),
             admitted: BTreeMap::new(),
         }
@@ -170,7 +170,7 @@ impl Model for WeightedWindows {
 
 /// The emission interval of GCRA and the leaky bucket: `ceil(period / limit)`.
 fn interval(quota: &Quota) -> u64 {
-    quota.period_nanos().div_ceil(quota.limit())
+    quota.period_nanos().div_ceil(quota.requests_per_period())
 }
 
 /// GCRA in its continuous-state leaky bucket form (ITU-T I.371): a bucket content `x` that
@@ -399,7 +399,7 @@ proptest! {
         })
     ) {
         let model = WindowCounts::new(&quota);
-        check_against_model(Algorithm::FixedWindow, &quota, quota.limit(), start, &trace, model)?;
+        check_against_model(Algorithm::FixedWindow, &quota, quota.requests_per_period(), start, &trace, model)?;
     }
 
     #[test]
@@ -409,12 +409,12 @@ proptest! {
         })
     ) {
         let model = AllAdmitted {
-            limit: quota.limit(),
+            limit: quota.requests_per_period(),
             period: quota.period_nanos(),
             admitted: Vec::new(),
         };
         check_against_model(
-            Algorithm::SlidingWindowLog, &quota, quota.limit(), start, &trace, model,
+            Algorithm::SlidingWindowLog, &quota, quota.requests_per_period(), start, &trace, model,
         )?;
     }
 
@@ -426,7 +426,7 @@ proptest! {
     ) {
         let model = WeightedWindows(WindowCounts::new(&quota));
         check_against_model(
-            Algorithm::SlidingWindowCounter, &quota, quota.limit(), start, &trace, model,
+            Algorithm::SlidingWindowCounter, &quota, quota.requests_per_period(), start, &trace, model,
         )?;
     }
 

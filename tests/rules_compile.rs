@@ -23,7 +23,7 @@ async fn seed_example_admits_five_logins_per_minute() {
     assert_eq!(limit.name(), None);
     assert_eq!(limit.label(), "auth_type=login");
     let quota = limit.quota().expect("the login limit has a quota");
-    assert_eq!(quota.limit(), 5);
+    assert_eq!(quota.requests_per_period(), 5);
     assert_eq!(quota.period(), MINUTE);
     assert_eq!(quota.burst(), 5, "the burst defaults to the limit");
     assert_eq!(
@@ -54,7 +54,7 @@ async fn seed_example_admits_five_logins_per_minute() {
     let denial = verdicts.last().expect("eight verdicts");
     assert_eq!(denial.limit(), Some(label.as_str()));
     let decision = denial.decision().expect("a denial reports its decision");
-    assert_eq!(decision.limit, 5);
+    assert_eq!(decision.capacity, 5);
     assert_eq!(decision.remaining, 0);
     assert_eq!(
         decision.retry_after, MINUTE,
@@ -197,7 +197,7 @@ fn custom_periods_compile_to_their_duration() {
         let rules = compile(&one_limit(&format!("{fields}, requests_per_unit: 7")));
         let quota = only_quota(&rules);
         assert_eq!(quota.period(), period, "`{fields}`");
-        assert_eq!(quota.limit(), 7, "`{fields}`");
+        assert_eq!(quota.requests_per_period(), 7, "`{fields}`");
     }
 }
 
@@ -249,7 +249,7 @@ descriptors:
 #[tokio::test]
 async fn zero_requests_per_unit_compiles_and_denies_everything() {
     let rules = compile(&one_limit("unit: minute, requests_per_unit: 0"));
-    assert_eq!(only_quota(&rules).limit(), 0);
+    assert_eq!(only_quota(&rules).requests_per_period(), 0);
     let (limiter, _clock) = limiter(rules);
     assert_eq!(admitted(&limiter, &[("method", "GET")], 3).await, 0);
 

@@ -15,7 +15,7 @@ pub(crate) fn quota(limit: &Limit) -> String {
         return "unlimited".to_owned();
     };
     let period = Unit::format_period(quota.period());
-    let mut text = format!("{} per {period}", quota.limit());
+    let mut text = format!("{} per {period}", quota.requests_per_period());
     // Writing to a String cannot fail.
     match algorithm {
         Algorithm::TokenBucket | Algorithm::Gcra => {

@@ -9,9 +9,10 @@ use std::time::Duration;
 pub struct Decision {
     /// Whether the request fits.
     pub allowed: bool,
-    /// The most requests the client may send at once under this limit (its quota, or the
-    /// token bucket's burst).
-    pub limit: u64,
+    /// The most requests the client may send at once under this limit: its requests per
+    /// period, the token bucket's and GCRA's burst, or the leaky bucket's queue plus one
+    /// (see [`Algorithm::capacity`](super::Algorithm::capacity)). `X-Ratelimit-Limit`.
+    pub capacity: u64,
     /// Requests the client may still send right now; never overstated.
     pub remaining: u64,
     /// Time until the limit is back to its full allowance.

@@ -43,20 +43,20 @@ impl CopyTransition for FixedWindow {
         };
         let window_end = Nanos::new(window.saturating_add(1).saturating_mul(period));
         let until_next_window = window_end.since(now);
-        let allowed = count.saturating_add(cost) <= quota.limit();
+        let allowed = count.saturating_add(cost) <= quota.requests_per_period();
         let count = if allowed { count + cost } else { count };
         let retry_after = if allowed {
             Duration::ZERO
-        } else if cost > quota.limit() {
+        } else if cost > quota.requests_per_period() {
             quota.period()
         } else {
             until_next_window
         };
         let decision = Decision {
             allowed,
-            limit: quota.limit(),
+            capacity: quota.requests_per_period(),
             // Saturating: a state counted under a larger limit may exceed this one.
-            remaining: quota.limit().saturating_sub(count),
+            remaining: quota.requests_per_period().saturating_sub(count),
             reset_after: if count == 0 {
                 Duration::ZERO
             } else {

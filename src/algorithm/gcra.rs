@@ -70,7 +70,7 @@ impl Schedule {
             // A limit of 0: nothing is ever admitted, and there is nothing to book.
             let decision = Decision {
                 allowed: false,
-                limit: 0,
+                capacity: 0,
                 remaining: 0,
                 reset_after: Duration::ZERO,
                 retry_after: quota.period(),
@@ -123,7 +123,7 @@ impl Schedule {
         };
         // Whole intervals left before the horizon: slots - ⌈ahead / interval⌉.
         let mut remaining = self.slots.saturating_sub(divisor.div_ceil_u64(ahead));
-        let mut limit = self.slots;
+        let mut capacity = self.slots;
         // In 128 bits: a `max_delay` set in code may be longer than u64::MAX nanoseconds,
         // and these counts are exact for it (the comparisons above saturate exactly).
         if let Some(max) = self.max_delay.map(|max| max.as_nanos()) {
@@ -135,12 +135,12 @@ impl Schedule {
                     0
                 }
             };
-            limit = limit.min(within(0));
+            capacity = capacity.min(within(0));
             remaining = remaining.min(within(u128::from(ahead)));
         }
         let decision = Decision {
             allowed,
-            limit,
+            capacity,
             remaining,
             reset_after: Duration::from_nanos(ahead),
             retry_after,
@@ -254,7 +254,7 @@ mod tests {
         let shaped = allowed && schedule.shaping;
         let decision = Decision {
             allowed,
-            limit: narrow(wide(schedule.slots).min(within(0))),
+            capacity: narrow(wide(schedule.slots).min(within(0))),
             remaining: narrow((horizon.saturating_sub(ahead) / interval).min(within(ahead))),
             reset_after: Duration::from_nanos(narrow(ahead)),
             retry_after: Duration::from_nanos(narrow(retry_after)),

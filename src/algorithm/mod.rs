@@ -99,7 +99,7 @@ impl Algorithm {
             Algorithm::LeakyBucket => quota.queue().saturating_add(1),
             Algorithm::FixedWindow
             | Algorithm::SlidingWindowLog
-            | Algorithm::SlidingWindowCounter => quota.limit(),
+            | Algorithm::SlidingWindowCounter => quota.requests_per_period(),
         }
     }
 

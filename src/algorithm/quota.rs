@@ -2,14 +2,14 @@ use super::divisor::Divisor;
 use std::fmt;
 use std::time::Duration;
 
-/// How much a limit allows: `limit` requests per `period`, with bursts of up to `burst`.
+/// How much a limit allows: `requests` per `period`, with bursts of up to `burst`.
 ///
 /// ```
 /// use std::time::Duration;
 /// use tollgate::algorithm::Quota;
 ///
 /// let quota = Quota::new(20, Duration::from_secs(1))?.with_burst(40);
-/// assert_eq!(quota.limit(), 20);
+/// assert_eq!(quota.requests_per_period(), 20);
 /// assert_eq!(quota.burst(), 40);
 /// # Ok::<(), tollgate::algorithm::QuotaError>(())
 /// ```
@@ -17,10 +17,10 @@ use std::time::Duration;
 pub struct Quota {
     // The numbers the algorithms divide by, each with its reciprocal taken once here: a
     // division costs as much as the rest of a decision.
-    limit: Divisor,
+    requests: Divisor,
     /// In nanoseconds.
     period: Divisor,
-    /// `period / limit` rounded up, in nanoseconds (0 for a limit of 0).
+    /// `period / requests` rounded up, in nanoseconds (0 for 0 requests per period).
     interval: Divisor,
     /// See [`Quota::token_bucket_fits_a_timestamp`].
     token_bucket_fits_a_timestamp: bool,
@@ -37,49 +37,49 @@ pub struct Quota {
 /// last representable nanosecond where the token bucket would admit it.
 const MAX_TIMESTAMP_REFILL: u64 = 1 << 62;
 
-/// Whether a token bucket of `burst` refilled at `limit` per `period_nanos` fits a timestamp
+/// Whether a token bucket of `burst` refilled at `requests` per `period_nanos` fits a timestamp
 /// (see [`Quota::token_bucket_fits_a_timestamp`]).
-fn token_bucket_fits_a_timestamp(limit: u64, period_nanos: u64, burst: u64) -> bool {
+fn token_bucket_fits_a_timestamp(requests: u64, period_nanos: u64, burst: u64) -> bool {
     // Beyond `i64::MAX` the token bucket's own count saturates, and GCRA's does not.
-    let counts_fit = limit <= i64::MAX as u64 && burst <= i64::MAX as u64;
-    limit > 0
+    let counts_fit = requests <= i64::MAX as u64 && burst <= i64::MAX as u64;
+    requests > 0
         && counts_fit
-        && period_nanos % limit == 0
-        && (period_nanos / limit)
+        && period_nanos % requests == 0
+        && (period_nanos / requests)
             .checked_mul(burst)
             .is_some_and(|refill| refill <= MAX_TIMESTAMP_REFILL)
 }
 
 impl Quota {
-    /// `limit` requests per `period`; the burst defaults to `limit`.
+    /// `requests` per `period`; the burst defaults to `requests`.
     ///
-    /// A `limit` of 0 denies every request.
+    /// 0 requests per period deny every request.
     ///
     /// # Errors
     ///
     /// [`QuotaError`] when `period` is zero or longer than `u64::MAX` nanoseconds (about 584
     /// years). The rules refuse such periods with an error of their own before getting here.
-    pub fn new(limit: u64, period: Duration) -> Result<Self, QuotaError> {
+    pub fn new(requests: u64, period: Duration) -> Result<Self, QuotaError> {
         let period_nanos =
             u64::try_from(period.as_nanos()).map_err(|_| QuotaError::PeriodTooLong)?;
         if period_nanos == 0 {
             return Err(QuotaError::ZeroPeriod);
         }
-        let interval = if limit == 0 {
+        let interval = if requests == 0 {
             0
         } else {
-            period_nanos.div_ceil(limit)
+            period_nanos.div_ceil(requests)
         };
         Ok(Quota {
-            limit: Divisor::new(limit),
+            requests: Divisor::new(requests),
             period: Divisor::new(period_nanos),
             interval: Divisor::new(interval),
             token_bucket_fits_a_timestamp: token_bucket_fits_a_timestamp(
-                limit,
+                requests,
                 period_nanos,
-                limit,
+                requests,
             ),
-            burst: limit,
+            burst: requests,
             queue: 0,
             max_delay: None,
             shaping: true,
@@ -91,7 +91,7 @@ impl Quota {
     pub fn with_burst(mut self, burst: u64) -> Self {
         self.burst = burst;
         self.token_bucket_fits_a_timestamp =
-            token_bucket_fits_a_timestamp(self.limit.get(), self.period.get(), burst);
+            token_bucket_fits_a_timestamp(self.requests.get(), self.period.get(), burst);
         self
     }
 
@@ -118,8 +118,8 @@ impl Quota {
     }
 
     /// Requests allowed per period.
-    pub fn limit(&self) -> u64 {
-        self.limit.get()
+    pub fn requests_per_period(&self) -> u64 {
+        self.requests.get()
     }
 
     /// The period.
@@ -132,9 +132,9 @@ impl Quota {
         self.period.get()
     }
 
-    /// The limit, to divide by.
-    pub(crate) fn limit_divisor(&self) -> Divisor {
-        self.limit
+    /// The requests per period, to divide by.
+    pub(crate) fn requests_divisor(&self) -> Divisor {
+        self.requests
     }
 
     /// The period in nanoseconds, to divide by.
@@ -142,18 +142,18 @@ impl Quota {
         self.period
     }
 
-    /// The emission interval, `period / limit` rounded up to a whole nanosecond (so the rate
-    /// is never exceeded); `None` for a limit of 0.
+    /// The emission interval, `period / requests` rounded up to a whole nanosecond (so the rate
+    /// is never exceeded); `None` for 0 requests per period.
     pub(crate) fn emission_interval(&self) -> Option<Divisor> {
-        (self.limit.get() > 0).then_some(self.interval)
+        (self.requests.get() > 0).then_some(self.interval)
     }
 
     /// Whether a token bucket under this quota gives the same answers kept as GCRA's one
     /// timestamp (see `Algorithm::packed`): the emission interval is exactly `period /
-    /// limit`, with no rounding (100 per second, 60 per minute, but not 7 per minute); an
-    /// empty bucket refills within [`MAX_TIMESTAMP_REFILL`]; and the limit and the burst are
+    /// requests`, with no rounding (100 per second, 60 per minute, but not 7 per minute); an
+    /// empty bucket refills within [`MAX_TIMESTAMP_REFILL`]; and the requests and the burst are
     /// token counts the bucket keeps without saturating (at most `i64::MAX`, as the rules
-    /// compiler requires). Never for a limit of 0.
+    /// compiler requires). Never for 0 requests per period.
     pub(crate) fn token_bucket_fits_a_timestamp(&self) -> bool {
         self.token_bucket_fits_a_timestamp
     }

@@ -25,7 +25,7 @@ impl CopyTransition for SlidingWindowCounter {
         cost: u64,
     ) -> (SlidingWindowCounter, Decision) {
         let period = u128::from(quota.period_nanos());
-        let limit = u128::from(quota.limit());
+        let limit = u128::from(quota.requests_per_period());
         // A wall clock stepped back into an earlier window decides at the start of the stored
         // one: going back in time must not hand out fresh windows. Durations are still
         // measured from the real now.
@@ -71,7 +71,7 @@ impl CopyTransition for SlidingWindowCounter {
         };
         let decision = Decision {
             allowed,
-            limit: quota.limit(),
+            capacity: quota.requests_per_period(),
             remaining: to_u64(capacity.saturating_sub(used) / period),
             reset_after: Nanos::new(to_u64(reset_at)).since(now),
             retry_after,

@@ -42,18 +42,18 @@ impl SlidingWindowLog {
     /// The decision for `cost` at `now`, ignoring the first `expired` entries (cost `freed`).
     fn decide(&self, now: Nanos, quota: &Quota, cost: u64, expired: usize, freed: u64) -> Decision {
         let used = self.total - freed;
-        let allowed = used.saturating_add(cost) <= quota.limit();
+        let allowed = used.saturating_add(cost) <= quota.requests_per_period();
         let used_after = if allowed { used + cost } else { used };
         let retry_after = if allowed {
             Duration::ZERO
-        } else if cost > quota.limit() {
+        } else if cost > quota.requests_per_period() {
             quota.period()
         } else {
             // Wait until enough of the oldest entries have left the window.
             let mut still_used = used;
             let leaving = self.entries.iter().skip(expired).find(|(_, entry_cost)| {
                 still_used -= entry_cost;
-                still_used + cost <= quota.limit()
+                still_used + cost <= quota.requests_per_period()
             });
             leaving.map_or(Duration::ZERO, |(at, _)| {
                 at.plus(quota.period_nanos()).since(now)
@@ -66,8 +66,8 @@ impl SlidingWindowLog {
         };
         Decision {
             allowed,
-            limit: quota.limit(),
-            remaining: quota.limit().saturating_sub(used_after),
+            capacity: quota.requests_per_period(),
+            remaining: quota.requests_per_period().saturating_sub(used_after),
             reset_after: newest.map_or(Duration::ZERO, |at| {
                 at.plus(quota.period_nanos()).since(now)
             }),

@@ -44,7 +44,11 @@ impl CopyTransition for TokenBucket {
         cost: u64,
     ) -> (TokenBucket, Decision) {
         // A limit of 0 never refills: the bucket holds nothing, whatever the burst.
-        let burst = if quota.limit() == 0 { 0 } else { quota.burst() };
+        let burst = if quota.requests_per_period() == 0 {
+            0
+        } else {
+            quota.burst()
+        };
         let capacity = i128::from(burst);
         let mut bucket = state.copied().unwrap_or(TokenBucket {
             anchor: now,
@@ -64,7 +68,7 @@ impl CopyTransition for TokenBucket {
         let allowed = cost_tokens <= tokens;
         let retry_after = if allowed {
             Duration::ZERO
-        } else if cost_tokens > capacity || quota.limit() == 0 {
+        } else if cost_tokens > capacity || quota.requests_per_period() == 0 {
             quota.period()
         } else {
             bucket.time_until(cost_tokens, now, quota)
@@ -74,14 +78,14 @@ impl CopyTransition for TokenBucket {
                 i64::try_from(i128::from(bucket.level) - cost_tokens).unwrap_or(i64::MIN);
             tokens -= cost_tokens;
         }
-        let reset_after = if quota.limit() == 0 {
+        let reset_after = if quota.requests_per_period() == 0 {
             Duration::ZERO
         } else {
             bucket.time_until(capacity, now, quota)
         };
         let decision = Decision {
             allowed,
-            limit: burst,
+            capacity: burst,
             remaining: u64::try_from(tokens.max(0)).unwrap_or(0),
             reset_after,
             retry_after,
@@ -101,7 +105,8 @@ impl TokenBucket {
         let periods = quota.period_divisor().div_u64(elapsed);
         if periods > 0 {
             self.anchor = self.anchor.plus(periods * quota.period_nanos());
-            let credited = i128::from(self.level) + i128::from(periods) * i128::from(quota.limit());
+            let credited = i128::from(self.level)
+                + i128::from(periods) * i128::from(quota.requests_per_period());
             // Below the capacity (the caller checked), so within i64.
             self.level = i64::try_from(credited).unwrap_or(i64::MAX);
         }
@@ -112,7 +117,7 @@ impl TokenBucket {
         let elapsed = u128::from(now.as_u64().saturating_sub(self.anchor.as_u64()));
         let refilled = quota
             .period_divisor()
-            .div(elapsed * u128::from(quota.limit()));
+            .div(elapsed * u128::from(quota.requests_per_period()));
         i128::from(self.level) + i128::try_from(refilled).unwrap_or(i128::MAX)
     }
 
@@ -124,7 +129,7 @@ impl TokenBucket {
         }
         // The first t with (t - anchor) × limit >= missing × period.
         let wait = quota
-            .limit_divisor()
+            .requests_divisor()
             .div_ceil(missing.unsigned_abs() * u128::from(quota.period_nanos()));
         let ready_at = self.anchor.plus(to_u64(wait));
         ready_at.since(now)

@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 #[derive(Debug, Clone)]
 pub(crate) struct Booking {
     /// The limit's index in the rules' limits.
-    pub(crate) limit: usize,
+    pub(crate) limit_index: usize,
     pub(crate) key: StateKey,
     pub(crate) cost: u64,
     /// Whether the limit only reports: in shadow mode itself, or all limits are.
@@ -50,9 +50,9 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn booking(limit: usize, shadow: bool) -> Booking {
+    fn booking(limit_index: usize, shadow: bool) -> Booking {
         Booking {
-            limit,
+            limit_index,
             key: StateKey::new(),
             cost: 1,
             shadow,
@@ -63,7 +63,7 @@ mod tests {
     fn queued_until(booked_until: Option<Nanos>) -> Decision {
         Decision {
             allowed: true,
-            limit: 1,
+            capacity: 1,
             remaining: 0,
             reset_after: Duration::ZERO,
             retry_after: Duration::ZERO,
@@ -85,7 +85,7 @@ mod tests {
         let queued = Booking::take_queued(&mut bookings, &decisions).expect("one place");
         assert_eq!(queued.len(), 1);
         assert_eq!(
-            (queued[0].limit, queued[0].booked_until),
+            (queued[0].limit_index, queued[0].booked_until),
             (0, Some(Nanos::new(5)))
         );
     }

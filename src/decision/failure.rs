@@ -49,7 +49,7 @@ pub(crate) struct StoreFailures {
 impl StoreFailures {
     /// The outcomes of `bookings` under the policies of their limits in `rules`.
     pub(crate) fn of(rules: &Rules, bookings: &[Booking]) -> Self {
-        let policy = |booking: &Booking| rules.limits[booking.limit].on_store_error();
+        let policy = |booking: &Booking| rules.limits[booking.limit_index].on_store_error();
         let closed = bookings
             .iter()
             .any(|b| !b.shadow && policy(b) == OnStoreError::Deny);
@@ -77,10 +77,12 @@ impl StoreFailures {
         let limit = self
             .with(bookings, StoreFailure::Denied)
             .next()
-            .map(|b| b.limit)?;
+            .map(|b| b.limit_index)?;
         let decision = Decision {
             allowed: false,
-            limit: rules.limits[limit].quota().map_or(0, |q| q.limit()),
+            capacity: rules.limits[limit]
+                .quota()
+                .map_or(0, |q| q.requests_per_period()),
             remaining: 0,
             reset_after: STORE_ERROR_RETRY,
             retry_after: STORE_ERROR_RETRY,

@@ -39,12 +39,12 @@ impl Ruling {
                 ruling.shadow_denied |= !decision.allowed;
             } else if decision.allowed {
                 ruling.delay = ruling.delay.max(decision.delay);
-                let room = |d: &Decision| (d.remaining, d.limit);
+                let room = |d: &Decision| (d.remaining, d.capacity);
                 if least_room.is_none_or(|(_, least)| room(decision) < room(least)) {
-                    least_room = Some((booking.limit, decision));
+                    least_room = Some((booking.limit_index, decision));
                 }
             } else if last_freed.is_none_or(|(_, last)| decision.retry_after >= last.retry_after) {
-                last_freed = Some((booking.limit, decision));
+                last_freed = Some((booking.limit_index, decision));
             }
         }
         if last_freed.is_some() {
@@ -108,10 +108,10 @@ mod tests {
     use super::*;
     use crate::rules::tree::StateKey;
 
-    /// A booking of limit `limit`, enforced or `shadow`.
-    fn booking(limit: usize, shadow: bool) -> Booking {
+    /// A booking of the limit at `limit_index`, enforced or `shadow`.
+    fn booking(limit_index: usize, shadow: bool) -> Booking {
         Booking {
-            limit,
+            limit_index,
             key: StateKey::new(),
             cost: 1,
             shadow,
@@ -119,12 +119,12 @@ mod tests {
         }
     }
 
-    /// A decision with `remaining` left of `limit`, waiting `wait` seconds to admit the next
-    /// request (denied when `remaining` is 0 and `wait` is not) after `delay` ms in a queue.
-    fn decision(remaining: u64, limit: u64, wait: u64, delay: u64) -> Decision {
+    /// A decision with `remaining` left of `capacity`, waiting `wait` seconds to admit the
+    /// next request (denied when `remaining` is 0 and `wait` is not) after `delay` ms in a queue.
+    fn decision(remaining: u64, capacity: u64, wait: u64, delay: u64) -> Decision {
         Decision {
             allowed: remaining > 0 || wait == 0,
-            limit,
+            capacity,
             remaining,
             reset_after: Duration::from_secs(60),
             retry_after: Duration::from_secs(wait),

@@ -38,7 +38,7 @@ impl<St: Store> Limiter<St> {
         let mut bookings = Bookings::new();
         // Each key is taken out of its match, not the matches moved into an iterator.
         for m in &mut matches {
-            let limit = &rules.limits[m.limit];
+            let limit = &rules.limits[m.limit_index];
             // A shadow `unlimited` entry (the only unlimited one left in the matches) has
             // nothing to check.
             if limit.limited().is_none() {
@@ -46,7 +46,7 @@ impl<St: Store> Limiter<St> {
             }
             bookings.push(Booking {
                 cost: limit.cost(values, default_cost),
-                limit: m.limit,
+                limit_index: m.limit_index,
                 key: std::mem::take(&mut m.key),
                 shadow: shadow_all || limit.is_shadow(),
                 booked_until: None,
@@ -100,7 +100,7 @@ pub(super) fn checks<'a>(
 
 /// What the store is asked about `booking`.
 fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
-    let (algorithm, quota) = rules.limits[booking.limit]
+    let (algorithm, quota) = rules.limits[booking.limit_index]
         .limited()
         .expect("only limited entries are booked (see `Limiter::start`)");
     LimitCheck {

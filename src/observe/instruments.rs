@@ -195,7 +195,7 @@ mod tests {
     fn decision(allowed: bool, delay: Duration) -> Decision {
         Decision {
             allowed,
-            limit: 1,
+            capacity: 1,
             remaining: 0,
             reset_after: Duration::ZERO,
             retry_after: Duration::ZERO,

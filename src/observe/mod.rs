@@ -81,11 +81,11 @@ impl Observer {
         for (booking, decision) in bookings.iter().zip(decisions) {
             #[cfg(feature = "metrics")]
             self.instruments.count(
-                booking.limit,
+                booking.limit_index,
                 Outcome::of(decision, booking.shadow, ruling.is_allowed()),
             );
             if log_shadow_denials && booking.shadow && !decision.allowed {
-                self.shadow_denied(rules, booking.limit);
+                self.shadow_denied(rules, booking.limit_index);
             }
         }
     }
@@ -112,11 +112,11 @@ impl Observer {
             outcomes.contains(&StoreFailure::ShadowDenied) && tracing::enabled!(Level::INFO);
         for (booking, &outcome) in bookings.iter().zip(outcomes) {
             if log_shadow_denials && outcome == StoreFailure::ShadowDenied {
-                self.shadow_denied(rules, booking.limit);
+                self.shadow_denied(rules, booking.limit_index);
             }
             #[cfg(feature = "metrics")]
             {
-                self.instruments.count_store_error(booking.limit);
+                self.instruments.count_store_error(booking.limit_index);
                 let outcome = match outcome {
                     StoreFailure::Admitted => Outcome::Allowed,
                     StoreFailure::Denied => Outcome::Denied,
@@ -124,7 +124,7 @@ impl Observer {
                     // Counted by the fallback store's decision.
                     StoreFailure::Local => continue,
                 };
-                self.instruments.count(booking.limit, outcome);
+                self.instruments.count(booking.limit_index, outcome);
             }
         }
     }
@@ -278,7 +278,7 @@ impl fmt::Display for Labels<'_> {
             if i > 0 {
                 f.write_str(", ")?;
             }
-            f.write_str(self.rules.limits[booking.limit].label())?;
+            f.write_str(self.rules.limits[booking.limit_index].label())?;
         }
         Ok(())
     }

@@ -46,7 +46,7 @@
 //! std::fs::write(&path, limits(20))?;
 //! watcher.reload()?; // `Applied`, or `Unchanged` when the watcher was quicker
 //! assert_eq!(watcher.reload()?, ReloadOutcome::Unchanged);
-//! let per_second = |limiter: &Limiter| limiter.rules().limits()[0].quota().map(|q| q.limit());
+//! let per_second = |limiter: &Limiter| limiter.rules().limits()[0].quota().map(|q| q.requests_per_period());
 //! assert_eq!(per_second(&limiter), Some(20));
 //!
 //! std::fs::write(&path, "domain: api\ndescriptors: [")?;

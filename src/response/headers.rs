@@ -65,7 +65,7 @@ pub(crate) fn headers(
         let names = [XRatelimitHeader::Limit, XRatelimitHeader::Remaining];
         (
             names.map(|header| options.name(header).clone()),
-            [decision.limit, decision.remaining],
+            [decision.capacity, decision.remaining],
         )
     });
     let mut others = Vec::new();
@@ -90,7 +90,10 @@ pub(super) fn denial_headers(
 ) {
     if options.x_ratelimit_headers {
         let name = |header| options.name(header).clone();
-        headers.insert(name(XRatelimitHeader::Limit), limit_number(decision.limit));
+        headers.insert(
+            name(XRatelimitHeader::Limit),
+            limit_number(decision.capacity),
+        );
         headers.insert(name(XRatelimitHeader::Remaining), NONE_REMAINING);
         headers.insert(name(XRatelimitHeader::RetryAfter), retry_after);
     }
@@ -144,7 +147,7 @@ pub(super) mod tests {
     pub(in crate::response) fn denial(retry_after: Duration) -> Decision {
         Decision {
             allowed: false,
-            limit: 5,
+            capacity: 5,
             remaining: 0,
             reset_after: Duration::from_secs(60),
             retry_after,

@@ -15,7 +15,7 @@ pub(super) fn fields(limit: &Limit, decision: &Decision) -> Option<[HeaderValue;
     } else {
         (0, whole_seconds_at_least_one(decision.retry_after))
     };
-    let policy = format!("{name};q={};w={window}", decision.limit);
+    let policy = format!("{name};q={};w={window}", decision.capacity);
     let state = format!("{name};r={remaining};t={reset}");
     // Both are printable ASCII by construction (the name is escaped).
     Some([

@@ -29,7 +29,7 @@ pub(super) struct RejectionKey<'a> {
     /// address: the same address is the same label.
     pub(super) label: &'a Arc<str>,
     /// `X-Ratelimit-Limit`.
-    pub(super) limit: u64,
+    pub(super) capacity: u64,
     /// `Retry-After` and `X-Ratelimit-Retry-After`, in whole seconds (the body, or a gRPC
     /// message, repeats it).
     pub(super) retry_after: u64,
@@ -38,7 +38,7 @@ pub(super) struct RejectionKey<'a> {
 /// A key that came up, and its answer once it came up again.
 struct Remembered {
     label: Arc<str>,
-    limit: u64,
+    capacity: u64,
     retry_after: u64,
     answer: Option<Answer>,
 }
@@ -46,7 +46,7 @@ struct Remembered {
 impl Remembered {
     fn is_for(&self, key: &RejectionKey<'_>) -> bool {
         self.retry_after == key.retry_after
-            && self.limit == key.limit
+            && self.capacity == key.capacity
             && Arc::ptr_eq(&self.label, key.label)
     }
 }
@@ -70,7 +70,7 @@ impl RecentRejections {
         let Some(remembered) = self.0.find_mut(|r| r.is_for(key)) else {
             self.0.push(Remembered {
                 label: Arc::clone(key.label),
-                limit: key.limit,
+                capacity: key.capacity,
                 retry_after: key.retry_after,
                 answer: None,
             });
@@ -97,17 +97,17 @@ mod tests {
     fn answer(recent: &mut RecentRejections, key: &RejectionKey<'_>, made: &mut usize) -> Answer {
         recent.answer(key, || {
             *made += 1;
-            let text = format!("{} {} {}", key.label, key.limit, key.retry_after);
+            let text = format!("{} {} {}", key.label, key.capacity, key.retry_after);
             let mut headers = HeaderMap::new();
             headers.insert("x-made", HeaderValue::from(*made));
             (headers, Bytes::from(text))
         })
     }
 
-    fn key(label: &Arc<str>, limit: u64, retry_after: u64) -> RejectionKey<'_> {
+    fn key(label: &Arc<str>, capacity: u64, retry_after: u64) -> RejectionKey<'_> {
         RejectionKey {
             label,
-            limit,
+            capacity,
             retry_after,
         }
     }
@@ -143,7 +143,10 @@ mod tests {
         for _ in 0..3 {
             for wanted in &keys {
                 let (_, body) = answer(&mut recent, wanted, &mut made);
-                let expected = format!("{} {} {}", wanted.label, wanted.limit, wanted.retry_after);
+                let expected = format!(
+                    "{} {} {}",
+                    wanted.label, wanted.capacity, wanted.retry_after
+                );
                 assert_eq!(body, expected.as_str());
             }
         }

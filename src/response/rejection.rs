@@ -138,7 +138,7 @@ fn kept_answer(
 ) -> Answer {
     let key = RejectionKey {
         label: limit.shared_label(),
-        limit: decision.limit,
+        capacity: decision.capacity,
         retry_after,
     };
     recent.with_borrow_mut(|recent| {

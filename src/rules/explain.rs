@@ -83,12 +83,15 @@ impl Rules {
             replaced: Vec::new(),
             exemption: None,
         };
-        if let Some(exempting) = matched.iter().find(|m| self.limits[m.limit].exempts()) {
-            explanation.exemption = Some(found(exempting.limit)?);
+        if let Some(exempting) = matched
+            .iter()
+            .find(|m| self.limits[m.limit_index].exempts())
+        {
+            explanation.exemption = Some(found(exempting.limit_index)?);
             return Ok(explanation);
         }
         for (m, replaced) in matched.iter().zip(self.replaced(&matched)) {
-            let limit = found(m.limit)?;
+            let limit = found(m.limit_index)?;
             if replaced {
                 explanation.replaced.push(limit);
             } else {

@@ -203,7 +203,10 @@ impl Rules {
     pub(crate) fn set_aside(&self, matches: &mut Matches) {
         let limits = &self.limits;
         // Shadow entries only report: they neither exempt a request nor replace a limit.
-        let exempt = matches.iter().map(|m| &limits[m.limit]).any(Limit::exempts);
+        let exempt = matches
+            .iter()
+            .map(|m| &limits[m.limit_index])
+            .any(Limit::exempts);
         if exempt {
             matches.clear();
         } else if self.has_replaces {
@@ -220,10 +223,10 @@ impl Rules {
         matches
             .iter()
             .map(|m| {
-                limits[m.limit].name.as_deref().is_some_and(|name| {
+                limits[m.limit_index].name.as_deref().is_some_and(|name| {
                     matches
                         .iter()
-                        .any(|other| replaces(&limits[other.limit], name))
+                        .any(|other| replaces(&limits[other.limit_index], name))
                 })
             })
             .collect()

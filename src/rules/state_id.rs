@@ -9,7 +9,11 @@ pub(super) fn state_id(chain: &str, rate: &Rate) -> u64 {
     if let Rate::Limited { quota, algorithm } = rate {
         bytes.push(0);
         bytes.extend_from_slice(algorithm.name().as_bytes());
-        for number in [quota.limit(), quota.period_nanos(), quota.burst()] {
+        for number in [
+            quota.requests_per_period(),
+            quota.period_nanos(),
+            quota.burst(),
+        ] {
             bytes.extend_from_slice(&number.to_le_bytes());
         }
     }

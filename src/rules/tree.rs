@@ -46,7 +46,8 @@ pub(crate) struct NodeLimit {
 /// A limit that applies to a request, with the key of its state.
 #[derive(Debug, Clone)]
 pub(crate) struct Matched {
-    pub(crate) limit: usize,
+    /// The limit's index in the rules' limits.
+    pub(crate) limit_index: usize,
     pub(crate) key: StateKey,
 }
 
@@ -113,7 +114,7 @@ impl Level {
                 let mut key = StateKey::from_slice(path);
                 key[..STATE_ID_BYTES].copy_from_slice(&limit.state_id.to_le_bytes());
                 out.push(Matched {
-                    limit: limit.index,
+                    limit_index: limit.index,
                     key,
                 });
             }

@@ -150,10 +150,11 @@ impl Compiler {
             _ => return true,
         };
         let slots = algorithm.capacity(quota);
-        if quota.limit() == 0 {
+        if quota.requests_per_period() == 0 {
             return true;
         }
-        let interval = u128::from(quota.period_nanos()).div_ceil(u128::from(quota.limit()));
+        let interval =
+            u128::from(quota.period_nanos()).div_ceil(u128::from(quota.requests_per_period()));
         if u128::from(slots) * interval <= MAX_PERIOD.as_nanos() {
             return true;
         }

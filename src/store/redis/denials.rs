@@ -22,7 +22,7 @@ pub(super) struct Denials {
 struct Denial {
     /// The smallest cost known to be denied.
     cost: u64,
-    limit: u64,
+    capacity: u64,
     retry_at: Nanos,
     reset_at: Nanos,
 }
@@ -64,7 +64,7 @@ impl Denials {
             .map(|(check, denial)| match denial {
                 Some(denial) => Decision {
                     allowed: false,
-                    limit: denial.limit,
+                    capacity: denial.capacity,
                     remaining: 0,
                     reset_after: denial.reset_at.since(now),
                     retry_after: denial.retry_at.since(now),
@@ -73,7 +73,7 @@ impl Denials {
                 },
                 None => Decision {
                     allowed: true,
-                    limit: check.quota.limit(),
+                    capacity: check.quota.requests_per_period(),
                     remaining: 0,
                     reset_after: Duration::ZERO,
                     retry_after: Duration::ZERO,
@@ -109,7 +109,7 @@ impl Denials {
             }
             let denial = Denial {
                 cost: check.cost,
-                limit: decision.limit,
+                capacity: decision.capacity,
                 retry_at: now.plus(saturating_nanos(decision.retry_after)),
                 reset_at: now.plus(saturating_nanos(decision.reset_after)),
             };

@@ -374,10 +374,12 @@ fn int(value: u64) -> i64 {
 impl RedisStore {
     fn plan(&self, check: &LimitCheck<'_>) -> Result<Planned, StoreError> {
         let quota = check.quota;
-        if check.algorithm == Algorithm::SlidingWindowLog && quota.limit() > MAX_LOG_LIMIT {
+        if check.algorithm == Algorithm::SlidingWindowLog
+            && quota.requests_per_period() > MAX_LOG_LIMIT
+        {
             let message = format!(
                 "a sliding_window_log of {} is too large for Redis, which reads the whole log on every request (at most {MAX_LOG_LIMIT}; sliding_window_counter scales)",
-                quota.limit()
+                quota.requests_per_period()
             );
             return Err(StoreError::new(message, "log too large"));
         }
@@ -385,7 +387,7 @@ impl RedisStore {
             StoreError::new(
                 format!(
                     "the limit `{}` per {:?} is too large for the Redis store's exact arithmetic",
-                    quota.limit(),
+                    quota.requests_per_period(),
                     quota.period()
                 ),
                 "no tick fits",
@@ -397,7 +399,7 @@ impl RedisStore {
         let args = [
             algorithm_code(check.algorithm),
             int(tick.per_base),
-            int(quota.limit()),
+            int(quota.requests_per_period()),
             int(tick.count(quota.period_nanos())),
             int(quota.burst()),
             int(quota.queue()),
@@ -457,7 +459,7 @@ fn decision(values: &[i64], tick: Tick) -> Decision {
         |value: i64| Duration::from_nanos(tick.nanos_of(u64::try_from(value).unwrap_or(0)));
     Decision {
         allowed: values[0] == 1,
-        limit: u64::try_from(values[1]).unwrap_or(0),
+        capacity: u64::try_from(values[1]).unwrap_or(0),
         remaining: u64::try_from(values[2]).unwrap_or(0),
         reset_after: duration(values[3]),
         retry_after: duration(values[4]),

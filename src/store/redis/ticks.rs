@@ -78,7 +78,7 @@ impl Tick {
     /// A bound on the largest value, beyond `now`, that the script computes for `quota`.
     fn largest_value(self, algorithm: Algorithm, quota: &Quota) -> u128 {
         let period = u128::from(self.count(quota.period_nanos()));
-        let limit = u128::from(quota.limit());
+        let limit = u128::from(quota.requests_per_period());
         let burst = u128::from(quota.burst());
         let cost = u128::from(clamped_cost(u64::MAX, algorithm, quota));
         match algorithm {
