@@ -1,13 +1,15 @@
 //! The Redis store: see [`RedisStore`].
 
 mod breaker;
+mod builder;
 mod denials;
 mod ticks;
 
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
 use crate::algorithm::{Algorithm, Decision, Quota};
-use crate::clock::{saturating_nanos, Clock, Nanos, SystemClock};
+use crate::clock::{saturating_nanos, Clock, Nanos};
 use breaker::Breaker;
+pub use builder::RedisStoreBuilder;
 use denials::Denials;
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
@@ -89,19 +91,6 @@ enum Connection {
     Cluster(ClusterConnection),
 }
 
-/// Configures and connects a [`RedisStore`].
-#[must_use]
-pub struct RedisStoreBuilder {
-    nodes: Vec<String>,
-    cluster: bool,
-    prefix: String,
-    timeout: Duration,
-    breaker_threshold: u32,
-    breaker_cooldown: Duration,
-    over_limit_cache: bool,
-    clock: Option<Arc<dyn Clock>>,
-}
-
 impl RedisStore {
     /// Starts configuring a store on one Redis server, e.g. `redis://127.0.0.1:6379`.
     pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
@@ -168,118 +157,6 @@ impl RedisStore {
         } else {
             1_000
         }
-    }
-}
-
-impl RedisStoreBuilder {
-    fn new(nodes: Vec<String>, cluster: bool) -> Self {
-        RedisStoreBuilder {
-            nodes,
-            cluster,
-            prefix: "tollgate:".to_owned(),
-            timeout: Duration::from_millis(50),
-            breaker_threshold: 5,
-            breaker_cooldown: Duration::from_secs(1),
-            over_limit_cache: true,
-            clock: None,
-        }
-    }
-
-    /// A prefix for every key (default `tollgate:`), so that several services can share one
-    /// Redis. It may not contain braces: the domain is the keys' hash tag.
-    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// The longest a call to Redis may take (default 50 ms); a slower call is a failure.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// After `failures` failed calls in a row, calls fail at once for `cooldown` (defaults:
-    /// 5 and 1 s); then one call tries Redis again.
-    pub fn circuit_breaker(mut self, failures: u32, cooldown: Duration) -> Self {
-        self.breaker_threshold = failures;
-        self.breaker_cooldown = cooldown;
-        self
-    }
-
-    /// Whether keys Redis reported full are denied locally until they free up (default on).
-    pub fn over_limit_cache(mut self, enabled: bool) -> Self {
-        self.over_limit_cache = enabled;
-        self
-    }
-
-    /// For tests: the scripts take the time from `clock` (nanoseconds, below 2^52, as a
-    /// [`ManualClock`](crate::clock::ManualClock)'s) instead of Redis's `TIME`.
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Some(Arc::new(clock));
-        self
-    }
-
-    /// Connects.
-    ///
-    /// # Errors
-    ///
-    /// When no node can be reached. Once connected, the store reconnects by itself.
-    pub async fn connect(self) -> Result<RedisStore, StoreError> {
-        if self.prefix.contains(['{', '}']) {
-            // A brace in the prefix would become the Redis Cluster hash tag instead of the domain.
-            let message = format!(
-                "the key prefix `{}` must not contain `{{` or `}}`",
-                self.prefix
-            );
-            return Err(StoreError::new(message, "invalid key prefix"));
-        }
-        let connection = if self.cluster {
-            let client = redis::cluster::ClusterClient::builder(self.nodes.clone())
-                .connection_timeout(self.timeout.max(Duration::from_secs(1)))
-                .response_timeout(self.timeout)
-                .build()
-                .map_err(|e| StoreError::new("invalid Redis Cluster configuration", e))?;
-            let connection = client
-                .get_async_connection()
-                .await
-                .map_err(|e| StoreError::new("cannot connect to the Redis Cluster", e))?;
-            Connection::Cluster(connection)
-        } else {
-            let url = self.nodes.first().cloned().unwrap_or_default();
-            let client = redis::Client::open(url.as_str())
-                .map_err(|e| StoreError::new(format!("invalid Redis URL `{url}`"), e))?;
-            let config = redis::aio::ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(self.timeout.max(Duration::from_secs(1))))
-                .set_response_timeout(Some(self.timeout))
-                .set_number_of_retries(1)
-                .set_max_delay(Duration::from_millis(500));
-            let manager = ConnectionManager::new_with_config(client, config)
-                .await
-                .map_err(|e| StoreError::new(format!("cannot connect to Redis at `{url}`"), e))?;
-            Connection::Single(manager)
-        };
-        let clock_overrides_redis = self.clock.is_some();
-        Ok(RedisStore {
-            inner: Arc::new(Inner {
-                connection,
-                acquire: Script::new(concat!(
-                    include_str!("prelude.lua"),
-                    include_str!("acquire.lua")
-                )),
-                cancel: Script::new(concat!(
-                    include_str!("prelude.lua"),
-                    include_str!("cancel.lua")
-                )),
-                prefix: self.prefix,
-                timeout: self.timeout,
-                breaker: Breaker::new(self.breaker_threshold, self.breaker_cooldown),
-                denials: self.over_limit_cache.then(|| Denials::new(100_000)),
-                clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
-                started: std::time::Instant::now(),
-                clock_overrides_redis,
-                reported_unfit: AtomicBool::new(false),
-            }),
-        })
     }
 }
 
