@@ -5,6 +5,7 @@ use crate::algorithm::{Decision, PackedAlgorithm};
 use crate::clock::{saturating_nanos, Nanos};
 use crate::store::LimitCheck;
 use parking_lot::RwLock;
+use std::num::NonZeroU64;
 use std::sync::atomic::Ordering;
 
 #[derive(Default)]
@@ -20,7 +21,7 @@ pub(super) struct Generations {
 /// must be inserted or moved to the young generation, under the exclusive lock.
 pub(super) fn decide_shared(
     shard: &RwLock<Generations>,
-    fingerprint: u64,
+    fingerprint: NonZeroU64,
     check: &LimitCheck<'_>,
     now: Nanos,
 ) -> Option<Decision> {
@@ -71,7 +72,7 @@ impl Generations {
     /// key whose request was denied (or left nothing to remember) stays untracked.
     pub(super) fn decide(
         &mut self,
-        fingerprint: u64,
+        fingerprint: NonZeroU64,
         check: &LimitCheck<'_>,
         now: Nanos,
         capacity: usize,
@@ -121,7 +122,7 @@ impl Generations {
     fn decide_packed<S: PackedSlot>(
         &mut self,
         packed: PackedAlgorithm,
-        fingerprint: u64,
+        fingerprint: NonZeroU64,
         check: &LimitCheck<'_>,
         now: Nanos,
         capacity: usize,
@@ -149,7 +150,7 @@ impl Generations {
     /// the old one. A key found young (the common case) costs one probe.
     pub(super) fn find<S: Slot>(
         &mut self,
-        fingerprint: u64,
+        fingerprint: NonZeroU64,
         now: Nanos,
         capacity: usize,
     ) -> Option<&mut S> {
@@ -167,7 +168,7 @@ impl Generations {
     /// its place there. Each generation so holds at most `capacity` keys.
     pub(super) fn insert<S: Slot>(
         &mut self,
-        fingerprint: u64,
+        fingerprint: NonZeroU64,
         slot: S,
         now: Nanos,
         capacity: usize,

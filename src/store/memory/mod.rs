@@ -3,7 +3,7 @@
 
 mod fingerprint;
 mod generations;
-mod key_table;
+mod probe_table;
 mod tables;
 
 use self::fingerprint::Fingerprinter;
@@ -14,6 +14,7 @@ use crate::clock::{Clock, Nanos, SystemClock};
 use parking_lot::{RwLock, RwLockWriteGuard};
 use smallvec::SmallVec;
 use std::fmt;
+use std::num::NonZeroU64;
 
 /// Limit state in process memory: the default store.
 ///
@@ -35,17 +36,19 @@ use std::fmt;
 /// - GCRA, the leaky bucket, and the token bucket when its emission interval is a whole
 ///   number of nanoseconds and an empty bucket refills within 146 years (decided as GCRA,
 ///   with the same answers): one timestamp, which is also when the key goes idle, so an entry
-///   is 16 bytes: about 36 bytes per key at 1,000,000 keys, with the hash table's slack
+///   is 16 bytes: about 34 bytes per key at 1,000,000 keys, with the hash table's slack
 ///   (governor's keyed limiter needs 69 for an `IpAddr` key; see `BENCHMARKS.md`). A token
 ///   bucket's key checked under a quota on the other side of that line starts afresh (the
 ///   limiter's keys name their quota, so only a direct user of the store can do that);
-/// - the fixed window and the other token buckets: two words and the idle time, 32 bytes (69
+/// - the fixed window and the other token buckets: two words and the idle time, 32 bytes (67
 ///   per key);
 /// - the sliding windows: the whole 40-byte [`State`](crate::algorithm::State) and the idle
-///   time, 56 bytes (120 per key, plus the log's entries).
+///   time, 56 bytes in a 64-byte place (134 per key, plus the log's entries).
 ///
-/// Each table is a `hashbrown` table of fingerprints and states, at most seven eighths
-/// full, with a control byte per place.
+/// The tables are probed in place: an entry sits where its fingerprint points or just after,
+/// in places grouped four to a cache line, so finding a key usually reads one line (a table
+/// with separate control bytes reads two, each a miss to memory once the keys outgrow the
+/// cache).
 ///
 /// Two keys would share one state only if their fingerprints were equal. Any two different
 /// keys collide with probability 2⁻⁶⁴ over the random seed, however they were chosen: among a
@@ -186,15 +189,19 @@ impl<C: Clock> MemoryStore<C> {
 
     /// What identifies the state of `check` in this store: its key and its algorithm,
     /// hashed under the store's random seed.
-    fn fingerprint(&self, check: &LimitCheck<'_>) -> u64 {
-        self.fingerprinter
-            .fingerprint(check.key, check.algorithm as u8)
+    ///
+    /// A fingerprint of 0 is taken as 1, since the tables mark empty places with 0. That adds
+    /// 2⁻¹²⁷ to the odds that two keys collide.
+    fn fingerprint(&self, check: &LimitCheck<'_>) -> NonZeroU64 {
+        let fingerprint = self
+            .fingerprinter
+            .fingerprint(check.key, check.algorithm as u8);
+        NonZeroU64::new(fingerprint).unwrap_or(NonZeroU64::MIN)
     }
 
-    fn shard_of(&self, fingerprint: u64) -> usize {
-        // The tables place a key by its low bits and tell keys apart by its top 7; the shard
-        // takes bits from neither.
-        (fingerprint >> 32) as usize & (self.shards.len() - 1)
+    fn shard_of(&self, fingerprint: NonZeroU64) -> usize {
+        // The tables use the low bits; take the shard from the high ones.
+        (fingerprint.get() >> 32) as usize & (self.shards.len() - 1)
     }
 
     fn decide(&self, checks: &[LimitCheck<'_>]) -> Decisions {
@@ -221,7 +228,8 @@ impl<C: Clock> MemoryStore<C> {
     /// Decides several limits of one request, all or nothing.
     fn decide_together(&self, checks: &[LimitCheck<'_>], now: Nanos) -> Decisions {
         let capacity = self.generation_capacity;
-        let fingerprints: SmallVec<[u64; 4]> = checks.iter().map(|c| self.fingerprint(c)).collect();
+        let fingerprints: SmallVec<[NonZeroU64; 4]> =
+            checks.iter().map(|c| self.fingerprint(c)).collect();
         let mut shard_ids: SmallVec<[usize; 4]> =
             fingerprints.iter().map(|&f| self.shard_of(f)).collect();
         shard_ids.sort_unstable();
@@ -230,7 +238,7 @@ impl<C: Clock> MemoryStore<C> {
             .iter()
             .map(|&id| self.shards[id].0.write())
             .collect();
-        let guard_of = |fingerprint: u64| {
+        let guard_of = |fingerprint: NonZeroU64| {
             shard_ids
                 .binary_search(&self.shard_of(fingerprint))
                 .expect("every check's shard is locked")

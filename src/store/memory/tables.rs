@@ -1,6 +1,6 @@
 //! One generation's tables, one per shape of state, and those shapes.
 
-use super::key_table::KeyTable;
+use super::probe_table::ProbeTable;
 use crate::algorithm::{State, Words};
 use crate::clock::Nanos;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// One generation's keys, by the shape of their state.
 #[derive(Default)]
 pub(super) struct Tables {
-    pub(super) timestamps: KeyTable<Timestamp>,
-    pub(super) packed: KeyTable<Packed>,
-    pub(super) general: KeyTable<General>,
+    pub(super) timestamps: ProbeTable<Timestamp>,
+    pub(super) packed: ProbeTable<Packed>,
+    pub(super) general: ProbeTable<General>,
 }
 
 /// A state that is one timestamp which is also the time the key goes idle (GCRA's
@@ -50,7 +50,7 @@ pub(super) trait Slot: Sized {
     /// From this time on the state is the same as a key never seen.
     fn idle_at(&self) -> Nanos;
     /// The table of `tables` that holds this shape.
-    fn table(tables: &mut Tables) -> &mut KeyTable<Self>;
+    fn table(tables: &mut Tables) -> &mut ProbeTable<Self>;
 }
 
 /// A shape that holds a packed state.
@@ -64,7 +64,7 @@ impl Slot for Timestamp {
         Nanos::new(self.0.load(Ordering::Relaxed))
     }
 
-    fn table(tables: &mut Tables) -> &mut KeyTable<Self> {
+    fn table(tables: &mut Tables) -> &mut ProbeTable<Self> {
         &mut tables.timestamps
     }
 }
@@ -86,7 +86,7 @@ impl Slot for Packed {
         self.idle_at
     }
 
-    fn table(tables: &mut Tables) -> &mut KeyTable<Self> {
+    fn table(tables: &mut Tables) -> &mut ProbeTable<Self> {
         &mut tables.packed
     }
 }
@@ -106,7 +106,7 @@ impl Slot for General {
         self.idle_at
     }
 
-    fn table(tables: &mut Tables) -> &mut KeyTable<Self> {
+    fn table(tables: &mut Tables) -> &mut ProbeTable<Self> {
         &mut tables.general
     }
 }
