@@ -46,11 +46,9 @@ impl Booking {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    fn booking(limit_index: usize, shadow: bool) -> Booking {
+impl Booking {
+    /// A booking of the limit at `limit_index`, enforced or `shadow`, of weight 1.
+    pub(crate) fn of_limit(limit_index: usize, shadow: bool) -> Booking {
         Booking {
             limit_index,
             key: StateKey::new(),
@@ -59,6 +57,12 @@ mod tests {
             booked_until: None,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
 
     fn queued_until(booked_until: Option<Nanos>) -> Decision {
         Decision {
@@ -74,9 +78,13 @@ mod tests {
 
     #[test]
     fn only_enforced_bookings_with_a_queue_place_are_taken() {
-        let mut bookings: Bookings = [booking(0, false), booking(1, true), booking(2, false)]
-            .into_iter()
-            .collect();
+        let mut bookings: Bookings = [
+            Booking::of_limit(0, false),
+            Booking::of_limit(1, true),
+            Booking::of_limit(2, false),
+        ]
+        .into_iter()
+        .collect();
         let decisions = [
             queued_until(Some(Nanos::new(5))),
             queued_until(Some(Nanos::new(6))),
@@ -92,7 +100,7 @@ mod tests {
 
     #[test]
     fn a_request_that_booked_no_place_takes_nothing() {
-        let mut bookings: Bookings = [booking(0, false)].into_iter().collect();
+        let mut bookings: Bookings = [Booking::of_limit(0, false)].into_iter().collect();
         assert!(Booking::take_queued(&mut bookings, &[queued_until(None)]).is_none());
         assert_eq!(bookings.len(), 1);
     }

@@ -106,18 +106,6 @@ impl Ruling {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::tree::StateKey;
-
-    /// A booking of the limit at `limit_index`, enforced or `shadow`.
-    fn booking(limit_index: usize, shadow: bool) -> Booking {
-        Booking {
-            limit_index,
-            key: StateKey::new(),
-            cost: 1,
-            shadow,
-            booked_until: None,
-        }
-    }
 
     /// A decision with `remaining` left of `capacity`, waiting `wait` seconds to admit the
     /// next request (denied when `remaining` is 0 and `wait` is not) after `delay` ms in a queue.
@@ -139,7 +127,11 @@ mod tests {
 
     #[test]
     fn the_ruling_reports_the_least_room_when_admitted_and_the_last_to_free_up_when_denied() {
-        let enforced = [booking(0, false), booking(1, false), booking(2, false)];
+        let enforced = [
+            Booking::of_limit(0, false),
+            Booking::of_limit(1, false),
+            Booking::of_limit(2, false),
+        ];
         // Admitted: the least room left, the smaller limit on a tie, the first on a full tie;
         // the longest queue delay of them all.
         let admitted = Ruling::of(
@@ -177,7 +169,7 @@ mod tests {
         assert_eq!(reported_limit(&longest), Some(1));
         // A shadow limit neither denies nor is reported, but is seen to have denied.
         let shadowed = Ruling::of(
-            &[booking(0, true), booking(1, false)],
+            &[Booking::of_limit(0, true), Booking::of_limit(1, false)],
             &[decision(0, 1, 30, 0), decision(4, 5, 0, 0)],
         );
         assert!(shadowed.is_allowed() && shadowed.is_shadow_denied());
