@@ -19,6 +19,8 @@ pub(super) struct Generations {
 /// swapped in atomically, or the request is denied, or it leaves nothing to remember. So a
 /// denial writes nothing, and threads deciding on one key do not take turns. `None`: the key
 /// must be inserted or moved to the young generation, under the exclusive lock.
+// Inlined into the store's one entry point (see `decide`).
+#[inline(always)]
 pub(super) fn decide_shared(
     shard: &RwLock<Generations>,
     fingerprint: NonZeroU64,
@@ -70,6 +72,9 @@ pub(super) enum Charge {
 impl Generations {
     /// Decides one limit at `now` and, if asked, charges it when the request is admitted. A
     /// key whose request was denied (or left nothing to remember) stays untracked.
+    // Always inlined: returned from a call, the decision is written out and read back at
+    // once, and the read stalls behind the writes (benches/hot_key.rs shows it).
+    #[inline(always)]
     pub(super) fn decide(
         &mut self,
         fingerprint: NonZeroU64,
@@ -119,6 +124,7 @@ impl Generations {
     }
 
     /// [`Generations::decide`] for a state kept packed as `S`.
+    #[inline(always)]
     fn decide_packed<S: PackedSlot>(
         &mut self,
         packed: PackedAlgorithm,
