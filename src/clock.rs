@@ -108,9 +108,6 @@ impl WallClock {
         self.counter.delta_as_nanos(self.start, self.counter.raw())
     }
 
-    // Once a second: kept out of the inlined `now`.
-    #[cold]
-    #[inline(never)]
     fn sync(&self, elapsed: u64) {
         self.offset
             .store(os_wall_clock().wrapping_sub(elapsed), Ordering::Relaxed);
