@@ -1,5 +1,5 @@
 //! The metric handles, through the [`metrics`] facade (feature `metrics`); the names are
-//! listed in the crate docs and the README.
+//! listed in the guide (`crate::guide::operations`).
 //!
 //! A decision formats no name or label: the handles of every limit are registered when the
 //! rules are put in force, with the recorder installed then. Labels are the domain and the

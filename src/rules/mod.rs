@@ -1,8 +1,8 @@
 //! The rules: which limits apply to which requests.
 //!
 //! Rules come from a YAML file in the format of Envoy's ratelimit service, extended with
-//! sources, client-IP settings and a choice of algorithm (see the README for the reference),
-//! or from [`RulesBuilder`] in Rust. Both go through the same validation, which reports every
+//! sources, client-IP settings and a choice of algorithm (the reference is
+//! [`crate::guide::rules`]), or from [`RulesBuilder`] in Rust. Both go through the same validation, which reports every
 //! mistake at once, with line and column when there is a file.
 //!
 //! ```
