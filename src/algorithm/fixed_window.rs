@@ -25,6 +25,8 @@ impl Pack for FixedWindow {
 
 impl CopyTransition for FixedWindow {
     /// Counts `cost` requests in the window of `now` if they fit.
+    // Always inlined: callers read the decision at once, and a decision returned through
+    // memory makes that read wait behind its writes (benches/hot_key.rs shows it).
     #[inline(always)]
     fn transition(
         state: Option<&FixedWindow>,

@@ -29,6 +29,8 @@ impl Pack for Gcra {
 
 impl CopyTransition for Gcra {
     /// Admits `cost` requests if they fit within `burst` intervals.
+    // Always inlined: callers read the decision at once, and a decision returned through
+    // memory makes that read wait behind its writes (benches/hot_key.rs shows it).
     #[inline(always)]
     fn transition(state: Option<&Gcra>, now: Nanos, quota: &Quota, cost: u64) -> (Gcra, Decision) {
         let schedule = Schedule {
@@ -57,6 +59,8 @@ pub(super) struct Schedule {
 }
 
 impl Schedule {
+    // Always inlined: callers read the decision at once, and a decision returned through
+    // memory makes that read wait behind its writes (benches/hot_key.rs shows it).
     #[inline(always)]
     pub(super) fn transition<S>(
         self,

@@ -42,6 +42,8 @@ impl LeakyBucket {
 
 impl CopyTransition for LeakyBucket {
     /// Books `cost` places in the queue if there is room.
+    // Always inlined: callers read the decision at once, and a decision returned through
+    // memory makes that read wait behind its writes (benches/hot_key.rs shows it).
     #[inline(always)]
     fn transition(
         state: Option<&LeakyBucket>,

@@ -64,6 +64,8 @@ impl PackedAlgorithm {
     /// The state after a request of `cost` at `now` (`state` `None`: a key never seen) and the
     /// decision: [`Algorithm::acquire`] keeps the state returned when the request is
     /// admitted, [`Algorithm::peek`] drops it.
+    // Always inlined: callers read the decision at once, and a decision returned through
+    // memory makes that read wait behind its writes (benches/hot_key.rs shows it).
     #[inline(always)]
     pub(crate) fn transition(
         self,
@@ -97,6 +99,8 @@ impl PackedAlgorithm {
     }
 }
 
+// Always inlined: callers read the decision at once, and a decision returned through
+// memory makes that read wait behind its writes (benches/hot_key.rs shows it).
 #[inline(always)]
 fn transition<T: Pack>(
     state: Option<&Words>,

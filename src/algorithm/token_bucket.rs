@@ -36,6 +36,8 @@ impl Pack for TokenBucket {
 
 impl CopyTransition for TokenBucket {
     /// Takes `cost` tokens if the bucket holds them at `now`.
+    // Always inlined: callers read the decision at once, and a decision returned through
+    // memory makes that read wait behind its writes (benches/hot_key.rs shows it).
     #[inline(always)]
     fn transition(
         state: Option<&TokenBucket>,
