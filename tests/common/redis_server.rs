@@ -118,6 +118,11 @@ impl RedisServer {
         self.port
     }
 
+    /// Whether the server runs: started and not [killed](RedisServer::kill) since.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// Kills the server (as a crash would).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -205,36 +210,118 @@ impl RedisServer {
     }
 }
 
-/// A Redis Cluster of masters only, each a [`RedisServer`] on free ports; killed when dropped.
+/// How many hash slots a Redis Cluster has.
+pub const SLOTS: usize = 16_384;
+
+/// A Redis Cluster, each node a [`RedisServer`] on free ports; killed when dropped.
+///
+/// [`RedisCluster::start`] makes masters only; [`RedisCluster::start_with_replicas`] adds
+/// replicas, whose roles [`RedisCluster::masters`] and [`RedisCluster::replica_of`] tell.
 pub struct RedisCluster {
+    /// Every node, masters and replicas, killed ones included ([`RedisServer::is_running`]).
     pub nodes: Vec<RedisServer>,
+    /// What each master killed with [`RedisCluster::kill_node`] had, by its index.
+    killed_masters: std::collections::BTreeMap<usize, KilledMaster>,
 }
 
+/// What a master had when [`RedisCluster::kill_node`] killed it: who may take over, and what.
+struct KilledMaster {
+    replicas: Vec<usize>,
+    slots: Vec<u16>,
+}
+
+/// A node's role, from `INFO replication`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Master,
+    Replica { master_port: u16, link_up: bool },
+}
+
+/// The value of `name:value` in an `INFO` reply.
+fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines().find_map(|line| {
+        line.trim()
+            .strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix(':'))
+    })
+}
+
+/// The client port in a `CLUSTER NODES` address (`ip:port@bus[,hostname]`).
+fn port_of_address(address: &str) -> Option<u16> {
+    address.split('@').next()?.rsplit(':').next()?.parse().ok()
+}
+
+/// The slots a `CLUSTER NODES` slot field names (`n` or `low-high`); `None` for a
+/// migration mark (`[slot->-id]` / `[slot-<-id]`), which is not ownership.
+fn slots_of_range(range: &str) -> Option<std::ops::RangeInclusive<usize>> {
+    if range.starts_with('[') {
+        return None;
+    }
+    let (low, high) = match range.split_once('-') {
+        Some((low, high)) => (low.parse().ok()?, high.parse().ok()?),
+        None => {
+            let slot = range.parse().ok()?;
+            (slot, slot)
+        }
+    };
+    (low <= high && high < SLOTS).then_some(low..=high)
+}
+
+/// How long the cluster helpers wait for a state before panicking.
+const CLUSTER_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How often the cluster helpers look again.
+const CLUSTER_POLL: Duration = Duration::from_millis(50);
+
 impl RedisCluster {
-    /// Starts `masters` nodes in cluster mode, joins them with `redis-cli --cluster create`
-    /// and waits (at most 30 s) until every node reports `cluster_state:ok` and agrees on
-    /// who owns every slot.
+    /// Starts `masters` nodes in cluster mode (masters only, node timeout 2 s), joins them
+    /// with `redis-cli --cluster create` and waits (at most 30 s) until every node reports
+    /// `cluster_state:ok` and agrees on who owns every slot.
     pub fn start(masters: usize) -> RedisCluster {
-        let ports = free_ports(2 * masters);
+        Self::create(masters, 0, &["--cluster-node-timeout", "2000"])
+    }
+
+    /// Starts `masters * (1 + replicas_per_master)` nodes in cluster mode, joins them with
+    /// `redis-cli --cluster create --cluster-replicas replicas_per_master` and waits (at most
+    /// 30 s) until every node reports `cluster_state:ok` and agrees on who owns every slot,
+    /// there are `masters` masters with `replicas_per_master` replicas each, and every replica
+    /// reports `master_link_status:up`.
+    ///
+    /// The node timeout is 1 s, so a replica takes over from a dead master within seconds;
+    /// replicas never migrate to another master. Which nodes are masters is up to
+    /// `redis-cli`: ask [`RedisCluster::masters`].
+    pub fn start_with_replicas(masters: usize, replicas_per_master: usize) -> RedisCluster {
+        Self::create(
+            masters,
+            replicas_per_master,
+            &[
+                "--cluster-node-timeout",
+                "1000",
+                "--cluster-allow-replica-migration",
+                "no",
+            ],
+        )
+    }
+
+    fn create(masters: usize, replicas_per_master: usize, extra: &[&str]) -> RedisCluster {
+        let count = masters * (1 + replicas_per_master);
+        let ports = free_ports(2 * count);
         let nodes: Vec<RedisServer> = ports
             .chunks(2)
             .map(|pair| {
                 let (port, bus) = (pair[0], pair[1].to_string());
                 let config = format!("nodes-{port}.conf");
                 // The bus port is given: the default (port + 10000) may be past 65535.
-                RedisServer::start_with(
-                    port,
-                    &[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        &config,
-                        "--cluster-node-timeout",
-                        "2000",
-                        "--cluster-port",
-                        &bus,
-                    ],
-                )
+                let mut args = vec![
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    &config,
+                    "--cluster-port",
+                    &bus,
+                ];
+                args.extend_from_slice(extra);
+                RedisServer::start_with(port, &args)
             })
             .collect();
         let addresses: Vec<String> = nodes
@@ -244,7 +331,8 @@ impl RedisCluster {
         let output = Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addresses)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas_per_master.to_string()])
+            .arg("--cluster-yes")
             .stdin(Stdio::null())
             .output()
             .expect("redis-cli runs");
@@ -254,78 +342,297 @@ impl RedisCluster {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
-        let cluster = RedisCluster { nodes };
-        cluster.wait_until_settled();
+        let cluster = RedisCluster {
+            nodes,
+            killed_masters: std::collections::BTreeMap::new(),
+        };
+        cluster.wait_until_settled(masters, replicas_per_master);
         cluster
     }
 
-    /// The nodes' URLs.
+    /// The nodes' URLs (killed nodes' included).
     pub fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
     }
 
+    /// The URLs of the nodes that run.
+    pub fn live_urls(&self) -> Vec<String> {
+        self.live()
+            .into_iter()
+            .map(|i| self.nodes[i].url())
+            .collect()
+    }
+
+    /// The indices of the nodes that run (not [killed](RedisCluster::kill_node)).
+    pub fn live(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].is_running())
+            .collect()
+    }
+
+    /// A node that runs, to ask what any node can answer.
+    fn any_live(&self) -> &RedisServer {
+        self.nodes
+            .iter()
+            .find(|node| node.is_running())
+            .expect("a node of the cluster runs")
+    }
+
     /// The slot of `key` (`CLUSTER KEYSLOT`).
     pub fn key_slot(&self, key: &str) -> u16 {
-        self.nodes[0]
+        self.any_live()
             .cli(&["CLUSTER", "KEYSLOT", key])
             .and_then(|out| out.trim().parse().ok())
             .expect("CLUSTER KEYSLOT answers a number")
     }
 
-    /// Which node (index in `nodes`) owns `slot`, as node `asked` sees it (`CLUSTER NODES`).
-    pub fn owner_seen_by(&self, asked: usize, slot: u16) -> Option<usize> {
-        let table = self.nodes[asked].cli(&["CLUSTER", "NODES"])?;
-        let owner_port = table.lines().find_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let owns = fields.iter().skip(8).any(|range| {
-                // `[slot->-id]` / `[slot-<-id]` mark a migration, not ownership.
-                if range.starts_with('[') {
-                    return false;
-                }
-                match range.split_once('-') {
-                    Some((low, high)) => {
-                        low.parse().is_ok_and(|low: u16| low <= slot)
-                            && high.parse().is_ok_and(|high: u16| slot <= high)
-                    }
-                    None => range.parse() == Ok(slot),
-                }
-            });
-            let address = fields.get(1)?;
-            let port: u16 = address
-                .split('@')
-                .next()?
-                .rsplit(':')
-                .next()?
-                .parse()
-                .ok()?;
-            owns.then_some(port)
-        })?;
-        self.nodes.iter().position(|node| node.port() == owner_port)
+    /// The slot of a binary `key` (`CLUSTER KEYSLOT` through a real client).
+    pub fn key_slot_bytes(&self, key: &[u8]) -> u16 {
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut self.any_live().connection())
+            .expect("CLUSTER KEYSLOT answers a number")
     }
 
-    /// Which node owns `slot`, once every node agrees (waits at most 10 s).
+    /// Which node owns the slot of a binary `key`, once every live node agrees.
+    pub fn owner_of_key(&self, key: &[u8]) -> usize {
+        self.owner(self.key_slot_bytes(key))
+    }
+
+    /// Each slot's owner (index in `nodes`) as node `asked` sees it (`CLUSTER NODES`);
+    /// `None` when `asked` does not run or answer.
+    pub fn slot_owners_seen_by(&self, asked: usize) -> Option<Vec<Option<usize>>> {
+        let node = &self.nodes[asked];
+        if !node.is_running() {
+            return None;
+        }
+        let table = node.cli(&["CLUSTER", "NODES"])?;
+        let mut owners = vec![None; SLOTS];
+        for line in table.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let Some(index) = fields
+                .get(1)
+                .and_then(|address| port_of_address(address))
+                .and_then(|port| self.nodes.iter().position(|n| n.port() == port))
+            else {
+                continue;
+            };
+            for range in fields.iter().skip(8) {
+                for slot in slots_of_range(range).into_iter().flatten() {
+                    owners[slot] = Some(index);
+                }
+            }
+        }
+        Some(owners)
+    }
+
+    /// Which node (index in `nodes`) owns `slot`, as node `asked` sees it (`CLUSTER NODES`);
+    /// `None` when `asked` does not run or answer, or knows no owner.
+    pub fn owner_seen_by(&self, asked: usize, slot: u16) -> Option<usize> {
+        self.slot_owners_seen_by(asked)?
+            .get(usize::from(slot))
+            .copied()
+            .flatten()
+    }
+
+    /// Which node owns `slot`, once every live node agrees (waits at most 10 s).
     pub fn owner(&self, slot: u16) -> usize {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let seen: Vec<Option<usize>> = (0..self.nodes.len())
-                .map(|asked| self.owner_seen_by(asked, slot))
+            let seen: Vec<(usize, Option<usize>)> = self
+                .live()
+                .into_iter()
+                .map(|asked| (asked, self.owner_seen_by(asked, slot)))
                 .collect();
-            if let Some(Some(owner)) = seen.first() {
-                if seen.iter().all(|s| *s == Some(*owner)) {
+            if let Some((_, Some(owner))) = seen.first() {
+                if seen.iter().all(|(_, s)| *s == Some(*owner)) {
                     return *owner;
                 }
             }
             assert!(
                 Instant::now() < deadline,
-                "the nodes do not agree on who owns slot {slot}: {seen:?}"
+                "the live nodes do not agree on who owns slot {slot} ((asked, owner)): {seen:?}"
             );
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(CLUSTER_POLL);
         }
+    }
+
+    /// Node `index`'s role from `INFO replication`; `None` when it does not run or answer.
+    fn role(&self, index: usize) -> Option<Role> {
+        let node = &self.nodes[index];
+        if !node.is_running() {
+            return None;
+        }
+        let info = node.cli(&["INFO", "replication"])?;
+        match info_field(&info, "role")? {
+            "master" => Some(Role::Master),
+            "slave" => Some(Role::Replica {
+                master_port: info_field(&info, "master_port")?.parse().ok()?,
+                link_up: info_field(&info, "master_link_status") == Some("up"),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The indices of the live nodes that report themselves master (`INFO replication`).
+    pub fn masters(&self) -> Vec<usize> {
+        self.live()
+            .into_iter()
+            .filter(|&i| self.role(i) == Some(Role::Master))
+            .collect()
+    }
+
+    /// The indices of the live nodes that report themselves replicas of node `master`.
+    pub fn replicas_of(&self, master: usize) -> Vec<usize> {
+        let master_port = self.nodes[master].port();
+        self.live()
+            .into_iter()
+            .filter(|&i| {
+                matches!(self.role(i), Some(Role::Replica { master_port: port, .. }) if port == master_port)
+            })
+            .collect()
+    }
+
+    /// The (first) live node that reports itself a replica of node `master`.
+    ///
+    /// # Panics
+    ///
+    /// When no live node replicates `master`.
+    pub fn replica_of(&self, master: usize) -> usize {
+        self.replicas_of(master)
+            .first()
+            .copied()
+            .unwrap_or_else(|| {
+                panic!(
+                    "no live node replicates node {master} (port {})",
+                    self.nodes[master].port()
+                )
+            })
+    }
+
+    /// Kills node `index` (as a crash would). A master's replicas and slots are noted first,
+    /// for [`RedisCluster::wait_for_failover`].
+    pub fn kill_node(&mut self, index: usize) {
+        if self.role(index) == Some(Role::Master) {
+            let replicas = self.replicas_of(index);
+            let owners = self.slot_owners_seen_by(index).unwrap_or_else(|| {
+                panic!("node {index} does not answer CLUSTER NODES before it is killed")
+            });
+            let slots = (0..SLOTS)
+                .filter(|&slot| owners[slot] == Some(index))
+                .filter_map(|slot| u16::try_from(slot).ok())
+                .collect();
+            self.killed_masters
+                .insert(index, KilledMaster { replicas, slots });
+        }
+        self.nodes[index].kill();
+    }
+
+    /// Waits (polling every 50 ms, at most 30 s) until a replica of master `killed` (killed
+    /// with [`RedisCluster::kill_node`]) reports itself master, every live node sees it own
+    /// every slot `killed` owned, and every live master reports `cluster_state:ok`. Returns
+    /// the promoted node's index.
+    ///
+    /// # Panics
+    ///
+    /// When `killed` was not a master killed with `kill_node`, or the failover is not done
+    /// within 30 s (the message says which part is not).
+    pub fn wait_for_failover(&self, killed: usize) -> usize {
+        let Some(master) = self.killed_masters.get(&killed) else {
+            panic!("node {killed} is not a master killed with RedisCluster::kill_node");
+        };
+        assert!(
+            !master.replicas.is_empty(),
+            "node {killed} had no replica when killed: no node can take over its slots"
+        );
+        let started = Instant::now();
+        loop {
+            let missing = match self.failover_done(master) {
+                Ok(promoted) => return promoted,
+                Err(missing) => missing,
+            };
+            assert!(
+                started.elapsed() < CLUSTER_DEADLINE,
+                "no failover of node {killed} (port {}) within {CLUSTER_DEADLINE:?}: {missing}",
+                self.nodes[killed].port()
+            );
+            std::thread::sleep(CLUSTER_POLL);
+        }
+    }
+
+    /// The promoted replica if the failover from `master` is done, else what is missing.
+    fn failover_done(&self, master: &KilledMaster) -> Result<usize, String> {
+        let promoted = master
+            .replicas
+            .iter()
+            .copied()
+            .find(|&replica| self.role(replica) == Some(Role::Master))
+            .ok_or_else(|| {
+                format!(
+                    "none of its replicas (nodes {:?}) reports itself master",
+                    master.replicas
+                )
+            })?;
+        let disagreeing: Vec<usize> = self
+            .live()
+            .into_iter()
+            .filter(|&asked| {
+                self.slot_owners_seen_by(asked).is_none_or(|owners| {
+                    master
+                        .slots
+                        .iter()
+                        .any(|&slot| owners[usize::from(slot)] != Some(promoted))
+                })
+            })
+            .collect();
+        if !disagreeing.is_empty() {
+            return Err(format!(
+                "node {promoted} reports itself master, but nodes {disagreeing:?} do not see it \
+                 own all {} slots of the killed master",
+                master.slots.len()
+            ));
+        }
+        let not_ok: Vec<usize> = self
+            .masters()
+            .into_iter()
+            .filter(|&i| !self.state_ok(i))
+            .collect();
+        if !not_ok.is_empty() {
+            return Err(format!(
+                "node {promoted} took over, but masters {not_ok:?} do not report cluster_state:ok"
+            ));
+        }
+        Ok(promoted)
+    }
+
+    /// How many keys each live master holds (`DBSIZE`), by index.
+    pub fn keys_per_master(&self) -> Vec<(usize, u64)> {
+        self.masters()
+            .into_iter()
+            .map(|i| {
+                let keys = self.nodes[i]
+                    .cli(&["DBSIZE"])
+                    .and_then(|out| out.trim().parse().ok())
+                    .unwrap_or_else(|| panic!("DBSIZE answers a number on node {i}"));
+                (i, keys)
+            })
+            .collect()
+    }
+
+    /// Whether node `index` runs and reports `cluster_state:ok`.
+    fn state_ok(&self, index: usize) -> bool {
+        let node = &self.nodes[index];
+        node.is_running()
+            && node
+                .cli(&["CLUSTER", "INFO"])
+                .is_some_and(|info| info_field(&info, "cluster_state") == Some("ok"))
     }
 
     /// Moves `slot` with its keys from its owner to node `to`, as `redis-cli --cluster
     /// reshard` does for each slot: IMPORTING on the target, MIGRATING on the source,
-    /// MIGRATE every key, then SETSLOT NODE on every node. Waits until every node agrees.
+    /// MIGRATE every key, then SETSLOT NODE on every live master. Waits until every live
+    /// node agrees.
     pub fn move_slot(&self, slot: u16, to: usize) {
         let from = self.owner(slot);
         assert_ne!(from, to, "slot {slot} is already on node {to}");
@@ -379,9 +686,14 @@ impl RedisCluster {
                 .expect("MIGRATE");
         }
         let target_id = target.node_id();
-        // The target first, then the source, then the others (as redis-cli does).
+        // The target first, then the source, then the other masters (as redis-cli does:
+        // replicas refuse SETSLOT and learn it from their masters).
         let mut order = vec![to, from];
-        order.extend((0..self.nodes.len()).filter(|i| *i != to && *i != from));
+        order.extend(
+            self.masters()
+                .into_iter()
+                .filter(|i| *i != to && *i != from),
+        );
         for i in order {
             ok(
                 &self.nodes[i],
@@ -391,28 +703,91 @@ impl RedisCluster {
         assert_eq!(self.owner(slot), to, "slot {slot} moved to node {to}");
     }
 
-    fn wait_until_settled(&self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
+    /// Waits (at most 30 s) until every live node reports `cluster_state:ok` and they all
+    /// see the same owner for every slot, there are `masters` masters with
+    /// `replicas_per_master` replicas each, and every replica's link to its master is up.
+    fn wait_until_settled(&self, masters: usize, replicas_per_master: usize) {
+        let started = Instant::now();
         loop {
-            let ok = self.nodes.iter().all(|node| {
-                node.cli(&["CLUSTER", "INFO"])
-                    .is_some_and(|info| info.lines().any(|l| l.trim() == "cluster_state:ok"))
-            });
-            // Every node knows every master's slots.
-            let agreed = ok
-                && (0..self.nodes.len()).all(|asked| {
-                    [0, 8_000, 16_383]
-                        .into_iter()
-                        .all(|slot| self.owner_seen_by(asked, slot).is_some())
-                });
-            if agreed {
-                return;
-            }
+            let missing = match self.settled(masters, replicas_per_master) {
+                Ok(()) => return,
+                Err(missing) => missing,
+            };
             assert!(
-                Instant::now() < deadline,
-                "the cluster did not reach cluster_state:ok within 30 s"
+                started.elapsed() < CLUSTER_DEADLINE,
+                "the cluster did not settle within {CLUSTER_DEADLINE:?}: {missing}"
             );
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(CLUSTER_POLL);
         }
+    }
+
+    /// `Ok` when the cluster is settled (see [`RedisCluster::wait_until_settled`]), else
+    /// what is missing.
+    fn settled(&self, masters: usize, replicas_per_master: usize) -> Result<(), String> {
+        let live = self.live();
+        let not_ok: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|&i| !self.state_ok(i))
+            .collect();
+        if !not_ok.is_empty() {
+            return Err(format!("nodes {not_ok:?} do not report cluster_state:ok"));
+        }
+        let tables: Vec<Option<Vec<Option<usize>>>> = live
+            .iter()
+            .map(|&asked| self.slot_owners_seen_by(asked))
+            .collect();
+        let first = tables.first().cloned().flatten();
+        let complete = first
+            .as_ref()
+            .is_some_and(|owners| owners.iter().all(Option::is_some));
+        if !complete || tables.iter().any(|table| *table != first) {
+            return Err(
+                "the live nodes do not all see an owner for every slot, the same one".into(),
+            );
+        }
+        let roles: Vec<(usize, Option<Role>)> = live.iter().map(|&i| (i, self.role(i))).collect();
+        let master_count = roles
+            .iter()
+            .filter(|(_, role)| *role == Some(Role::Master))
+            .count();
+        let replicas: Vec<(usize, u16, bool)> = roles
+            .iter()
+            .filter_map(|(i, role)| match role {
+                Some(Role::Replica {
+                    master_port,
+                    link_up,
+                }) => Some((*i, *master_port, *link_up)),
+                _ => None,
+            })
+            .collect();
+        let per_master_ok = roles
+            .iter()
+            .filter(|(_, role)| *role == Some(Role::Master))
+            .all(|(i, _)| {
+                let port = self.nodes[*i].port();
+                replicas
+                    .iter()
+                    .filter(|(_, master, _)| *master == port)
+                    .count()
+                    == replicas_per_master
+            });
+        if master_count != masters || !per_master_ok {
+            return Err(format!(
+                "want {masters} masters with {replicas_per_master} replicas each, roles are \
+                 (node, role) {roles:?}"
+            ));
+        }
+        let down: Vec<usize> = replicas
+            .iter()
+            .filter(|(_, _, up)| !up)
+            .map(|(i, _, _)| *i)
+            .collect();
+        if !down.is_empty() {
+            return Err(format!(
+                "replicas {down:?} do not report master_link_status:up"
+            ));
+        }
+        Ok(())
     }
 }
