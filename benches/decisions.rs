@@ -272,6 +272,7 @@ impl<'k> Fixture<'k> {
                 let check = LimitCheck {
                     domain: "bench",
                     key: keys.state_key(i),
+                    tag: keys.state_key(i),
                     algorithm: *algorithm,
                     quota,
                     cost: 1,

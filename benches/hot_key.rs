@@ -85,6 +85,7 @@ fn measure(threads: usize, verdict: Verdict, rounds: usize) {
         .map(|(_, algorithm, quota)| LimitCheck {
             domain: "bench",
             key: &key,
+            tag: &key,
             algorithm: *algorithm,
             quota,
             cost: 1,

@@ -418,6 +418,7 @@ fn run_tollgate(algorithm: Algorithm, quota: Quota, case: Case) -> Measured {
             let check = LimitCheck {
                 domain: "test",
                 key: &buf,
+                tag: &buf,
                 algorithm,
                 quota: &quota,
                 cost: 1,

@@ -507,6 +507,7 @@ fn check_store_against_state(
         let check = LimitCheck {
             domain: "test",
             key: b"one key",
+            tag: b"one key",
             algorithm,
             quota,
             cost,
@@ -635,6 +636,7 @@ fn admitted_concurrently(algorithm: Algorithm, quota: Quota) -> Vec<Decision> {
     let check = LimitCheck {
         domain: "test",
         key: b"one key",
+        tag: b"one key",
         algorithm,
         quota: &quota,
         cost: 1,
@@ -755,6 +757,7 @@ fn two_limits_on_one_request_are_all_or_nothing_under_concurrency() {
         let limit = |key: &'static [u8], quota| LimitCheck {
             domain: "test",
             key,
+            tag: key,
             algorithm,
             quota,
             cost: 1,

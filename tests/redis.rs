@@ -275,20 +275,32 @@ fn keys_carry_the_domain_prefix_and_expire() {
         );
         assert!(limiter.check(&[("user", "u1")], 1).await.is_allowed());
         let listed = server.cli(&["KEYS", "*"]).unwrap_or_default();
-        assert!(
-            listed.starts_with("shop-api:{checkout}:"),
-            "KEYS * shows the prefix, then the domain as a hash tag: {listed:?}"
+        let listed = listed.trim();
+        let (tag, rest) = listed
+            .strip_prefix("shop-api:{")
+            .and_then(|rest| rest.split_once("}:"))
+            .unwrap_or_else(|| panic!("the prefix, then the client's hash tag: {listed:?}"));
+        assert_eq!(tag.len(), 16, "a hash tag of 16 hex digits: {listed:?}");
+        let (state, unit) = rest
+            .strip_prefix("checkout:")
+            .and_then(|rest| rest.split_once(':'))
+            .unwrap_or_else(|| panic!("then the domain: {listed:?}"));
+        assert_eq!(
+            state.len(),
+            32,
+            "then a digest of the state key: {listed:?}"
         );
+        assert!(
+            !listed.contains("u1"),
+            "no client value in clear: {listed:?}"
+        );
+        assert_eq!(unit, "us", "then the tick's unit: {listed:?}");
         let mut connection = server.connection();
         let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
             .arg("*")
             .query(&mut connection)
             .expect("KEYS");
         assert_eq!(keys.len(), 1, "one limit, one key");
-        assert!(
-            keys[0].ends_with(b"7531:us"),
-            "the state key in hex ends with the descriptor value (u1), then the tick's unit"
-        );
         let pttl: i64 = redis::cmd("PTTL")
             .arg(&keys[0])
             .query(&mut connection)
@@ -541,60 +553,60 @@ descriptors:
     ))
 }
 
+/// A limit per user and, nested in it, a limit per user on exports: one client, one hash tag.
+fn user_and_export(domain: &str) -> Rules {
+    rules(&format!(
+        r#"
+domain: "{domain}"
+sources:
+  user: {{ header: x-user }}
+  action: {{ header: x-action }}
+descriptors:
+  - key: user
+    rate_limit: {{ unit: hour, requests_per_unit: 6, algorithm: token_bucket }}
+    descriptors:
+      - key: action
+        value: export
+        rate_limit: {{ unit: hour, requests_per_unit: 100, algorithm: sliding_window_log }}
+"#
+    ))
+}
+
 #[test]
 fn redis_cluster_with_three_masters() {
     let cluster = RedisCluster::start(3);
-    // Two domains whose hash tags live on different masters.
-    let candidates = [
-        "orders", "search", "billing", "profile", "catalog", "reports",
-    ];
-    let owned: Vec<(&str, u16, usize)> = candidates
-        .iter()
-        .map(|domain| {
-            let slot = cluster.key_slot(domain);
-            (*domain, slot, cluster.owner(slot))
-        })
-        .collect();
-    let (first, slot, owner) = owned[0];
-    let &(second, second_slot, second_owner) = owned
-        .iter()
-        .find(|(_, _, o)| *o != owner)
-        .expect("the candidates spread over several masters");
     runtime().block_on(async {
         let store = RedisStore::cluster_builder(cluster.urls())
             .timeout(Duration::from_secs(2))
             .connect()
             .await
             .expect("connects to the cluster");
-        let limiters = [
-            Limiter::with_store(two_limits(first), store.clone()),
-            Limiter::with_store(two_limits(second), store),
-        ];
-        let request = [("user", "u1"), ("tenant", "t1")];
-        // Both limits of a request share the domain's slot: one script call decides them.
-        for limiter in &limiters {
-            for left in [5, 4, 3] {
-                assert_eq!(
-                    admitted_remaining(limiter.check(&request, 1).await),
-                    Some(left)
-                );
-            }
-        }
-        for (domain, slot, node) in [(first, slot, owner), (second, second_slot, second_owner)] {
-            let keys = cluster.nodes[node]
-                .cli(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()])
-                .unwrap_or_default();
+        let limiter = Limiter::with_store(user_and_export("orders"), store);
+        let request = [("user", "u1"), ("action", "export")];
+        for left in [5, 4, 3] {
             assert_eq!(
-                keys.trim(),
-                "2",
-                "{domain}: two keys, on the owner of {{{domain}}}"
+                admitted_remaining(limiter.check(&request, 1).await),
+                Some(left)
             );
         }
+        // Both limits of the request are the user's: their keys share a slot, on one master.
+        let keys: Vec<(usize, String)> = (0..3)
+            .flat_map(|node| {
+                let listed = cluster.nodes[node].cli(&["KEYS", "*"]).unwrap_or_default();
+                listed
+                    .lines()
+                    .filter(|key| !key.is_empty())
+                    .map(|key| (node, key.to_owned()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(keys.len(), 2, "two limits, two keys: {keys:?}");
+        let (owner, slot) = (keys[0].0, cluster.key_slot(&keys[0].1));
+        assert_eq!(keys[1].0, owner, "on one master: {keys:?}");
+        assert_eq!(cluster.key_slot(&keys[1].1), slot, "in one slot: {keys:?}");
 
-        // Move the first domain's slot, with its keys, to a third master.
-        let target = (0..3)
-            .find(|n| *n != owner && *n != second_owner)
-            .expect("a third master");
+        // Move that slot, with its keys, to another master.
+        let target = (owner + 1) % 3;
         let target_calls = cluster.nodes[target].calls("evalsha");
         cluster.move_slot(slot, target);
         assert_eq!(
@@ -605,32 +617,20 @@ fn redis_cluster_with_three_masters() {
             "2",
             "the state moved with the slot"
         );
-        for limiter in &limiters {
-            for left in [2, 1, 0] {
-                assert_eq!(
-                    admitted_remaining(limiter.check(&request, 1).await),
-                    Some(left),
-                    "the counts carry over"
-                );
-            }
-            assert!(
-                !limiter.check(&request, 1).await.is_allowed(),
-                "6 per hour, exactly"
+        for left in [2, 1, 0] {
+            assert_eq!(
+                admitted_remaining(limiter.check(&request, 1).await),
+                Some(left),
+                "the counts carry over"
             );
         }
         assert!(
-            cluster.nodes[target].calls("evalsha") > target_calls,
-            "the moved domain is decided by its new master"
+            !limiter.check(&request, 1).await.is_allowed(),
+            "6 per hour, exactly"
         );
-        // Other keys of the moved domain land on the new master too.
-        assert_eq!(
-            admitted_remaining(
-                limiters[0]
-                    .check(&[("user", "u2"), ("tenant", "t1")], 1)
-                    .await
-            ),
-            Some(5),
-            "a new user (the tenant's 7th of 100)"
+        assert!(
+            cluster.nodes[target].calls("evalsha") > target_calls,
+            "the moved slot is decided by its new master"
         );
     });
 }
@@ -833,17 +833,21 @@ fn a_full_limit_charges_no_other_limit_of_the_request() {
             .arg("*")
             .query(&mut connection)
             .expect("KEYS");
-        let tenant_key = keys
+        // The tenant's sliding log is the state of more than two numbers (total, then a time
+        // and a count per entry); the users' token buckets have two.
+        let states: Vec<String> = keys
             .iter()
-            .find(|key| {
-                let hex: String = "t1".bytes().map(|b| format!("{b:02x}")).collect();
-                key.ends_with(&format!("{hex}:ns")) || key.ends_with(&format!("{hex}:us"))
+            .map(|key| {
+                redis::cmd("GET")
+                    .arg(key)
+                    .query(&mut connection)
+                    .expect("GET")
             })
-            .expect("the tenant's key");
-        let state: String = redis::cmd("GET")
-            .arg(tenant_key)
-            .query(&mut connection)
-            .expect("GET");
+            .collect();
+        let state = states
+            .iter()
+            .find(|state| state.split(' ').count() > 2)
+            .unwrap_or_else(|| panic!("the tenant's sliding log among {states:?}"));
         assert_eq!(
             state.split(' ').next(),
             Some("7"),
@@ -893,6 +897,7 @@ fn a_cancelled_queue_place_is_given_back_in_redis() {
         let check = LimitCheck {
             domain: "queue",
             key: b"client-1",
+            tag: b"client-1",
             algorithm: Algorithm::LeakyBucket,
             quota: &quota,
             cost: 1,
@@ -912,7 +917,7 @@ fn a_cancelled_queue_place_is_given_back_in_redis() {
         // The third leaves before its turn: its place goes back (asynchronously). Wait until
         // the bucket's stored state changes (the first cancel may also load its script).
         let key = server
-            .cli(&["--scan", "--pattern", "*{queue}*"])
+            .cli(&["--scan", "--pattern", "*}:queue:*"])
             .expect("scan");
         let key = key.trim();
         let before = server.cli(&["GET", key]).expect("get");
@@ -1004,20 +1009,23 @@ fn a_key_holding_garbage_or_deleted_counts_as_never_seen_and_trips_nothing() {
         let check = LimitCheck {
             domain: "g",
             key: b"k",
+            tag: b"k",
             algorithm: Algorithm::FixedWindow,
             quota: &quota,
             cost: 1,
             shadow: false,
         };
+        // The key's name, from a first decision.
+        let decisions = decide(&store, &[check]).await.expect("decided by Redis");
+        assert_eq!(decisions[0].remaining, 2);
+        let key = server.cli(&["KEYS", "*"]).expect("keys");
+        let key = key.trim();
         // Another type, then values that are not this algorithm's state.
-        server
-            .cli(&["HSET", "tollgate:{g}:6b:us", "field", "value"])
-            .expect("hset");
+        server.cli(&["DEL", key]).expect("del");
+        server.cli(&["HSET", key, "field", "value"]).expect("hset");
         for garbage in [None, Some("nan inf"), Some("1 2 3 4 5"), Some("banana")] {
             if let Some(garbage) = garbage {
-                server
-                    .cli(&["SET", "tollgate:{g}:6b:us", garbage])
-                    .expect("set");
+                server.cli(&["SET", key, garbage]).expect("set");
             }
             let decisions = decide(&store, &[check])
                 .await

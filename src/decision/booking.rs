@@ -4,6 +4,7 @@ use crate::algorithm::Decision;
 use crate::clock::Nanos;
 use crate::rules::tree::StateKey;
 use smallvec::SmallVec;
+use std::ops::Range;
 
 /// A limit that applies to a request: its state key and the request's weight under it.
 #[derive(Debug, Clone)]
@@ -11,6 +12,8 @@ pub(crate) struct Booking {
     /// The limit's index in the rules' limits.
     pub(crate) limit_index: usize,
     pub(crate) key: StateKey,
+    /// The bytes of `key` that make its hash tag (see [`LimitCheck::tag`](crate::store::LimitCheck::tag)).
+    pub(crate) tag: Range<usize>,
     pub(crate) cost: u64,
     /// Whether the limit only reports: in shadow mode itself, or all limits are.
     pub(crate) shadow: bool,
@@ -52,6 +55,7 @@ impl Booking {
         Booking {
             limit_index,
             key: StateKey::new(),
+            tag: 0..0,
             cost: 1,
             shadow,
             booked_until: None,

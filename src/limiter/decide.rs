@@ -48,6 +48,7 @@ impl<St: Store> Limiter<St> {
                 cost: limit.cost(values, default_cost),
                 limit_index: m.limit_index,
                 key: std::mem::take(&mut m.key),
+                tag: m.tag.clone(),
                 shadow: shadow_all || limit.is_shadow(),
                 booked_until: None,
             });
@@ -106,6 +107,7 @@ fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
     LimitCheck {
         domain: rules.domain(),
         key: &booking.key,
+        tag: &booking.key[booking.tag.clone()],
         algorithm,
         quota,
         cost: booking.cost,

@@ -208,6 +208,7 @@ impl DescriptorSpec {
             value: None,
             rate_limit: None,
             shadow_mode: false,
+            hash_tag: false,
             descriptors: Vec::new(),
         })
     }
@@ -227,6 +228,14 @@ impl DescriptorSpec {
     /// Only report would-be denials.
     pub fn shadow_mode(mut self, shadow: bool) -> Self {
         self.0.shadow_mode = shadow;
+        self
+    }
+
+    /// Makes this entry's value the hash tag of the limits at and below it: a store that
+    /// spreads keys over shards (a Redis Cluster) keeps them with the other keys of the same
+    /// value (see the [rules reference](crate::guide::rules)).
+    pub fn hash_tag(mut self, hash_tag: bool) -> Self {
+        self.0.hash_tag = hash_tag;
         self
     }
 

@@ -171,6 +171,8 @@ pub(crate) struct RawDescriptor {
     #[serde(default)]
     pub(crate) shadow_mode: bool,
     #[serde(default)]
+    pub(crate) hash_tag: bool,
+    #[serde(default)]
     pub(crate) descriptors: Vec<Located<RawDescriptor>>,
 }
 

@@ -5,10 +5,17 @@
 //! `prefix*` wildcard, else the key-only entry. Every entry on the walk that has a rate limit
 //! applies, and its state key is the limit's state id plus the values seen on the way, so a
 //! key-only entry limits each distinct value separately.
+//!
+//! Each state key also names its hash tag, the part of it that says who is limited: stores
+//! that spread keys over shards (a Redis Cluster) keep the keys with the same tag together.
+//! The tag is the value of the nearest entry on the walk marked `hash_tag`; without one, the
+//! first value matched by a key-only or `prefix*` entry (the value that varies with the
+//! client); without one either, the whole key.
 
 use crate::source::MissingPeerAddr;
 use smallvec::SmallVec;
 use std::collections::HashMap;
+use std::ops::Range;
 
 /// One level of the descriptor tree.
 #[derive(Debug, Clone, Default)]
@@ -30,6 +37,8 @@ pub(crate) struct Group {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Node {
     pub(crate) limit: Option<NodeLimit>,
+    /// Whether this entry's value is the hash tag of the limits at and below it.
+    pub(crate) hash_tag: bool,
     pub(crate) children: Level,
 }
 
@@ -49,6 +58,8 @@ pub(crate) struct Matched {
     /// The limit's index in the rules' limits.
     pub(crate) limit_index: usize,
     pub(crate) key: StateKey,
+    /// The bytes of `key` that make its hash tag.
+    pub(crate) tag: Range<usize>,
 }
 
 /// State id, then each value on the walk, length-prefixed so that no two walks collide.
@@ -63,16 +74,48 @@ pub(crate) trait Values {
 }
 
 impl Group {
-    fn select(&self, value: &str) -> Option<&Node> {
-        self.exact
-            .get(value)
-            .or_else(|| {
-                self.prefixes
-                    .iter()
-                    .find(|(prefix, _)| value.starts_with(prefix.as_str()))
-                    .map(|(_, node)| node)
-            })
+    /// The entry that applies to `value`, and whether it was chosen by an exact value (one
+    /// that does not vary from client to client).
+    fn select(&self, value: &str) -> Option<(&Node, bool)> {
+        if let Some(node) = self.exact.get(value) {
+            return Some((node, true));
+        }
+        self.prefixes
+            .iter()
+            .find(|(prefix, _)| value.starts_with(prefix.as_str()))
+            .map(|(_, node)| node)
             .or(self.key_only.as_deref())
+            .map(|node| (node, false))
+    }
+}
+
+/// The hash tag a walk has found so far.
+#[derive(Debug, Clone)]
+enum Tag {
+    /// Every value so far was exact.
+    None,
+    /// The first value of a key-only or `prefix*` entry.
+    Varying(Range<usize>),
+    /// The value of the nearest entry marked `hash_tag`.
+    Marked(Range<usize>),
+}
+
+impl Tag {
+    /// The tag below an entry whose value is at `value` in the path.
+    fn below(&self, value: Range<usize>, exact: bool, marked: bool) -> Tag {
+        match self {
+            _ if marked => Tag::Marked(value),
+            Tag::None if !exact => Tag::Varying(value),
+            tag => tag.clone(),
+        }
+    }
+
+    /// The bytes of a key of `len` bytes that make its hash tag.
+    fn range(&self, len: usize) -> Range<usize> {
+        match self {
+            Tag::None => 0..len,
+            Tag::Varying(range) | Tag::Marked(range) => range.clone(),
+        }
     }
 }
 
@@ -89,7 +132,7 @@ impl Level {
         // The path keeps room for a state id at its front, so that a limit's key is one copy
         // of it.
         let mut path = StateKey::from_slice(&[0; STATE_ID_BYTES]);
-        self.walk_from(values, &mut path, out)
+        self.walk_from(values, &mut path, &Tag::None, out)
     }
 
     /// Collects the limits that apply under this level, reached by `path`, into `out`.
@@ -97,30 +140,34 @@ impl Level {
         &self,
         values: &mut dyn Values,
         path: &mut StateKey,
+        tag: &Tag,
         out: &mut Matches,
     ) -> Result<(), MissingPeerAddr> {
         for group in &self.groups {
             let Some(value) = values.get(group.source)? else {
                 continue;
             };
-            let Some(node) = group.select(value) else {
+            let Some((node, exact)) = group.select(value) else {
                 continue;
             };
             let mark = path.len();
             let len = u32::try_from(value.len()).unwrap_or(u32::MAX);
             path.extend_from_slice(&len.to_le_bytes());
+            let value_at = path.len();
             path.extend_from_slice(value.as_bytes());
+            let tag = tag.below(value_at..path.len(), exact, node.hash_tag);
             if let Some(limit) = node.limit {
                 let mut key = StateKey::from_slice(path);
                 key[..STATE_ID_BYTES].copy_from_slice(&limit.state_id.to_le_bytes());
                 out.push(Matched {
                     limit_index: limit.index,
+                    tag: tag.range(key.len()),
                     key,
                 });
             }
             // Most entries are leaves, with nothing below them to walk.
             if !node.children.groups.is_empty() {
-                node.children.walk_from(values, path, out)?;
+                node.children.walk_from(values, path, &tag, out)?;
             }
             path.truncate(mark);
         }

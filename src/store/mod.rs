@@ -35,6 +35,10 @@ pub struct LimitCheck<'a> {
     pub domain: &'a str,
     /// The key whose state this limit keeps (limit identity and descriptor values).
     pub key: &'a [u8],
+    /// The part of `key` that says who is limited (a client's address, a user id), its hash
+    /// tag: a store that spreads keys over shards keeps the keys of one tag together, so the
+    /// limits of one client are decided in one place. A store of one shard may ignore it.
+    pub tag: &'a [u8],
     /// The algorithm that decides.
     pub algorithm: Algorithm,
     /// The quota.

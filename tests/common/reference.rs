@@ -170,6 +170,7 @@ pub fn run_reference_suite<S: Store>(make: impl Fn(ManualClock) -> S) {
             let check = LimitCheck {
                 domain: "test",
                 key: &key,
+                tag: &key,
                 algorithm,
                 quota: &quota,
                 cost,

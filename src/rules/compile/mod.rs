@@ -127,6 +127,7 @@ impl Compiler {
             let sources: Vec<usize> = parent_sources.iter().copied().chain(source).collect();
             let node = Node {
                 limit: self.limit(descriptor, &path, &chain, &sources),
+                hash_tag: raw.hash_tag,
                 children: self.level(
                     &raw.descriptors,
                     &format!("{path}.descriptors"),

@@ -10,25 +10,12 @@
 --          queue, max_delay (-1: none), shaping (1/0), cost, shadow (1/0), ticks per ms
 --          (0 when a tick is longer than a millisecond: then ARGV is ms per tick, negated)
 -- Returns  { now (base units), then per check: allowed, limit, remaining, reset_after,
---          retry_after, delay, booked_until (-1: none) } with durations in the check's ticks.
+--          retry_after, delay, booked_until (-1: none), mark } with durations in the check's
+--          ticks; mark says where the charge was filed, for refund.lua (a window, the time of
+--          a log entry, the new theoretical arrival time; 0 for a token bucket).
 
--- The stored state of an algorithm whose state has `fields` numbers (0: any odd count, the
--- sliding window log). Anything else (a key of another type or algorithm, an old format,
--- garbage) counts as never seen, as in the memory store.
-local function state(value, fields)
-  local parts = {}
-  if type(value) ~= 'string' then return parts end
-  for part in string.gmatch(value, '%S+') do
-    local n = tonumber(part)
-    if not n or n ~= n or n == math.huge or n == -math.huge or n ~= math.floor(n) then return {} end
-    parts[#parts + 1] = n
-  end
-  if (fields > 0 and #parts ~= fields) or (fields == 0 and #parts % 2 ~= 1) then return {} end
-  return parts
-end
-
-local function decision(allowed, limit, remaining, reset, retry, delay, booked)
-  return { allowed and 1 or 0, limit, remaining, reset, retry, delay or 0, booked or -1 }
+local function decision(allowed, limit, remaining, reset, retry, delay, booked, mark)
+  return { allowed and 1 or 0, limit, remaining, reset, retry, delay or 0, booked or -1, mark or 0 }
 end
 
 -- Each algorithm: (fields, now, q, cost) -> decision, new fields (kept when admitted).
@@ -104,7 +91,7 @@ local function schedule(s, now, q, cost, slots, max_delay, shaping)
     wait = delay
     if delay > 0 then booked_at = booked end
   end
-  return decision(allowed, max_limit, remaining, ahead, retry, wait, booked_at), { after }
+  return decision(allowed, max_limit, remaining, ahead, retry, wait, booked_at, after), { after }
 end
 
 local function gcra(s, now, q, cost)
@@ -130,7 +117,7 @@ local function fixed_window(s, now, q, cost)
   end
   local reset = 0
   if count > 0 then reset = until_next end
-  return decision(allowed, limit, math.max(0, limit - count), reset, retry), { window, count }
+  return decision(allowed, limit, math.max(0, limit - count), reset, retry, 0, -1, window), { window, count }
 end
 
 local function sliding_window_counter(s, now, q, cost)
@@ -172,7 +159,7 @@ local function sliding_window_counter(s, now, q, cost)
   local reset_at = at
   if current > 0 then reset_at = start + 2 * period elseif previous > 0 then reset_at = start + period end
   local remaining = idiv(math.max(0, capacity - used), period)
-  return decision(allowed, limit, remaining, math.max(0, reset_at - now), retry), { window, current, previous }
+  return decision(allowed, limit, remaining, math.max(0, reset_at - now), retry, 0, -1, window), { window, current, previous }
 end
 
 local function sliding_window_log(s, now, q, cost)
@@ -223,11 +210,10 @@ local function sliding_window_log(s, now, q, cost)
     fields[#fields + 1] = entry[1]
     fields[#fields + 1] = entry[2]
   end
-  return decision(allowed, limit, math.max(0, limit - used), reset, retry), fields
+  return decision(allowed, limit, math.max(0, limit - used), reset, retry, 0, -1, filed_at), fields
 end
 
 local algorithms = { token_bucket, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter, gcra }
-local state_fields = { 2, 1, 2, 0, 3, 1 }
 
 local now_base = now_in_base_units()
 
@@ -255,9 +241,7 @@ end
 local reply = { now_base }
 for i, q in ipairs(checks) do
   if admitted and q.decision[1] == 1 then
-    local parts = {}
-    for k, v in ipairs(q.next) do parts[k] = num(v) end
-    redis.call('SET', KEYS[i], table.concat(parts, ' '), 'PX', px(q.decision[4], q.per_ms))
+    redis.call('SET', KEYS[i], joined(q.next), 'PX', px(q.decision[4], q.per_ms))
   end
   for _, v in ipairs(q.decision) do reply[#reply + 1] = v end
 end

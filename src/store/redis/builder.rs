@@ -39,7 +39,8 @@ impl RedisStoreBuilder {
     }
 
     /// A prefix for every key (default `tollgate:`), so that several services can share one
-    /// Redis. It may not contain braces: the domain is the keys' hash tag.
+    /// Redis. It may not contain braces: the hash tag that follows it places keys in a Redis
+    /// Cluster.
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
@@ -79,7 +80,7 @@ impl RedisStoreBuilder {
     /// When no node can be reached. Once connected, the store reconnects by itself.
     pub async fn connect(self) -> Result<RedisStore, StoreError> {
         if self.prefix.contains(['{', '}']) {
-            // A brace in the prefix would become the Redis Cluster hash tag instead of the domain.
+            // A brace in the prefix would become the Redis Cluster hash tag instead of the client's.
             let message = format!(
                 "the key prefix `{}` must not contain `{{` or `}}`",
                 self.prefix
@@ -119,9 +120,9 @@ impl RedisStoreBuilder {
                     include_str!("prelude.lua"),
                     include_str!("acquire.lua")
                 )),
-                cancel: Script::new(concat!(
+                refund: Script::new(concat!(
                     include_str!("prelude.lua"),
-                    include_str!("cancel.lua")
+                    include_str!("refund.lua")
                 )),
                 prefix: self.prefix,
                 timeout: self.timeout,

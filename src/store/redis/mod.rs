@@ -3,6 +3,8 @@
 mod breaker;
 mod builder;
 mod denials;
+mod keys;
+mod slots;
 mod ticks;
 
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
@@ -11,6 +13,7 @@ use crate::clock::{saturating_nanos, Clock, Nanos};
 use breaker::Breaker;
 pub use builder::RedisStoreBuilder;
 use denials::Denials;
+use keys::RedisKey;
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::{RedisError, Script};
@@ -26,9 +29,14 @@ use ticks::{clamped_cost, Tick};
 /// All the limits of one request are decided by one Lua script call (`EVALSHA`, loaded again
 /// by itself after a `SCRIPT FLUSH`), atomically and all or nothing, with the same
 /// arithmetic as the in-memory store. Time comes from Redis (`TIME`), so servers whose clocks
-/// disagree still agree on every limit. Keys carry the domain as a Redis Cluster hash tag
-/// (`{domain}`), so the keys of one request share a slot, and expire by themselves once
-/// their state is back to "never seen".
+/// disagree still agree on every limit. Keys are hashes of bounded size, whatever clients
+/// send, and expire by themselves once their state is back to "never seen".
+///
+/// On a Redis Cluster ([`RedisStore::cluster_builder`]), keys spread over the masters by who
+/// is limited (their [tag](LimitCheck::tag)): the limits of one client share a slot and are
+/// one call. A request whose limits are in several slots is one call per slot, sent
+/// together, and stays all or nothing: when one slot denies, what the others charged is given
+/// back before the request is answered (see the [operations guide](crate::guide::operations)).
 ///
 /// Every call has a timeout (50 ms by default). After a run of failures a circuit breaker
 /// stops calling Redis for a while, so a Redis outage costs each request at most the timeout,
@@ -53,7 +61,7 @@ pub struct RedisStore {
 struct Inner {
     connection: Connection,
     acquire: Script,
-    cancel: Script,
+    refund: Script,
     prefix: String,
     timeout: Duration,
     breaker: Breaker,
@@ -76,6 +84,11 @@ impl Inner {
         } else {
             Nanos::new(saturating_nanos(self.started.elapsed()))
         }
+    }
+
+    /// Whether keys spread over the slots of a Redis Cluster.
+    fn is_cluster(&self) -> bool {
+        matches!(self.connection, Connection::Cluster(_))
     }
 
     fn report_unfit(&self, error: &StoreError) {
@@ -106,36 +119,6 @@ impl RedisStore {
         RedisStoreBuilder::new(nodes.into_iter().map(Into::into).collect(), true)
     }
 
-    /// The Redis key of a check: prefix, the domain as a hash tag, the state key in hex
-    /// (printable in `redis-cli`, and no client value in clear), then the tick's unit.
-    fn redis_key(&self, check: &LimitCheck<'_>, tick: Tick) -> Vec<u8> {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let prefix = self.inner.prefix.as_bytes();
-        let mut key =
-            Vec::with_capacity(prefix.len() + check.domain.len() + 3 + 2 * check.key.len());
-        key.extend_from_slice(prefix);
-        // The domain is the hash tag: braces inside it would end the tag early, so they are
-        // escaped (the prefix has none, see `connect`).
-        key.push(b'{');
-        for byte in check.domain.bytes() {
-            match byte {
-                b'{' => key.extend_from_slice(b"%7B"),
-                b'}' => key.extend_from_slice(b"%7D"),
-                b'%' => key.extend_from_slice(b"%25"),
-                _ => key.push(byte),
-            }
-        }
-        key.extend_from_slice(b"}:");
-        for byte in check.key {
-            key.push(HEX[usize::from(byte >> 4)]);
-            key.push(HEX[usize::from(byte & 0x0f)]);
-        }
-        // The state is kept in the tick's unit: another tick is another state.
-        key.push(b':');
-        key.extend_from_slice(tick.unit().as_bytes());
-        key
-    }
-
     /// What the scripts take as now: "" for Redis's own clock, or the test clock's time.
     fn script_now(&self) -> Result<String, StoreError> {
         if !self.inner.clock_overrides_redis {
@@ -164,11 +147,43 @@ impl RedisStore {
 /// every request (about 1.5 ms of Redis's time at this size).
 const MAX_LOG_LIMIT: u64 = 1_000;
 
-/// One check as the script takes it.
+/// One check as the scripts take it.
 struct Planned {
-    key: Vec<u8>,
+    key: RedisKey,
     tick: Tick,
     args: [i64; 11],
+}
+
+impl Planned {
+    /// Whether the limit only reports.
+    fn shadow(&self) -> bool {
+        self.args[9] == 1
+    }
+
+    /// The decision from the first seven numbers `acquire.lua` answered for this check.
+    fn decision(&self, values: &[i64]) -> Decision {
+        let tick = self.tick;
+        let duration =
+            |value: i64| Duration::from_nanos(tick.nanos_of(u64::try_from(value).unwrap_or(0)));
+        Decision {
+            allowed: values[0] == 1,
+            capacity: u64::try_from(values[1]).unwrap_or(0),
+            remaining: u64::try_from(values[2]).unwrap_or(0),
+            reset_after: duration(values[3]),
+            retry_after: duration(values[4]),
+            delay: duration(values[5]),
+            booked_until: u64::try_from(values[6])
+                .ok()
+                .map(|ticks| Nanos::new(tick.nanos_of(ticks))),
+        }
+    }
+
+    /// What `refund.lua` takes to give back this check's charge, filed at `mark`: algorithm,
+    /// ticks per base unit, limit, period, burst, cost, mark.
+    fn refund_args(&self, mark: i64) -> [i64; 7] {
+        let a = &self.args;
+        [a[0], a[1], a[2], a[3], a[4], a[8], mark]
+    }
 }
 
 impl Inner {
@@ -287,7 +302,7 @@ impl RedisStore {
             tick.per_ms(),
         ];
         Ok(Planned {
-            key: self.redis_key(check, tick),
+            key: RedisKey::of(&self.inner.prefix, check, tick),
             tick,
             args,
         })
@@ -298,6 +313,7 @@ impl RedisStore {
 struct OwnedCheck {
     domain: String,
     key: Vec<u8>,
+    tag: Vec<u8>,
     algorithm: Algorithm,
     quota: Quota,
     cost: u64,
@@ -309,6 +325,7 @@ impl From<&LimitCheck<'_>> for OwnedCheck {
         OwnedCheck {
             domain: check.domain.to_owned(),
             key: check.key.to_vec(),
+            tag: check.tag.to_vec(),
             algorithm: check.algorithm,
             quota: *check.quota,
             cost: check.cost,
@@ -322,28 +339,12 @@ impl OwnedCheck {
         LimitCheck {
             domain: &self.domain,
             key: &self.key,
+            tag: &self.tag,
             algorithm: self.algorithm,
             quota: &self.quota,
             cost: self.cost,
             shadow: self.shadow,
         }
-    }
-}
-
-/// The decision for one check from the script's seven numbers.
-fn decision(values: &[i64], tick: Tick) -> Decision {
-    let duration =
-        |value: i64| Duration::from_nanos(tick.nanos_of(u64::try_from(value).unwrap_or(0)));
-    Decision {
-        allowed: values[0] == 1,
-        capacity: u64::try_from(values[1]).unwrap_or(0),
-        remaining: u64::try_from(values[2]).unwrap_or(0),
-        reset_after: duration(values[3]),
-        retry_after: duration(values[4]),
-        delay: duration(values[5]),
-        booked_until: u64::try_from(values[6])
-            .ok()
-            .map(|ticks| Nanos::new(tick.nanos_of(ticks))),
     }
 }
 
@@ -387,23 +388,7 @@ impl Store for RedisStore {
             .then(|| checks.iter().map(OwnedCheck::from).collect());
         let store = self.clone();
         Acquisition::Pending(Box::pin(async move {
-            let keys = planned.iter().map(|p| p.key.as_slice());
-            let args = planned.iter().flat_map(|p| p.args);
-            let reply: Vec<i64> = store
-                .inner
-                .invoke(&store.inner.acquire, keys, &now, args)
-                .await?;
-            if reply.len() != 1 + 7 * planned.len() {
-                return Err(StoreError::new(
-                    format!("unexpected script reply of {} numbers", reply.len()),
-                    "bad reply",
-                ));
-            }
-            let decisions: Decisions = planned
-                .iter()
-                .zip(reply[1..].chunks(7))
-                .map(|(p, values)| decision(values, p.tick))
-                .collect();
+            let decisions = slots::acquire(&store.inner, &planned, &now).await?;
             if let (Some(denials), Some(remembered)) = (&store.inner.denials, &remembered) {
                 let checks: Vec<LimitCheck<'_>> =
                     remembered.iter().map(OwnedCheck::as_check).collect();
@@ -430,22 +415,10 @@ impl Store for RedisStore {
         ) else {
             return;
         };
-        let args = [
-            int(planned.tick.per_base),
-            planned.args[2],
-            planned.args[3],
-            planned.args[8],
-            int(planned.tick.count(booked_until.as_u64())),
-            planned.tick.per_ms(),
-        ];
+        let mark = int(planned.tick.count(booked_until.as_u64()));
         let store = self.clone();
         runtime.spawn(async move {
-            let key = [planned.key.as_slice()];
-            if let Err(error) = store
-                .inner
-                .invoke::<i64>(&store.inner.cancel, key, &now, args)
-                .await
-            {
+            if let Err(error) = slots::refund(&store.inner, vec![(&planned, mark)], &now).await {
                 tracing::debug!(%error, "could not give a queue place back");
             }
         });
