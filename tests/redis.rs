@@ -1042,3 +1042,105 @@ fn a_key_holding_garbage_or_deleted_counts_as_never_seen_and_trips_nothing() {
         assert_eq!(decisions[0].remaining, 2);
     });
 }
+
+/// `used_memory` from `INFO memory`, in bytes.
+fn used_memory(server: &RedisServer) -> u64 {
+    let info = server.cli(&["INFO", "memory"]).unwrap_or_default();
+    info.lines()
+        .find_map(|line| line.strip_prefix("used_memory:"))
+        .and_then(|bytes| bytes.trim().parse().ok())
+        .expect("INFO memory reports used_memory")
+}
+
+/// Every key on `server`, as bytes.
+fn all_keys(server: &RedisServer) -> Vec<Vec<u8>> {
+    redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut server.connection())
+        .expect("KEYS")
+}
+
+/// 200 requests, each from a user whose id is 30 KB long, through `store`: each a limit per
+/// user and, nested in it, a limit per user and page, so two keys each.
+async fn send_huge_user_ids(store: RedisStore) {
+    let rules = rules(
+        r#"
+domain: huge
+sources: { user: { header: x-user-id }, page: { header: x-page } }
+descriptors:
+  - key: user
+    rate_limit: { unit: hour, requests_per_unit: 10 }
+    descriptors:
+      - key: page
+        rate_limit: { unit: hour, requests_per_unit: 5, algorithm: sliding_window_log }
+"#,
+    );
+    let limiter = Limiter::with_store(rules, store);
+    for i in 0..200 {
+        let user = format!("{i:05}{}", "x".repeat(30_000));
+        let page = "p".repeat(30_000);
+        let verdict = limiter.check(&[("user", &user), ("page", &page)], 1).await;
+        assert!(
+            verdict.is_allowed() && verdict.decision().is_some(),
+            "decided by Redis"
+        );
+    }
+}
+
+/// Asserts that the keys on `servers` are 400 (two per request), each at most 100 bytes,
+/// and that they took well under what 200 × 60 KB of client values would.
+fn assert_bounded(servers: &[&RedisServer], memory_before: u64) {
+    let keys: Vec<Vec<u8>> = servers.iter().flat_map(|s| all_keys(s)).collect();
+    assert_eq!(keys.len(), 400, "two limits per request, one key each");
+    let longest = keys.iter().map(Vec::len).max().unwrap_or(0);
+    assert!(longest <= 100, "a key of {longest} bytes");
+    let mut usage = 0;
+    for server in servers {
+        let mut connection = server.connection();
+        for key in all_keys(server) {
+            let bytes: u64 = redis::cmd("MEMORY")
+                .arg("USAGE")
+                .arg(&key)
+                .query(&mut connection)
+                .expect("MEMORY USAGE");
+            usage += bytes;
+        }
+    }
+    // Each key costs its name, a few numbers and Redis's overhead: about 200 bytes. Keys
+    // holding the client values would cost 60 KB each.
+    assert!(usage < 400 * 256, "the 400 keys take {usage} bytes");
+    // And Redis as a whole (loaded scripts and buffers included) grew by far less than the
+    // 12 MB of client values sent.
+    let memory_after: u64 = servers.iter().map(|s| used_memory(s)).sum();
+    let grew = memory_after.saturating_sub(memory_before);
+    assert!(grew < 1_500_000, "Redis grew by {grew} bytes");
+}
+
+#[test]
+fn client_values_of_30_kb_make_keys_of_at_most_100_bytes() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let store = store(&server).await;
+        let before = used_memory(&server);
+        send_huge_user_ids(store).await;
+        assert_bounded(&[&server], before);
+    });
+}
+
+#[test]
+fn client_values_of_30_kb_make_keys_of_at_most_100_bytes_on_a_cluster() {
+    let cluster = RedisCluster::start(3);
+    runtime().block_on(async {
+        let store = RedisStore::cluster_builder(cluster.urls())
+            .timeout(Duration::from_secs(2))
+            .connect()
+            .await
+            .expect("connects to the cluster");
+        let masters: Vec<&RedisServer> = cluster.nodes.iter().collect();
+        let before: u64 = masters.iter().map(|s| used_memory(s)).sum();
+        send_huge_user_ids(store).await;
+        assert_bounded(&masters, before);
+        let spread = masters.iter().filter(|s| !all_keys(s).is_empty()).count();
+        assert_eq!(spread, 3, "200 users spread over the 3 masters");
+    });
+}
