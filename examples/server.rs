@@ -4,6 +4,7 @@
 //! cargo run --example server
 //! TOLLGATE_RULES=my-rules.yaml TOLLGATE_LISTEN=0.0.0.0:8080 cargo run --example server
 //! TOLLGATE_REDIS_URL=redis://127.0.0.1:6379 cargo run --example server --features redis
+//! TOLLGATE_REDIS_CLUSTER=redis://127.0.0.1:7000,redis://127.0.0.1:7001 cargo run --example server --features redis
 //! cargo run --example server --features metrics   # and GET /metrics, in Prometheus format
 //! ```
 //!
@@ -12,7 +13,8 @@
 //! with the compiler's messages. The file is watched: save a change and it takes effect
 //! within a second; a bad edit is logged and the previous rules keep serving. With
 //! `TOLLGATE_REDIS_URL`, the state lives in Redis, so two instances on two ports share their
-//! limits. `/metrics` exists only in builds with the `metrics` feature: without it tollgate
+//! limits; with `TOLLGATE_REDIS_CLUSTER` (some of its nodes, comma-separated), in a Redis
+//! Cluster, spread over its masters. `/metrics` exists only in builds with the `metrics` feature: without it tollgate
 //! measures nothing, and the plain `cargo run --example server` stays lean.
 
 use axum::http::{Method, Uri};
@@ -43,10 +45,25 @@ async fn main() -> ExitCode {
     let limits = rules.limits().len();
     println!("tollgate demo on http://{listen} with {limits} limits from {rules_path}");
 
-    match std::env::var("TOLLGATE_REDIS_URL") {
-        Ok(url) => serve_with_redis(&url, rules, unlimited, &rules_path, &listen).await,
-        Err(_) => {
-            println!("state: in memory (set TOLLGATE_REDIS_URL to share it through Redis)");
+    let redis = (
+        std::env::var("TOLLGATE_REDIS_URL").ok(),
+        std::env::var("TOLLGATE_REDIS_CLUSTER").ok(),
+    );
+    match redis {
+        (Some(_), Some(_)) => {
+            eprintln!("set TOLLGATE_REDIS_URL (one server) or TOLLGATE_REDIS_CLUSTER (a cluster), not both");
+            ExitCode::FAILURE
+        }
+        (Some(url), None) => {
+            let nodes = Redis::Server(url);
+            serve_with_redis(nodes, rules, unlimited, &rules_path, &listen).await
+        }
+        (None, Some(nodes)) => {
+            let nodes = Redis::Cluster(nodes.split(',').map(|n| n.trim().to_owned()).collect());
+            serve_with_redis(nodes, rules, unlimited, &rules_path, &listen).await
+        }
+        (None, None) => {
+            println!("state: in memory (set TOLLGATE_REDIS_URL or TOLLGATE_REDIS_CLUSTER to share it through Redis)");
             let limiter = Limiter::new(rules);
             #[cfg(feature = "metrics")]
             tokio::spawn(sweep_and_count_keys(limiter.clone()));
@@ -55,17 +72,36 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Where the state lives when it is shared.
+enum Redis {
+    /// One server's URL.
+    Server(String),
+    /// Some nodes of a Redis Cluster.
+    Cluster(Vec<String>),
+}
+
 #[cfg(feature = "redis")]
 async fn serve_with_redis(
-    url: &str,
+    redis: Redis,
     rules: Rules,
     unlimited: Router,
     rules_path: &str,
     listen: &str,
 ) -> ExitCode {
-    match tollgate::store::RedisStore::builder(url).connect().await {
+    use tollgate::store::RedisStore;
+    let (builder, described) = match redis {
+        Redis::Server(url) => {
+            let described = format!("in Redis at {url}");
+            (RedisStore::builder(url), described)
+        }
+        Redis::Cluster(nodes) => {
+            let described = format!("in the Redis Cluster of {}", nodes.join(", "));
+            (RedisStore::cluster_builder(nodes), described)
+        }
+    };
+    match builder.connect().await {
         Ok(store) => {
-            println!("state: in Redis at {url}, shared with every instance using it");
+            println!("state: {described}, shared with every instance using it");
             let limiter = Limiter::with_store(rules, store);
             serve(limiter, unlimited, rules_path, listen).await
         }
@@ -78,13 +114,17 @@ async fn serve_with_redis(
 
 #[cfg(not(feature = "redis"))]
 async fn serve_with_redis(
-    _url: &str,
+    redis: Redis,
     _rules: Rules,
     _unlimited: Router,
     _rules_path: &str,
     _listen: &str,
 ) -> ExitCode {
-    eprintln!("TOLLGATE_REDIS_URL is set, but this build has no Redis support: run with `--features redis`");
+    let setting = match redis {
+        Redis::Server(url) => format!("TOLLGATE_REDIS_URL={url}"),
+        Redis::Cluster(nodes) => format!("TOLLGATE_REDIS_CLUSTER={}", nodes.join(",")),
+    };
+    eprintln!("{setting} is set, but this build has no Redis support: run with `--features redis`");
     ExitCode::FAILURE
 }
 
