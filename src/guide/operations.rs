@@ -116,25 +116,33 @@
 //! ```
 //!
 //! The demo shares its limits when started with `TOLLGATE_REDIS_URL=redis://127.0.0.1:6379
-//! cargo run --example server --features redis` (start two on two `TOLLGATE_LISTEN` ports).
+//! cargo run --example server --features redis` (start two on two `TOLLGATE_LISTEN` ports),
+//! or on a cluster with `TOLLGATE_REDIS_CLUSTER=redis://127.0.0.1:7000,redis://127.0.0.1:7001`
+//! (some of its nodes, comma-separated).
 //!
 //! - **One round trip per request.** Every limit that applies is decided by one Lua script
 //!   call (`EVALSHA`; after a `SCRIPT FLUSH` the script is loaded again by itself),
 //!   atomically and all or nothing, with the same arithmetic as the in-memory store: the same
-//!   reference suite passes on both with identical decisions.
+//!   reference suite passes on both with identical decisions. (On a cluster: one call per
+//!   slot, [below](#on-a-redis-cluster).)
 //! - **Time comes from Redis** (`TIME`), so servers with skewed clocks agree. Lua numbers are
 //!   doubles, so each limit is kept in the finest tick whose numbers stay exact (2^53): the
 //!   microsecond for everyday limits, the millisecond or second for very large limits over
 //!   long periods.
-//! - **Keys** are `prefix{domain}:state-key-in-hex:tick` (prefix `tollgate:` by default; it
-//!   may not contain braces) and expire by themselves once their state is back to "never
-//!   seen"; a key holding anything else reads as never seen. The domain is the Redis Cluster
-//!   hash tag: the keys of one request share a slot, so one script decides them atomically.
-//!   The price: one domain lives on one master; different domains spread over the cluster.
-//! - **Requirements and limits.** Redis 5 or later (scripts that read `TIME` and then
-//!   write). A `sliding_window_log` is read whole on every request, so on Redis its limit is
-//!   capped at 1,000 (use `sliding_window_counter` for larger ones); a limit that Redis
-//!   cannot hold exactly is reported once and decided by its `on_store_error` policy.
+//! - **Keys** are `prefix{tag}:domain:state:tick`, for example
+//!   `tollgate:{12ca17b49af22894}:demo:ec050075c73181832dd5aadd1c9eaf2e:us`: the prefix
+//!   (`tollgate:` by default; it may not contain braces), 16 hex digits of the SHA-256 of the
+//!   limit's [hash tag](super::rules#hash-tags-where-state-lives-in-a-redis-cluster), the
+//!   domain, 32 hex digits of the SHA-256 of the state key (limit and client values), and
+//!   the tick. Whatever a client sends (a 30 KB header), a key is about 60 bytes plus prefix
+//!   and domain, and holds no client value in clear; a state key costs Redis about 150
+//!   bytes. Keys expire by themselves once their state is back to "never seen"; a key
+//!   holding anything else reads as never seen.
+//! - **Requirements and limits.** Redis 6 or later (scripts that read `TIME` and then
+//!   write, `SET ... KEEPTTL`). A `sliding_window_log` is read whole on every request, so on
+//!   Redis its limit is capped at 1,000 (use `sliding_window_counter` for larger ones); a
+//!   limit that Redis cannot hold exactly is reported once and decided by its
+//!   `on_store_error` policy.
 //! - **Failures.** Each call has a timeout (50 ms). After 5 failures in a row a circuit
 //!   breaker stops calling Redis for a second, then lets one call try
 //!   (`.circuit_breaker(failures, cooldown)`): a Redis outage costs a request at most the
@@ -147,6 +155,41 @@
 //!   gave, without a round trip (`.over_limit_cache(false)` turns it off).
 //! - **Queueing across servers.** A leaky bucket's release time comes from Redis; each server
 //!   waits locally.
+//!
+//! ## On a Redis Cluster
+//!
+//! `RedisStore::cluster_builder(["redis://10.0.0.5:7000", "redis://10.0.0.6:7000"])` takes
+//! some of the cluster's nodes and finds the others. Keys spread over the masters by
+//! [hash tag](super::rules#hash-tags-where-state-lives-in-a-redis-cluster), that is by who is
+//! limited: 10,000 clients put 33 % ± 1 % of the keys on each of 3 masters (BENCHMARKS.md).
+//!
+//! - **One client, one call.** The limits of a request that share a tag share a slot: one
+//!   script decides them, atomically, as on a single server.
+//! - **Several slots, still all or nothing.** A request whose limits are in several slots
+//!   (a per-user and a per-tenant limit) is one call per slot, sent together: one round trip
+//!   of wall time. Each slot charges its limits only when all of its enforced limits have
+//!   room. When a slot denies (or fails), the slots that charged are refunded by a second
+//!   script call, before the request is answered: a denied request consumes no limit, as on
+//!   one server. The refund is exact for `fixed_window`, `sliding_window_counter`,
+//!   `sliding_window_log` and `token_bucket`; a `gcra` or `leaky_bucket` booking is given back
+//!   only while no later request was scheduled after it (otherwise it stays charged: moving
+//!   the schedule back under a later booking would let two requests share one interval).
+//! - **What others see in between.** Between the charge and the refund (one round trip,
+//!   when a request is denied in another slot), a concurrent request sees the charge: it
+//!   may be denied because of it, never admitted beyond a limit. The same holds for a failed
+//!   slot: the others are refunded, and the request is decided by `on_store_error`.
+//! - **A crash in between** (the server dies after the charge, before the refund) leaves
+//!   the charge in place: the limit counts a request that did not happen, until its window
+//!   passes, its bucket refills or its key expires (at most one period). Limits err on the
+//!   side of denying, never of admitting.
+//! - **Resharding and failover.** Redirections while slots migrate (`MOVED`, `ASK`) are
+//!   followed; state moves with its slot, so counts carry over. When a master dies, its
+//!   slots fail until its replica takes over (the cluster's `cluster-node-timeout`, plus
+//!   its election: about 2.5 s with a 1 s timeout); meanwhile each request costs at most the
+//!   timeout, then the circuit breaker's nothing, and `on_store_error` decides it. Limits are
+//!   enforced again as soon as the replica answers, from the state it had replicated (Redis
+//!   replication is asynchronous: the last charges before the crash may be lost, so a limit
+//!   may admit a little more right after a failover).
 //!
 //! Measured throughput against `redis-benchmark` running the same script call is in the
 //! repository's BENCHMARKS.md.

@@ -140,8 +140,8 @@
 //! # Descriptors and matching
 //!
 //! `descriptors` is a tree. Each entry has a `key`, an optional `value`, an optional
-//! `rate_limit`, an optional `shadow_mode` and optional nested `descriptors` (at most 16
-//! levels deep).
+//! `rate_limit`, an optional `shadow_mode`, an optional `hash_tag` ([below](#hash-tags-where-state-lives-in-a-redis-cluster))
+//! and optional nested `descriptors` (at most 16 levels deep).
 //!
 //! Matching is Envoy's: at each level, for each key the request has a value for, the most
 //! specific entry applies:
@@ -188,6 +188,61 @@
 //! [`Limiter::set_rules`](crate::Limiter::set_rules) (or a hot reload) keep the counters of
 //! unchanged limits wherever they moved in the file, and a limit whose quota changed starts
 //! afresh.
+//!
+//! # Hash tags: where state lives in a Redis Cluster
+//!
+//! On a Redis Cluster, each limit's state lives in the slot of its *hash tag*, the part of
+//! its key that says who is limited, so that one client's limits share a slot and are
+//! decided by one script call, while clients spread evenly over the masters. A limit's tag
+//! is, along the entries that led to it:
+//!
+//! 1. the value of the nearest entry marked `hash_tag: true`;
+//! 2. else the value of the first key-only or `prefix*` entry (the value that varies from
+//!    client to client: an address, a user id);
+//! 3. else, for a limit reached through exact values only (one global counter), its whole
+//!    key: each such limit is a slot of its own.
+//!
+//! So a per-client limit and a per-client login limit share a slot whichever comes first in
+//! the tree, as do all of one user's limits:
+//!
+//! ```yaml
+//! descriptors:
+//!   - key: remote_address                    # tag: the address
+//!     rate_limit: { unit: second, requests_per_unit: 20 }
+//!   - key: endpoint
+//!     value: login
+//!     descriptors:
+//!       - key: remote_address                # tag: the address (endpoint=login is exact)
+//!         rate_limit: { unit: minute, requests_per_unit: 5 }
+//! ```
+//!
+//! A request whose limits have different tags (a per-user and a per-tenant limit) is
+//! decided in each slot concurrently, still all or nothing (see
+//! [operations](super::operations#on-a-redis-cluster)): one round trip of wall time, one
+//! script call per slot. Mark an entry `hash_tag: true` where the default does not fit. For
+//! example, under `key: tenant` with `key: user` nested, every limit is tagged by the tenant,
+//! so one large tenant is one hot slot; marking the user entry spreads the per-user limits
+//! by user instead:
+//!
+//! ```rust
+//! # use tollgate::rules::Rules;
+//! let rules = Rules::from_yaml(r#"
+//! domain: demo
+//! sources: { tenant: { header: x-tenant }, user: { header: x-user } }
+//! descriptors:
+//!   - key: tenant                          # tag: the tenant
+//!     rate_limit: { unit: second, requests_per_unit: 1000 }
+//!     descriptors:
+//!       - key: user
+//!         hash_tag: true                   # tag: the user, not the tenant
+//!         rate_limit: { unit: second, requests_per_unit: 10 }
+//! "#)?;
+//! # assert_eq!(rules.limits().len(), 2);
+//! # Ok::<(), tollgate::rules::RuleErrors>(())
+//! ```
+//!
+//! Tags only place state: they change no decision, and the memory store ignores them.
+//! Changing a tag moves a limit's state to a new key, so its counts start afresh.
 //!
 //! # `rate_limit`
 //!
