@@ -161,7 +161,8 @@
 //! `RedisStore::cluster_builder(["redis://10.0.0.5:7000", "redis://10.0.0.6:7000"])` takes
 //! some of the cluster's nodes and finds the others. Keys spread over the masters by
 //! [hash tag](super::rules#hash-tags-where-state-lives-in-a-redis-cluster), that is by who is
-//! limited: 10,000 clients put 33 % ± 1 % of the keys on each of 3 masters (BENCHMARKS.md).
+//! limited: 10,000 clients put 33.0 to 33.7 % of the keys on each of 3 masters, and each
+//! master did a third of the work (BENCHMARKS.md).
 //!
 //! - **One client, one call.** The limits of a request that share a tag share a slot: one
 //!   script decides them, atomically, as on a single server.
