@@ -88,9 +88,24 @@ impl RedisStoreBuilder {
             return Err(StoreError::new(message, "invalid key prefix"));
         }
         let connection = if self.cluster {
+            // Redirections (MOVED, ASK) are followed at once, but TRYAGAIN (during a slot
+            // migration, a call whose keys are split, or that creates a key next to existing
+            // ones), CLUSTERDOWN and MASTERDOWN wait before the retry: by default 1.28 s at
+            // least, longer than any sensible timeout, so every such call failed. Waits from
+            // 1 ms, doubling, up to a quarter of the timeout retry within it. And more retries
+            // than the default 16: redis-rs sends ASKING apart from the command it is for, so
+            // another command on the shared connection can take it, and the command comes back
+            // MOVED (two retries gone, without a wait). The timeout still bounds every call.
+            let max_retry_wait = u64::try_from(self.timeout.as_millis() / 4)
+                .unwrap_or(u64::MAX)
+                .max(2);
             let client = redis::cluster::ClusterClient::builder(self.nodes.clone())
                 .connection_timeout(self.timeout.max(Duration::from_secs(1)))
                 .response_timeout(self.timeout)
+                .retries(64)
+                .min_retry_wait(1)
+                .max_retry_wait(max_retry_wait)
+                .retry_wait_formula(2, 2)
                 .build()
                 .map_err(|e| StoreError::new("invalid Redis Cluster configuration", e))?;
             let connection = client
