@@ -183,14 +183,21 @@
 //!   the charge in place: the limit counts a request that did not happen, until its window
 //!   passes, its bucket refills or its key expires (at most one period). Limits err on the
 //!   side of denying, never of admitting.
-//! - **Resharding and failover.** Redirections while slots migrate (`MOVED`, `ASK`) are
-//!   followed; state moves with its slot, so counts carry over. When a master dies, its
-//!   slots fail until its replica takes over (the cluster's `cluster-node-timeout`, plus
-//!   its election: about 2.5 s with a 1 s timeout); meanwhile each request costs at most the
-//!   timeout, then the circuit breaker's nothing, and `on_store_error` decides it. Limits are
-//!   enforced again as soon as the replica answers, from the state it had replicated (Redis
-//!   replication is asynchronous: the last charges before the crash may be lost, so a limit
-//!   may admit a little more right after a failover).
+//! - **Resharding.** Redirections while slots migrate (`MOVED`, `ASK`) are followed, and
+//!   `TRYAGAIN` (a call whose keys the migration splits) is retried within the timeout,
+//!   after 1 ms, then 2, 4, ... up to a quarter of the timeout. State moves with its slot,
+//!   so counts carry over: the tests move a slot under load and count exactly the limit.
+//! - **Failover.** When a master dies, its slots fail until its replica takes over (the
+//!   cluster's `cluster-node-timeout`, plus an election: 2.4 to 3.2 s in the tests, with a
+//!   1 s node timeout); each request costs at most the store's timeout, or nothing once the
+//!   circuit breaker has opened, and `on_store_error` decides it. Limits are enforced again
+//!   within a second of the promotion, from the state the replica had (Redis replicates
+//!   asynchronously: the last charges before the crash may be lost, so a limit may admit a
+//!   few requests more right after a failover). Once the other nodes mark the master failed,
+//!   a cluster with the default `cluster-require-full-coverage yes` refuses every command
+//!   until the failover ends; with `no`, the healthy masters keep deciding their clients.
+//!   The circuit breaker is the store's, not a node's: a run of failures on one master pauses
+//!   calls to all of them for the cooldown.
 //!
 //! Measured throughput against `redis-benchmark` running the same script call is in the
 //! repository's BENCHMARKS.md.
