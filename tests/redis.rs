@@ -5,10 +5,11 @@ mod common;
 
 use common::redis_server::{RedisCluster, RedisServer};
 use common::stores::decide;
+use common::windows::away_from_hour_edge;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tollgate::clock::ManualClock;
 use tollgate::rules::Rules;
@@ -88,21 +89,6 @@ async fn per_user_limiter(
 fn admitted_remaining(verdict: Verdict) -> Option<u64> {
     assert!(verdict.is_allowed());
     verdict.decision().map(|d| d.remaining)
-}
-
-/// Waits, if needed, until the current hour has more than `margin` left: fixed and sliding
-/// windows are aligned to the clock, and a test that crosses an edge sees a new window.
-async fn away_from_hour_edge(margin: Duration) {
-    let since_epoch = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("after 1970");
-    let into_hour = Duration::from_millis(
-        u64::try_from(since_epoch.as_millis() % 3_600_000).expect("less than an hour"),
-    );
-    let left = Duration::from_secs(3_600) - into_hour;
-    if left < margin {
-        tokio::time::sleep(left + Duration::from_millis(100)).await;
-    }
 }
 
 /// The differences between two `INFO commandstats` snapshots, without the INFO calls that

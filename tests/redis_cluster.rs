@@ -9,12 +9,13 @@
 mod common;
 
 use common::redis_server::RedisCluster;
+use common::windows::away_from_hour_edge;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 use tollgate::rules::Rules;
 use tollgate::store::RedisStore;
@@ -65,21 +66,6 @@ async fn cluster_store(cluster: &RedisCluster, timeout: Duration) -> RedisStore 
         .connect()
         .await
         .expect("connects to the cluster")
-}
-
-/// Waits, if needed, until the current hour has more than `margin` left: fixed and sliding
-/// windows are aligned to the clock, and a test that crosses an edge sees a new window.
-async fn away_from_hour_edge(margin: Duration) {
-    let since_epoch = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("after 1970");
-    let into_hour = Duration::from_millis(
-        u64::try_from(since_epoch.as_millis() % 3_600_000).expect("less than an hour"),
-    );
-    let left = Duration::from_secs(3_600) - into_hour;
-    if left < margin {
-        tokio::time::sleep(left + Duration::from_millis(100)).await;
-    }
 }
 
 /// The hash tag of the Redis keys of a client whose tag value is `value`: 16 hex digits of

@@ -5,3 +5,4 @@ pub mod redis_server;
 pub mod reference;
 pub mod server;
 pub mod stores;
+pub mod windows;
