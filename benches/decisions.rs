@@ -277,6 +277,7 @@ impl<'k> Fixture<'k> {
                     quota,
                     cost: 1,
                     shadow: false,
+                    sync_every: None,
                 };
                 verdicts::admitted(store, &check)
             }),

@@ -90,6 +90,7 @@ fn measure(threads: usize, verdict: Verdict, rounds: usize) {
             quota,
             cost: 1,
             shadow: false,
+            sync_every: None,
         })
         .collect();
     let governor: DefaultKeyedRateLimiter<std::net::IpAddr> =

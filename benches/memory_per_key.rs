@@ -423,6 +423,7 @@ fn run_tollgate(algorithm: Algorithm, quota: Quota, case: Case) -> Measured {
                 quota: &quota,
                 cost: 1,
                 shadow: false,
+                sync_every: None,
             };
             let Acquisition::Ready(Ok(decisions)) = store.acquire(&[check]) else {
                 panic!("the memory store answers at once, without error");

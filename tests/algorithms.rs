@@ -512,6 +512,7 @@ fn check_store_against_state(
             quota,
             cost,
             shadow: false,
+            sync_every: None,
         };
         let decided = acquire(&store, &[check])[0];
         prop_assert_eq!(
@@ -641,6 +642,7 @@ fn admitted_concurrently(algorithm: Algorithm, quota: Quota) -> Vec<Decision> {
         quota: &quota,
         cost: 1,
         shadow: false,
+        sync_every: None,
     };
     std::thread::scope(|scope| {
         let threads: Vec<_> = (0..THREADS)
@@ -762,6 +764,7 @@ fn two_limits_on_one_request_are_all_or_nothing_under_concurrency() {
             quota,
             cost: 1,
             shadow: false,
+            sync_every: None,
         };
         let wide = limit(b"wide", &wide_quota);
         let narrow = limit(b"narrow", &narrow_quota);

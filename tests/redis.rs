@@ -888,6 +888,7 @@ fn a_cancelled_queue_place_is_given_back_in_redis() {
             quota: &quota,
             cost: 1,
             shadow: false,
+            sync_every: None,
         };
         let acquire = || async {
             let decisions = decide(&store, &[check]).await.expect("Redis decides");
@@ -1000,6 +1001,7 @@ fn a_key_holding_garbage_or_deleted_counts_as_never_seen_and_trips_nothing() {
             quota: &quota,
             cost: 1,
             shadow: false,
+            sync_every: None,
         };
         // The key's name, from a first decision.
         let decisions = decide(&store, &[check]).await.expect("decided by Redis");

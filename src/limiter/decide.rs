@@ -112,6 +112,7 @@ fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
         quota,
         cost: booking.cost,
         shadow: booking.shadow,
+        sync_every: None,
     }
 }
 

@@ -27,6 +27,7 @@ use crate::clock::Nanos;
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
+use std::time::Duration;
 
 /// One limit to check for one request.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +48,11 @@ pub struct LimitCheck<'a> {
     pub cost: u64,
     /// Whether the limit only reports (never denies).
     pub shadow: bool,
+    /// `sync_every` of the rules: a store shared by a fleet may decide this limit from local
+    /// counts, sent to the shared state and refreshed from it at this interval (see the
+    /// guide's "Local-first limits"). `None`: decide it exactly. A store of one process, such
+    /// as [`MemoryStore`], is exact either way and ignores it.
+    pub sync_every: Option<Duration>,
 }
 
 /// A store's answer: at once, or later.

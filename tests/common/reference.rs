@@ -175,6 +175,7 @@ pub fn run_reference_suite<S: Store>(make: impl Fn(ManualClock) -> S) {
                 quota: &quota,
                 cost,
                 shadow: false,
+                sync_every: None,
             };
             let answer = match store.acquire(&[check]) {
                 Acquisition::Ready(answer) => answer,

@@ -78,6 +78,7 @@ mod tests {
             quota: &quota,
             cost: 1,
             shadow: false,
+            sync_every: None,
         };
         let tick = Tick::choose(Algorithm::FixedWindow, &quota, 1_000).unwrap();
         RedisKey::of("tollgate:", &check, tick)

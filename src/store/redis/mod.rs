@@ -318,6 +318,7 @@ struct OwnedCheck {
     quota: Quota,
     cost: u64,
     shadow: bool,
+    sync_every: Option<Duration>,
 }
 
 impl From<&LimitCheck<'_>> for OwnedCheck {
@@ -330,6 +331,7 @@ impl From<&LimitCheck<'_>> for OwnedCheck {
             quota: *check.quota,
             cost: check.cost,
             shadow: check.shadow,
+            sync_every: check.sync_every,
         }
     }
 }
@@ -344,6 +346,7 @@ impl OwnedCheck {
             quota: &self.quota,
             cost: self.cost,
             shadow: self.shadow,
+            sync_every: self.sync_every,
         }
     }
 }
