@@ -16,6 +16,8 @@ pub mod decisions;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "redis")]
+pub(crate) mod sync;
 
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisPending, RedisStore, RedisStoreBuilder};
