@@ -75,12 +75,12 @@ pub(crate) struct Bookings {
 }
 
 impl Bookings {
-    fn apply(self, tat: u64) -> u64 {
+    pub(super) fn apply(self, tat: u64) -> u64 {
         tat.max(self.after).saturating_add(self.add)
     }
 
     /// These bookings, then `next`.
-    fn then(self, next: Bookings) -> Bookings {
+    pub(super) fn then(self, next: Bookings) -> Bookings {
         Bookings {
             after: self.after.max(next.after.saturating_sub(self.add)),
             add: self.add.saturating_add(next.add),
@@ -242,6 +242,7 @@ impl View {
     /// already sent is given back at the next send, for the windows; a schedule keeps it (its
     /// fleet total only errs on the side of denying).
     pub(super) fn give_back(&mut self, charge: Charge) {
+        self.touched = true;
         match (&mut self.counts, charge) {
             (Counts::Windows(windows), Charge::Window { number, cost }) => {
                 if let Some(window) = windows.iter_mut().find(|w| w.number == number) {
