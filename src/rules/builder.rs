@@ -221,7 +221,7 @@ impl DescriptorSpec {
 
     /// The limit of this entry.
     pub fn rate_limit(mut self, limit: LimitSpec) -> Self {
-        self.0.rate_limit = Some(unlocated(limit.0));
+        self.0.rate_limit = Some(Box::new(unlocated(limit.0)));
         self
     }
 

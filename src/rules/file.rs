@@ -166,8 +166,11 @@ pub(crate) struct RawDescriptor {
     pub(crate) key: Located<String>,
     #[serde(default)]
     pub(crate) value: Option<Located<String>>,
+    /// Boxed: reading nested descriptors recurses, and unboxed, every level's frames would
+    /// hold a whole rate limit (several copies in debug builds): the deepest files the YAML
+    /// budget admits came within a few KiB of a 2 MiB thread stack.
     #[serde(default)]
-    pub(crate) rate_limit: Option<Located<RawRateLimit>>,
+    pub(crate) rate_limit: Option<Box<Located<RawRateLimit>>>,
     #[serde(default)]
     pub(crate) shadow_mode: bool,
     #[serde(default)]
