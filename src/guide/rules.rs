@@ -73,7 +73,7 @@
 //! | `domain` | names the rules and namespaces their state (in Redis, the keys' prefix); must not be empty | required |
 //! | `sources` | where the value of each declared key comes from ([below](#keys-and-sources)) | none |
 //! | `client_ip` | how to find the client address behind proxies ([below](#client_ip)) | the socket peer |
-//! | `defaults` | `algorithm` and `on_store_error` for limits that set none ([below](#defaults)) | `fixed_window`, `allow` |
+//! | `defaults` | `algorithm`, `on_store_error` and `sync_every` for limits that set none ([below](#defaults)) | `fixed_window`, `allow`, none |
 //! | `response` | optional response headers ([below](#response)) | none |
 //! | `shadow_mode` | `true`: every limit counts and reports but denies nothing ([shadow mode](#shadow-mode)) | `false` |
 //! | `descriptors` | the tree of limits ([below](#descriptors-and-matching)) | none |
@@ -132,6 +132,7 @@
 //! defaults:
 //!   algorithm: sliding_window_counter   # for limits that name none; without it fixed_window, as in Envoy
 //!   on_store_error: allow               # allow (fail open), deny (fail closed) or local (decide in memory)
+//!   sync_every: 100ms                   # decide limits local-first (Redis); a limit opts out with sync_every: none
 //! ```
 //!
 //! `on_store_error` decides a request when the store cannot (Redis down or too slow); each
@@ -259,7 +260,8 @@
 //! | `max_delay` | `leaky_bucket` shaping: refuse a request that would wait longer, e.g. `2s` |
 //! | `cost` | the weight of each request: a number (at least 1), or the name of a source whose value is one ([cost](#cost-weighted-requests)) |
 //! | `on_store_error` | `allow`, `deny` or `local`: overrides `defaults.on_store_error` for this limit |
-//! | `unlimited: true` | a matching request is not limited at all ([exemptions](#unlimited-and-replaces)); takes no other setting but `name` and `replaces` |
+//! | `sync_every` | an interval, e.g. `100ms`: decide this limit local-first (see below); `none` opts out of `defaults.sync_every` |
+//! | `unlimited: true` | a matching request is not limited at all ([exemptions](#unlimited-and-replaces)); takes no other setting but `name` and `replaces` (a `sync_every` is ignored) |
 //! | `name` | names the limit for `replaces`, logs, metrics and headers; names are unique |
 //! | `replaces: [{name: x}]` | when this limit applies, the limit named `x` does not |
 //!
@@ -269,6 +271,12 @@
 //! and so is `max_delay` with `mode: police`. GCRA and the leaky bucket book time ahead
 //! (`burst`, or `queue + 1`, intervals of `period / requests_per_unit`), which must stay
 //! within 100 years.
+//!
+//! `sync_every`: decide this limit from local counts and agree with the fleet through Redis
+//! every interval; only with the Redis store (the others decide exactly and ignore it); see
+//! [Local-first limits](crate::guide::operations). The interval is at least `10ms` and at most
+//! the limit's period, and the algorithm `fixed_window`, `sliding_window_counter`,
+//! `token_bucket` or `gcra`.
 //!
 //! ```rust
 //! use tollgate::rules::Rules;

@@ -101,7 +101,8 @@ pub(super) fn checks<'a>(
 
 /// What the store is asked about `booking`.
 fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
-    let (algorithm, quota) = rules.limits[booking.limit_index]
+    let limit = &rules.limits[booking.limit_index];
+    let (algorithm, quota) = limit
         .limited()
         .expect("only limited entries are booked (see `Limiter::start`)");
     LimitCheck {
@@ -112,7 +113,7 @@ fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
         quota,
         cost: booking.cost,
         shadow: booking.shadow,
-        sync_every: None,
+        sync_every: limit.sync_every(),
     }
 }
 

@@ -617,6 +617,55 @@ descriptors:
         assert_eq!(verdict.denial(), Some(Denial::StoreError));
     }
 
+    #[test]
+    fn the_store_sees_each_limits_sync_every() {
+        let rules = Rules::from_yaml(
+            r#"
+domain: t
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 20, sync_every: 100ms }
+  - key: method
+    rate_limit: { unit: second, requests_per_unit: 5 }
+"#,
+        )
+        .expect("valid rules");
+        let store = SyncRecordingStore::default();
+        let limiter = Limiter::with_store(rules, store.clone());
+        let verdict = check(
+            &limiter,
+            &[("remote_address", "1.1.1.1"), ("method", "GET")],
+        );
+        assert!(verdict.is_allowed());
+        assert_eq!(
+            *store.seen.lock(),
+            [Some(Duration::from_millis(100)), None],
+            "one check per limit, in walk order"
+        );
+    }
+
+    /// The memory store, recording the `sync_every` of each check it is asked.
+    #[derive(Clone, Default)]
+    struct SyncRecordingStore {
+        store: Arc<MemoryStore>,
+        seen: Arc<parking_lot::Mutex<Vec<Option<Duration>>>>,
+    }
+
+    impl Store for SyncRecordingStore {
+        type Pending = std::future::Ready<Result<Decisions, StoreError>>;
+
+        fn acquire(&self, checks: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
+            self.seen
+                .lock()
+                .extend(checks.iter().map(|check| check.sync_every));
+            self.store.acquire(checks)
+        }
+
+        fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
+            self.store.cancel(check, booked_until);
+        }
+    }
+
     /// A store that answers no decision, whatever it is asked.
     struct MiscountingStore;
 

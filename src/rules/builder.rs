@@ -2,7 +2,7 @@
 
 use super::file::{
     unlocated, LeakyMode, RawClassifierEntry, RawClientIp, RawCost, RawDescriptor, RawRateLimit,
-    RawReplaces, RawRules, RawSingleSource, RawSource,
+    RawReplaces, RawRules, RawSingleSource, RawSource, RawSyncEvery,
 };
 use super::{HeaderSet, OnStoreError, RuleErrors, Rules, Unit, XRatelimitHeader};
 use crate::algorithm::Algorithm;
@@ -221,7 +221,7 @@ impl DescriptorSpec {
 
     /// The limit of this entry.
     pub fn rate_limit(mut self, limit: LimitSpec) -> Self {
-        self.0.rate_limit = Some(unlocated(limit.0));
+        self.0.rate_limit = Some(Box::new(unlocated(limit.0)));
         self
     }
 
@@ -330,6 +330,40 @@ impl LimitSpec {
     /// What to do when the store fails, for this limit (default: the rules' default).
     pub fn on_store_error(mut self, policy: OnStoreError) -> Self {
         self.0.on_store_error = Some(policy);
+        self
+    }
+
+    /// Decides this limit local-first: a store shared by a fleet (Redis) decides it from
+    /// local counts and agrees with the fleet every `interval`, in whole milliseconds
+    /// (`sync_every` in the [rules reference](crate::guide::rules#rate_limit)). Checked as in
+    /// a file when the rules are built: at least 10 ms, at most the limit's period, and only
+    /// with `fixed_window`, `sliding_window_counter`, `token_bucket` or `gcra`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::Algorithm;
+    /// use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, Unit};
+    ///
+    /// let every = Duration::from_millis(100);
+    /// let rules = Rules::builder("api")
+    ///     .descriptor(DescriptorSpec::key("remote_address").rate_limit(
+    ///         LimitSpec::per(Unit::Second, 20).sync_every(every),
+    ///     ))
+    ///     .build()?;
+    /// assert_eq!(rules.limits()[0].sync_every(), Some(every));
+    ///
+    /// let log = LimitSpec::per(Unit::Second, 20)
+    ///     .algorithm(Algorithm::SlidingWindowLog)
+    ///     .sync_every(every);
+    /// let refused = Rules::builder("api")
+    ///     .descriptor(DescriptorSpec::key("remote_address").rate_limit(log))
+    ///     .build();
+    /// assert!(refused.is_err());
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    pub fn sync_every(mut self, interval: Duration) -> Self {
+        let interval = RawSyncEvery::Every(Unit::format_period(interval));
+        self.0.sync_every = Some(unlocated(interval));
         self
     }
 

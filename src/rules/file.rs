@@ -110,6 +110,8 @@ pub(crate) struct RawDefaults {
     pub(crate) algorithm: Option<Algorithm>,
     #[serde(default)]
     pub(crate) on_store_error: Option<OnStoreError>,
+    #[serde(default)]
+    pub(crate) sync_every: Option<Located<RawSyncEvery>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -166,8 +168,11 @@ pub(crate) struct RawDescriptor {
     pub(crate) key: Located<String>,
     #[serde(default)]
     pub(crate) value: Option<Located<String>>,
+    /// Boxed: reading nested descriptors recurses, and unboxed, every level's frames would
+    /// hold a whole rate limit (several copies in debug builds): the deepest files the YAML
+    /// budget admits came within a few KiB of a 2 MiB thread stack.
     #[serde(default)]
-    pub(crate) rate_limit: Option<Located<RawRateLimit>>,
+    pub(crate) rate_limit: Option<Box<Located<RawRateLimit>>>,
     #[serde(default)]
     pub(crate) shadow_mode: bool,
     #[serde(default)]
@@ -206,6 +211,8 @@ pub(crate) struct RawRateLimit {
     #[serde(default)]
     pub(crate) on_store_error: Option<OnStoreError>,
     #[serde(default)]
+    pub(crate) sync_every: Option<Located<RawSyncEvery>>,
+    #[serde(default)]
     pub(crate) replaces: Vec<Located<RawReplaces>>,
 }
 
@@ -226,6 +233,27 @@ pub(crate) enum LeakyMode {
     Shape,
     /// Admit them at once; the queue only measures.
     Police,
+}
+
+/// `sync_every` as written: an interval, kept as text so that
+/// [`compile`](super::compile) can say what is wrong with it, or `none`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "String")]
+pub(crate) enum RawSyncEvery {
+    /// `none`: decided exactly, even when `defaults` sets an interval.
+    Off,
+    /// An interval, e.g. `100ms` (checked when compiled).
+    Every(String),
+}
+
+impl From<String> for RawSyncEvery {
+    fn from(text: String) -> Self {
+        if text.trim() == "none" {
+            RawSyncEvery::Off
+        } else {
+            RawSyncEvery::Every(text)
+        }
+    }
 }
 
 /// A request's weight: a number, or the name of a source whose value is the number.

@@ -5,6 +5,7 @@ use super::OnStoreError;
 use crate::algorithm::{Algorithm, Quota};
 use std::num::IntErrorKind;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// One rate limit of the rules.
 #[derive(Debug, Clone)]
@@ -20,6 +21,7 @@ pub struct Limit {
     pub(super) rate: Rate,
     pub(super) shadow: bool,
     pub(super) on_store_error: OnStoreError,
+    pub(super) sync_every: Option<Duration>,
     pub(super) replaces: Vec<String>,
 }
 
@@ -117,6 +119,32 @@ impl Limit {
     /// What happens when the store cannot decide.
     pub fn on_store_error(&self) -> OnStoreError {
         self.on_store_error
+    }
+
+    /// `sync_every`, from the limit or else from `defaults`: a store shared by a fleet (Redis)
+    /// may decide this limit from local counts, agreeing with the fleet at this interval
+    /// (see the [rules reference](crate::guide::rules#rate_limit)). `None` when the limit is
+    /// decided exactly: no `sync_every`, `sync_every: none`, or an `unlimited` entry.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::rules::Rules;
+    ///
+    /// let rules = Rules::from_yaml(r#"
+    /// domain: api
+    /// defaults: { sync_every: 100ms }
+    /// descriptors:
+    ///   - key: remote_address
+    ///     rate_limit: { unit: second, requests_per_unit: 20 }
+    ///   - key: method
+    ///     rate_limit: { unit: second, requests_per_unit: 5, sync_every: none }
+    /// "#)?;
+    /// assert_eq!(rules.limits()[0].sync_every(), Some(Duration::from_millis(100)));
+    /// assert_eq!(rules.limits()[1].sync_every(), None);
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    pub fn sync_every(&self) -> Option<Duration> {
+        self.sync_every
     }
 
     /// The weight of a request under this limit, given the request's values; `default`

@@ -14,6 +14,7 @@ use crate::algorithm::Algorithm;
 use crate::source::Source;
 use serde_saphyr::Location;
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 /// How deep descriptors may nest; deeper trees are certainly mistakes.
 const MAX_DEPTH: usize = 16;
@@ -29,7 +30,13 @@ pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
         replaced: Vec::new(),
         default_algorithm: raw.defaults.algorithm.unwrap_or(Algorithm::FixedWindow),
         on_store_error: raw.defaults.on_store_error.unwrap_or_default(),
+        default_sync_every: None,
     };
+    if let Some(written) = &raw.defaults.sync_every {
+        compiler.default_sync_every = compiler
+            .sync_interval(written, "defaults.sync_every")
+            .flatten();
+    }
     if raw.domain.value.trim().is_empty() {
         compiler.error(
             raw.domain.referenced,
@@ -76,6 +83,8 @@ struct Compiler {
     replaced: Vec<(Located<String>, String)>,
     default_algorithm: Algorithm,
     on_store_error: OnStoreError,
+    /// `defaults.sync_every`; `None` also when it is `none` or wrong (reported once, there).
+    default_sync_every: Option<Duration>,
 }
 
 impl Compiler {

@@ -1,12 +1,12 @@
-//! One `rate_limit` entry: its rate, algorithm options, cost and names.
+//! One `rate_limit` entry: its rate, algorithm options, cost, `sync_every` and names.
 
 use super::Compiler;
 use crate::algorithm::{Algorithm, Quota};
-use crate::rules::file::{Located, RawCost, RawDescriptor, RawRateLimit};
+use crate::rules::file::{Located, RawCost, RawDescriptor, RawRateLimit, RawSyncEvery};
 use crate::rules::period::parse_period;
 use crate::rules::state_id::state_id;
 use crate::rules::tree::NodeLimit;
-use crate::rules::{Cost, Limit, Rate};
+use crate::rules::{Cost, Limit, Rate, Unit};
 use serde_saphyr::Location;
 use std::time::Duration;
 
@@ -14,6 +14,25 @@ use std::time::Duration;
 const MAX_PERIOD: Duration = Duration::from_secs(100 * 365 * 86_400);
 /// The largest limit or burst: token counts are kept as signed 64-bit numbers.
 const MAX_COUNT: u64 = i64::MAX as u64;
+/// The shortest `sync_every`: each interval costs every synced key a round trip to the
+/// shared store, and much shorter ones would save little over asking it each time.
+const MIN_SYNC_EVERY: Duration = Duration::from_millis(10);
+/// The algorithms a shared store can decide local-first (`sync_every`).
+const SYNCABLE: [Algorithm; 4] = [
+    Algorithm::FixedWindow,
+    Algorithm::SlidingWindowCounter,
+    Algorithm::TokenBucket,
+    Algorithm::Gcra,
+];
+
+/// The `sync_every` a limit would have, before it is checked against the limit.
+#[derive(Debug, Clone, Copy)]
+struct SyncEvery {
+    interval: Duration,
+    /// Where errors about it point: the value, or the limit when it comes from `defaults`.
+    location: Location,
+    from_defaults: bool,
+}
 
 impl Compiler {
     pub(super) fn limit(
@@ -38,9 +57,11 @@ impl Compiler {
         }
         let rate = self.rate(&raw.value, raw.referenced, &path);
         let cost = self.cost(&raw.value, &path);
-        let (rate, cost) = (rate?, cost?);
+        let sync_every = self.sync_every(&raw.value, raw.referenced, &path);
+        let (rate, cost, sync_every) = (rate?, cost?, sync_every?);
         let name = raw.value.name.as_ref().map(|n| n.value.clone());
         let label = name.as_deref().unwrap_or(chain);
+        let sync_every = self.check_sync_every(sync_every, &rate, label, &path)?;
         self.limits.push(Limit {
             label: label.into(),
             cost,
@@ -50,6 +71,7 @@ impl Compiler {
             rate,
             shadow: descriptor.value.shadow_mode,
             on_store_error: raw.value.on_store_error.unwrap_or(self.on_store_error),
+            sync_every,
             replaces: raw
                 .value
                 .replaces
@@ -212,6 +234,93 @@ impl Compiler {
         fit
     }
 
+    /// The limit's own `sync_every`, else `defaults.sync_every`: `Some(None)` for neither
+    /// (or `none`), `None` after an error.
+    fn sync_every(
+        &mut self,
+        raw: &RawRateLimit,
+        location: Location,
+        path: &str,
+    ) -> Option<Option<SyncEvery>> {
+        let Some(written) = &raw.sync_every else {
+            return Some(self.default_sync_every.map(|interval| SyncEvery {
+                interval,
+                location,
+                from_defaults: true,
+            }));
+        };
+        let interval = self.sync_interval(written, &format!("{path}.sync_every"))?;
+        Some(interval.map(|interval| SyncEvery {
+            interval,
+            location: written.referenced,
+            from_defaults: false,
+        }))
+    }
+
+    /// A `sync_every` at `path` (in a `rate_limit` or in `defaults`), whatever limit it ends
+    /// up on: `Some(None)` for `none`, `None` after an error.
+    pub(super) fn sync_interval(
+        &mut self,
+        written: &Located<RawSyncEvery>,
+        path: &str,
+    ) -> Option<Option<Duration>> {
+        let RawSyncEvery::Every(text) = &written.value else {
+            return Some(None);
+        };
+        let message = match parse_period(text) {
+            Some(interval) if interval >= MIN_SYNC_EVERY => return Some(Some(interval)),
+            Some(interval) => format!(
+                "{} is too short: sync_every must be at least {}",
+                Unit::format_period(interval),
+                Unit::format_period(MIN_SYNC_EVERY),
+            ),
+            None => format!(
+                "`{text}` is not an interval: write a positive number and ms, s, m, h or d (e.g. 100ms), or `none`"
+            ),
+        };
+        self.error(written.referenced, path, message);
+        None
+    }
+
+    /// `sync_every` must suit the limit `label` it applies to: an algorithm that can be
+    /// decided local-first, and an interval no longer than the period. An `unlimited` entry
+    /// has nothing to sync and ignores it.
+    fn check_sync_every(
+        &mut self,
+        sync: Option<SyncEvery>,
+        rate: &Rate,
+        label: &str,
+        path: &str,
+    ) -> Option<Option<Duration>> {
+        let (Some(sync), Rate::Limited { quota, algorithm }) = (sync, rate) else {
+            return Some(None);
+        };
+        let path = format!("{path}.sync_every");
+        let opt_out = if sync.from_defaults {
+            " (this limit takes sync_every from `defaults`; it can opt out with `sync_every: none`)"
+        } else {
+            ""
+        };
+        let mut fits = true;
+        if !SYNCABLE.contains(algorithm) {
+            let message = format!(
+                "limit `{label}` uses {algorithm}: sync_every works with fixed_window, sliding_window_counter, token_bucket and gcra; choose one of those or remove sync_every{opt_out}"
+            );
+            self.error(sync.location, &path, message);
+            fits = false;
+        }
+        if sync.interval > quota.period() {
+            let message = format!(
+                "limit `{label}`: sync_every {} is longer than its period, {}{opt_out}",
+                Unit::format_period(sync.interval),
+                Unit::format_period(quota.period()),
+            );
+            self.error(sync.location, &path, message);
+            fits = false;
+        }
+        fits.then_some(Some(sync.interval))
+    }
+
     fn burst(&mut self, raw: &RawRateLimit, limit: u64, path: &str) -> Option<u64> {
         let Some(burst) = &raw.burst else {
             return Some(limit);
@@ -304,5 +413,305 @@ impl Compiler {
             return None;
         }
         Some(period)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::algorithm::Algorithm;
+    use crate::rules::{DescriptorSpec, LimitSpec, RuleError, RuleErrors, Rules, Unit};
+    use std::time::Duration;
+
+    const MS_100: Duration = Duration::from_millis(100);
+
+    fn compile(yaml: &str) -> Rules {
+        Rules::from_yaml(yaml).unwrap_or_else(|errors| panic!("valid rules, but:\n{errors}"))
+    }
+
+    fn reject(yaml: &str) -> RuleErrors {
+        match Rules::from_yaml(yaml) {
+            Ok(rules) => panic!("rules to reject, but they compiled: {:#?}", rules.limits()),
+            Err(errors) => errors,
+        }
+    }
+
+    #[track_caller]
+    fn only_error(errors: &RuleErrors) -> &RuleError {
+        match errors.errors() {
+            [error] => error,
+            _ => panic!("one error, but:\n{errors}"),
+        }
+    }
+
+    /// The 1-based line of the only line of `yaml` holding `needle`.
+    #[track_caller]
+    fn line_of(yaml: &str, needle: &str) -> u64 {
+        let mut lines = yaml.lines().enumerate().filter(|(_, l)| l.contains(needle));
+        let (index, _) = lines.next().expect("the needle is in the text");
+        assert!(
+            lines.next().is_none(),
+            "`{needle}` is on more than one line"
+        );
+        u64::try_from(index + 1).expect("a line number")
+    }
+
+    fn sync_everies(rules: &Rules) -> Vec<Option<Duration>> {
+        rules
+            .limits()
+            .iter()
+            .map(|limit| limit.sync_every())
+            .collect()
+    }
+
+    #[test]
+    fn sync_every_is_the_limits_own_else_the_default_and_none_opts_out() {
+        let own = compile(
+            r#"
+domain: t
+descriptors:
+  - key: method
+    rate_limit: { unit: second, requests_per_unit: 5, sync_every: 250ms }
+  - key: path
+    rate_limit: { unit: second, requests_per_unit: 5 }
+"#,
+        );
+        assert_eq!(sync_everies(&own), [Some(Duration::from_millis(250)), None]);
+
+        let defaulted = compile(
+            r#"
+domain: t
+defaults: { algorithm: token_bucket, sync_every: 100ms }
+descriptors:
+  - key: method
+    rate_limit: { unit: second, requests_per_unit: 5 }
+  - key: path
+    rate_limit: { unit: second, requests_per_unit: 5, sync_every: none }
+  - key: host
+    rate_limit: { unit: minute, requests_per_unit: 5, sync_every: 1s }
+  - key: route
+    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, sync_every: none }
+"#,
+        );
+        assert_eq!(
+            sync_everies(&defaulted),
+            [Some(MS_100), None, Some(Duration::from_secs(1)), None]
+        );
+
+        let off = compile(
+            "domain: t\ndefaults: { sync_every: none }\ndescriptors:\n  - key: method\n    rate_limit: { unit: second, requests_per_unit: 5 }\n",
+        );
+        assert_eq!(sync_everies(&off), [None]);
+    }
+
+    #[test]
+    fn sync_every_works_with_the_four_algorithms_that_can_be_decided_local_first() {
+        for algorithm in super::SYNCABLE {
+            let rules = compile(&format!(
+                "domain: t\ndescriptors:\n  - key: method\n    rate_limit: {{ unit: second, requests_per_unit: 5, algorithm: {algorithm}, sync_every: 100ms }}\n"
+            ));
+            assert_eq!(sync_everies(&rules), [Some(MS_100)], "{algorithm}");
+        }
+    }
+
+    #[test]
+    fn sync_every_equal_to_the_period_is_accepted_and_so_is_ten_milliseconds() {
+        let rules = compile(
+            r#"
+domain: t
+descriptors:
+  - key: method
+    rate_limit: { unit: second, requests_per_unit: 5, sync_every: 1s }
+  - key: path
+    rate_limit: { period: 500ms, requests_per_unit: 5, sync_every: 10ms }
+"#,
+        );
+        assert_eq!(
+            sync_everies(&rules),
+            [
+                Some(Duration::from_secs(1)),
+                Some(Duration::from_millis(10))
+            ]
+        );
+    }
+
+    #[test]
+    fn sync_every_below_ten_milliseconds_is_refused_saying_both() {
+        let yaml = "domain: t\ndescriptors:\n  - key: method\n    rate_limit: { unit: second, requests_per_unit: 5, sync_every: 5ms }\n";
+        let errors = reject(yaml);
+        let error = only_error(&errors);
+        assert_eq!(error.path(), "descriptors[0].rate_limit.sync_every");
+        assert_eq!(error.line(), Some(line_of(yaml, "5ms")));
+        assert_eq!(
+            error.message(),
+            "5ms is too short: sync_every must be at least 10ms"
+        );
+    }
+
+    #[test]
+    fn sync_every_longer_than_the_period_is_refused_naming_the_limit_and_both() {
+        let yaml = "domain: t\ndescriptors:\n  - key: method\n    rate_limit: { unit: second, requests_per_unit: 5, sync_every: 2s, name: writes }\n";
+        let errors = reject(yaml);
+        let error = only_error(&errors);
+        assert_eq!(error.path(), "descriptors[0].rate_limit.sync_every");
+        assert_eq!(error.line(), Some(line_of(yaml, "2s")));
+        assert_eq!(
+            error.message(),
+            "limit `writes`: sync_every 2s is longer than its period, 1s"
+        );
+    }
+
+    #[test]
+    fn sync_every_on_a_log_or_a_leaky_bucket_names_the_limit_and_the_algorithms_that_take_it() {
+        for algorithm in [Algorithm::SlidingWindowLog, Algorithm::LeakyBucket] {
+            let yaml = format!(
+                "domain: t\ndescriptors:\n  - key: path\n    value: /login\n    descriptors:\n      - key: remote_address\n        rate_limit: {{ unit: minute, requests_per_unit: 5, algorithm: {algorithm}, sync_every: 100ms }}\n"
+            );
+            let errors = reject(&yaml);
+            let error = only_error(&errors);
+            assert_eq!(
+                error.path(),
+                "descriptors[0].descriptors[0].rate_limit.sync_every"
+            );
+            assert_eq!(error.line(), Some(7));
+            assert_eq!(
+                error.message(),
+                format!(
+                    "limit `path=/login/remote_address` uses {algorithm}: sync_every works with fixed_window, sliding_window_counter, token_bucket and gcra; choose one of those or remove sync_every"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn sync_every_from_defaults_on_a_limit_it_does_not_fit_says_how_to_opt_out() {
+        let yaml = r#"
+domain: t
+defaults: { sync_every: 2s }
+descriptors:
+  - key: method
+    rate_limit: { unit: minute, requests_per_unit: 5, algorithm: sliding_window_log, name: log }
+  - key: path
+    rate_limit: { unit: second, requests_per_unit: 5, name: short }
+  - key: host
+    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, sync_every: none }
+"#;
+        let errors = reject(yaml);
+        let opt_out =
+            " (this limit takes sync_every from `defaults`; it can opt out with `sync_every: none`)";
+        let found: Vec<(&str, Option<u64>, &str)> = errors
+            .errors()
+            .iter()
+            .map(|e| (e.path(), e.line(), e.message()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "descriptors[0].rate_limit.sync_every",
+                    Some(line_of(yaml, "name: log")),
+                    format!("limit `log` uses sliding_window_log: sync_every works with fixed_window, sliding_window_counter, token_bucket and gcra; choose one of those or remove sync_every{opt_out}").as_str(),
+                ),
+                (
+                    "descriptors[1].rate_limit.sync_every",
+                    Some(line_of(yaml, "name: short")),
+                    format!("limit `short`: sync_every 2s is longer than its period, 1s{opt_out}")
+                        .as_str(),
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn unlimited_entries_ignore_sync_every() {
+        let rules = compile(
+            r#"
+domain: t
+defaults: { sync_every: 100ms }
+descriptors:
+  - key: path
+    value: /health
+    rate_limit: { unlimited: true }
+  - key: path
+    value: /metrics
+    rate_limit: { unlimited: true, sync_every: 1h }
+"#,
+        );
+        assert_eq!(sync_everies(&rules), [None, None]);
+    }
+
+    #[test]
+    fn a_malformed_sync_every_is_reported_once_where_it_is_written() {
+        let yaml = r#"
+domain: t
+defaults: { sync_every: 5ms }
+descriptors:
+  - key: method
+    rate_limit: { unit: second, requests_per_unit: 5 }
+  - key: path
+    rate_limit: { unit: second, requests_per_unit: 5 }
+  - key: host
+    rate_limit: { unit: second, requests_per_unit: 5, sync_every: often }
+  - key: route
+    rate_limit: { unit: second, requests_per_unit: 5, sync_every: 0ms }
+"#;
+        let errors = reject(yaml);
+        let found: Vec<(&str, Option<u64>)> = errors
+            .errors()
+            .iter()
+            .map(|e| (e.path(), e.line()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("defaults.sync_every", Some(3)),
+                (
+                    "descriptors[2].rate_limit.sync_every",
+                    Some(line_of(yaml, "often"))
+                ),
+                (
+                    "descriptors[3].rate_limit.sync_every",
+                    Some(line_of(yaml, "0ms"))
+                ),
+            ],
+            "{errors}"
+        );
+        assert_eq!(
+            errors.errors()[1].message(),
+            "`often` is not an interval: write a positive number and ms, s, m, h or d (e.g. 100ms), or `none`"
+        );
+    }
+
+    #[test]
+    fn the_builder_checks_sync_every_as_a_file_does() {
+        let build = |limit: LimitSpec| {
+            Rules::builder("t")
+                .descriptor(DescriptorSpec::key("method").rate_limit(limit))
+                .build()
+        };
+        let rules = build(LimitSpec::per(Unit::Second, 5).sync_every(MS_100)).expect("valid");
+        assert_eq!(sync_everies(&rules), [Some(MS_100)]);
+
+        let refused = [
+            (
+                LimitSpec::per(Unit::Second, 5).sync_every(Duration::from_millis(5)),
+                "5ms is too short: sync_every must be at least 10ms",
+            ),
+            (
+                LimitSpec::per(Unit::Second, 5).sync_every(Duration::from_secs(2)),
+                "limit `method`: sync_every 2s is longer than its period, 1s",
+            ),
+            (
+                LimitSpec::per(Unit::Second, 5)
+                    .algorithm(Algorithm::LeakyBucket)
+                    .sync_every(MS_100),
+                "limit `method` uses leaky_bucket: sync_every works with fixed_window, sliding_window_counter, token_bucket and gcra; choose one of those or remove sync_every",
+            ),
+        ];
+        for (limit, message) in refused {
+            let errors = build(limit).expect_err("refused");
+            let error = only_error(&errors);
+            assert_eq!(error.path(), "descriptors[0].rate_limit.sync_every");
+            assert_eq!((error.line(), error.message()), (None, message));
+        }
     }
 }
