@@ -241,3 +241,77 @@ fn window_total(server: &RedisServer) -> i64 {
         })
         .sum()
 }
+
+const PER_CLIENT: &str = r#"
+domain: sync
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 100, algorithm: fixed_window, sync_every: 100ms }
+"#;
+
+/// A server limited by `PER_CLIENT` through its own store on `redis`.
+async fn limited_server(redis: &RedisServer) -> SocketAddr {
+    let rules = Rules::from_yaml(PER_CLIENT).expect("valid rules");
+    let limiter = Limiter::with_store(rules, store(redis, None).await);
+    let router = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .layer(RateLimitLayer::new(limiter));
+    common::server::serve(router).await
+}
+
+fn second_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs()
+}
+
+/// Two HTTP servers behind one client, 200 requests a second each: in every whole second, the
+/// fleet admits the limit of 100 at least (less one interval of one server), and at most the
+/// limit plus what the other server is sent in an interval or two (one interval, and the
+/// time a sync takes on a busy machine).
+#[test]
+fn two_http_servers_admit_within_the_bound_each_window() {
+    let redis = RedisServer::start();
+    runtime().block_on(async {
+        let servers = [limited_server(&redis).await, limited_server(&redis).await];
+        // Start just after a second begins; the first second warms up.
+        let into_second = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("after 1970")
+            .subsec_millis();
+        tokio::time::sleep(Duration::from_millis(u64::from(1_010 - into_second))).await;
+        let first = second_now();
+        let mut per_second: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
+        let pace = Duration::from_millis(5);
+        let started = Instant::now();
+        let mut sent = 0u32;
+        while second_now() < first + 4 {
+            for &addr in &servers {
+                let second = second_now();
+                let reply = common::server::get(addr, "/", &[]).await;
+                let counts = per_second.entry(second).or_default();
+                counts.0 += 1;
+                counts.1 += u64::from(reply.status == http::StatusCode::OK);
+            }
+            sent += 1;
+            // 200 requests a second in all, when the machine keeps up.
+            let next = started + pace * sent;
+            tokio::time::sleep_until(next.into()).await;
+        }
+        for second in first + 1..first + 4 {
+            let (asked, admitted) = per_second[&second];
+            let per_server_interval = asked / 2 / 10;
+            assert!(
+                admitted <= 100 + 2 * per_server_interval,
+                "second {second}: {admitted} of {asked} admitted"
+            );
+            if asked >= 150 {
+                assert!(
+                    admitted >= 100 - per_server_interval,
+                    "second {second}: {admitted} of {asked} admitted"
+                );
+            }
+        }
+    });
+}
