@@ -45,6 +45,7 @@ fn check<'a>(algorithm: Algorithm, quota: &'a Quota, key: &'a [u8]) -> LimitChec
         cost: 1,
         shadow: false,
         sync_every: Some(EVERY),
+        limit: "test",
     }
 }
 
@@ -127,6 +128,7 @@ fn local_first_and_exact_limits_of_one_request_are_all_or_nothing() {
         let local = check(Algorithm::FixedWindow, &local_quota, b"local");
         let exact = LimitCheck {
             sync_every: None,
+            limit: "test",
             ..check(Algorithm::FixedWindow, &exact_quota, b"exact")
         };
         let both = [local, exact];

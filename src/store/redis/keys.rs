@@ -102,6 +102,7 @@ mod tests {
             cost: 1,
             shadow: false,
             sync_every: None,
+            limit: "test",
         };
         let tick = Tick::choose(Algorithm::FixedWindow, &quota, 1_000).unwrap();
         RedisKey::of("tollgate:", &check, tick)

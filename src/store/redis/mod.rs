@@ -323,6 +323,7 @@ struct OwnedCheck {
     cost: u64,
     shadow: bool,
     sync_every: Option<Duration>,
+    limit: String,
 }
 
 impl From<&LimitCheck<'_>> for OwnedCheck {
@@ -336,6 +337,7 @@ impl From<&LimitCheck<'_>> for OwnedCheck {
             cost: check.cost,
             shadow: check.shadow,
             sync_every: check.sync_every,
+            limit: check.limit.to_owned(),
         }
     }
 }
@@ -351,6 +353,7 @@ impl OwnedCheck {
             cost: self.cost,
             shadow: self.shadow,
             sync_every: self.sync_every,
+            limit: &self.limit,
         }
     }
 }

@@ -35,13 +35,19 @@ pub(super) struct Synced {
     id: i64,
 }
 
-/// Where a key's fleet totals live, and for how long they are worth keeping.
+/// Where a key's fleet totals live, for how long they are worth keeping, and whose they are.
 #[derive(Clone)]
 struct SyncedKey {
     name: Arc<[u8]>,
     slot: u16,
     keep_ms: i64,
+    domain: Arc<str>,
+    limit: Arc<str>,
 }
+
+/// The metric of what the fleet admitted beyond a local-first limit.
+#[cfg(feature = "metrics")]
+const OVERSHOOT: &str = "tollgate_sync_overshoot";
 
 impl Synced {
     pub(super) fn new() -> Self {
@@ -215,6 +221,7 @@ async fn sync(inner: &Inner, force: bool) -> Result<(), StoreError> {
     let replies = join_all(calls).await;
     let received_local = inner.clock.now().as_u64();
     let mut failure = None;
+    let mut overshoots: Vec<(&SyncedKey, u64)> = Vec::new();
     for ((_, group), reply) in groups.iter().zip(replies) {
         let reply = reply.and_then(|reply| {
             if reply.len() == 2 + 2 * group.len() {
@@ -243,7 +250,11 @@ async fn sync(inner: &Inner, force: bool) -> Result<(), StoreError> {
                 }
                 for (out, values) in group.iter().zip(reply[2..].chunks(2)) {
                     let totals = totals(&out.payload, values, inner.base_ns());
-                    synced.table.settle(out, Some(totals), now);
+                    let over = synced.table.settle(out, Some(totals), now).unwrap_or(0);
+                    match overshoots.iter_mut().find(|(key, _)| same_limit(key, &out.address)) {
+                        Some((_, most)) => *most = (*most).max(over),
+                        None => overshoots.push((&out.address, over)),
+                    }
                 }
             }
             Err(error) => {
@@ -254,7 +265,30 @@ async fn sync(inner: &Inner, force: bool) -> Result<(), StoreError> {
             }
         }
     }
+    for (key, over) in overshoots {
+        report_overshoot(key, over);
+    }
     failure.map_or(Ok(()), Err)
+}
+
+fn same_limit(a: &SyncedKey, b: &SyncedKey) -> bool {
+    a.limit == b.limit && a.domain == b.domain
+}
+
+/// Reports by how many requests the fleet was over a limit, the most among its keys synced.
+fn report_overshoot(key: &SyncedKey, over: u64) {
+    if over > 0 {
+        tracing::debug!(domain = %key.domain, limit = %key.limit, over, "local-first limit: the fleet admitted beyond the limit");
+    }
+    #[cfg(feature = "metrics")]
+    {
+        let labels = [
+            ("domain", key.domain.to_string()),
+            ("limit", key.limit.to_string()),
+        ];
+        #[allow(clippy::cast_precision_loss)] // Counts of requests, far below 2^52.
+        metrics::gauge!(OVERSHOOT, &labels).set(over as f64);
+    }
 }
 
 /// What `sync.lua` takes for one key: kind, ms to keep, and five numbers.
@@ -309,6 +343,8 @@ impl Inner {
             name: key.name.into(),
             slot: key.slot,
             keep_ms: i64::try_from(keep.as_millis()).unwrap_or(i64::MAX),
+            domain: check.domain.into(),
+            limit: check.limit.into(),
         }
     }
 

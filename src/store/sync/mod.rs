@@ -75,6 +75,7 @@ mod tests {
             cost: 1,
             shadow: false,
             sync_every: Some(Duration::from_millis(100)),
+            limit: "test",
         }
     }
 
