@@ -64,7 +64,9 @@ fn two_servers_admit_the_limit_within_one_interval_of_the_other() {
     let server = RedisServer::start();
     runtime().block_on(async {
         let windows = Quota::new(100, Duration::from_secs(1)).unwrap();
-        let schedule = Quota::new(100, Duration::from_secs(1)).unwrap().with_burst(100);
+        let schedule = Quota::new(100, Duration::from_secs(1))
+            .unwrap()
+            .with_burst(100);
         let cases = [
             (Algorithm::FixedWindow, &windows, 100),
             (Algorithm::SlidingWindowCounter, &windows, 100),
@@ -139,7 +141,10 @@ fn local_first_and_exact_limits_of_one_request_are_all_or_nothing() {
         // The exact limit is full: the local one gives its charge back.
         let denied = decide(&store, &both).await.expect("decided");
         assert!(denied[0].allowed && !denied[1].allowed);
-        assert!(admits(&store, &local), "the third local place is still free");
+        assert!(
+            admits(&store, &local),
+            "the third local place is still free"
+        );
         // The local limit is full: Redis is not asked.
         let calls = server.calls("evalsha");
         let denied = decide(&store, &both).await.expect("decided");
@@ -172,7 +177,10 @@ fn redis_calls_stay_at_one_per_server_per_interval() {
         let intervals = elapsed.as_millis() / EVERY.as_millis() + 1;
         let most = 2 * u64::try_from(intervals).unwrap();
         assert!(requests > 10 * most, "{requests} requests");
-        assert!(calls <= most, "{calls} calls for {requests} requests in {elapsed:?}");
+        assert!(
+            calls <= most,
+            "{calls} calls for {requests} requests in {elapsed:?}"
+        );
         assert!(calls >= 2, "the servers synced");
     });
 }
@@ -314,6 +322,48 @@ fn two_http_servers_admit_within_the_bound_each_window() {
                     "second {second}: {admitted} of {asked} admitted"
                 );
             }
+        }
+    });
+}
+
+/// On a Redis Cluster, keys of many clients spread over the slots, one call per slot: each
+/// client's limit holds across two servers as on one Redis.
+#[test]
+fn two_servers_on_a_cluster_admit_each_clients_limit() {
+    let cluster = common::redis_server::RedisCluster::start(3);
+    runtime().block_on(async {
+        let clock = ManualClock::starting_at(Nanos::new(1_000_000_000_000));
+        let connect = || async {
+            RedisStore::cluster_builder(cluster.urls())
+                .clock(clock.clone())
+                .timeout(Duration::from_secs(2))
+                .connect()
+                .await
+                .expect("connects")
+        };
+        let servers = [connect().await, connect().await];
+        let quota = Quota::new(50, Duration::from_secs(10)).unwrap();
+        let clients: Vec<Vec<u8>> = (0..8).map(|i| format!("client-{i}").into_bytes()).collect();
+        let mut admitted = vec![0; clients.len()];
+        for _ in 0..4 {
+            for store in &servers {
+                for (client, count) in clients.iter().zip(&mut admitted) {
+                    let check = check(Algorithm::FixedWindow, &quota, client);
+                    *count += (0..20).filter(|_| admits(store, &check)).count();
+                }
+            }
+            for store in &servers {
+                store.sync_now().await.expect("the cluster answers");
+            }
+            clock.advance(EVERY);
+        }
+        for (client, count) in clients.iter().zip(admitted) {
+            // 40 an interval asked of the fleet: 50, and at most one interval of the other.
+            assert!(
+                (50..=50 + 20).contains(&count),
+                "{}: {count}",
+                String::from_utf8_lossy(client)
+            );
         }
     });
 }

@@ -33,6 +33,9 @@ pub(super) struct Synced {
     running: AtomicBool,
     /// This server's name in the registry.
     id: i64,
+    /// Taken for the length of a sync: a sync asked for waits for the one under way, so that
+    /// it returns with every key's totals taken back.
+    syncing: tokio::sync::Mutex<()>,
 }
 
 /// Where a key's fleet totals live, for how long they are worth keeping, and whose they are.
@@ -62,6 +65,7 @@ impl Synced {
             tick: AtomicU64::new(u64::MAX),
             running: AtomicBool::new(false),
             id: i64::from_ne_bytes(id),
+            syncing: tokio::sync::Mutex::new(()),
         }
     }
 }
@@ -177,6 +181,7 @@ async fn run(inner: Weak<Inner>) {
 /// presence, one call per slot (one call on a single server).
 async fn sync(inner: &Inner, force: bool) -> Result<(), StoreError> {
     let synced = &inner.synced;
+    let _turn = synced.syncing.lock().await;
     let sent_local = inner.clock.now().as_u64();
     let now = inner.fleet_now();
     let outgoing = synced.table.due(now, force);
@@ -251,7 +256,10 @@ async fn sync(inner: &Inner, force: bool) -> Result<(), StoreError> {
                 for (out, values) in group.iter().zip(reply[2..].chunks(2)) {
                     let totals = totals(&out.payload, values, inner.base_ns());
                     let over = synced.table.settle(out, Some(totals), now).unwrap_or(0);
-                    match overshoots.iter_mut().find(|(key, _)| same_limit(key, &out.address)) {
+                    match overshoots
+                        .iter_mut()
+                        .find(|(key, _)| same_limit(key, &out.address))
+                    {
                         Some((_, most)) => *most = (*most).max(over),
                         None => overshoots.push((&out.address, over)),
                     }
