@@ -278,6 +278,7 @@ impl<'k> Fixture<'k> {
                     cost: 1,
                     shadow: false,
                     sync_every: None,
+                    limit: "test",
                 };
                 verdicts::admitted(store, &check)
             }),

@@ -91,6 +91,7 @@ fn measure(threads: usize, verdict: Verdict, rounds: usize) {
             cost: 1,
             shadow: false,
             sync_every: None,
+            limit: "test",
         })
         .collect();
     let governor: DefaultKeyedRateLimiter<std::net::IpAddr> =

@@ -424,6 +424,7 @@ fn run_tollgate(algorithm: Algorithm, quota: Quota, case: Case) -> Measured {
                 cost: 1,
                 shadow: false,
                 sync_every: None,
+                limit: "test",
             };
             let Acquisition::Ready(Ok(decisions)) = store.acquire(&[check]) else {
                 panic!("the memory store answers at once, without error");

@@ -513,6 +513,7 @@ fn check_store_against_state(
             cost,
             shadow: false,
             sync_every: None,
+            limit: "test",
         };
         let decided = acquire(&store, &[check])[0];
         prop_assert_eq!(
@@ -643,6 +644,7 @@ fn admitted_concurrently(algorithm: Algorithm, quota: Quota) -> Vec<Decision> {
         cost: 1,
         shadow: false,
         sync_every: None,
+        limit: "test",
     };
     std::thread::scope(|scope| {
         let threads: Vec<_> = (0..THREADS)
@@ -765,6 +767,7 @@ fn two_limits_on_one_request_are_all_or_nothing_under_concurrency() {
             cost: 1,
             shadow: false,
             sync_every: None,
+            limit: "test",
         };
         let wide = limit(b"wide", &wide_quota);
         let narrow = limit(b"narrow", &narrow_quota);

@@ -889,6 +889,7 @@ fn a_cancelled_queue_place_is_given_back_in_redis() {
             cost: 1,
             shadow: false,
             sync_every: None,
+            limit: "test",
         };
         let acquire = || async {
             let decisions = decide(&store, &[check]).await.expect("Redis decides");
@@ -1002,6 +1003,7 @@ fn a_key_holding_garbage_or_deleted_counts_as_never_seen_and_trips_nothing() {
             cost: 1,
             shadow: false,
             sync_every: None,
+            limit: "test",
         };
         // The key's name, from a first decision.
         let decisions = decide(&store, &[check]).await.expect("decided by Redis");

@@ -13,6 +13,13 @@ pub struct FixedWindow {
     count: u64,
 }
 
+impl FixedWindow {
+    /// The state of `count` requests in window number `window` (since the epoch).
+    pub(crate) fn counted(window: u64, count: u64) -> Self {
+        FixedWindow { window, count }
+    }
+}
+
 impl Pack for FixedWindow {
     fn pack(self) -> Words {
         [self.window, self.count]

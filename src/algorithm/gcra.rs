@@ -15,6 +15,13 @@ pub struct Gcra {
     tat: Nanos,
 }
 
+impl Gcra {
+    /// The state whose theoretical arrival time is `tat`.
+    pub(crate) fn at(tat: Nanos) -> Self {
+        Gcra { tat }
+    }
+}
+
 impl Pack for Gcra {
     fn pack(self) -> Words {
         [self.tat.as_u64(), 0]

@@ -16,6 +16,18 @@ pub struct SlidingWindowCounter {
     previous: u64,
 }
 
+impl SlidingWindowCounter {
+    /// The state of `current` requests in window number `window` (since the epoch) and
+    /// `previous` in the one before.
+    pub(crate) fn counted(window: u64, current: u64, previous: u64) -> Self {
+        SlidingWindowCounter {
+            window,
+            current,
+            previous,
+        }
+    }
+}
+
 impl CopyTransition for SlidingWindowCounter {
     /// Counts `cost` requests if the weighted estimate leaves room for them.
     fn transition(

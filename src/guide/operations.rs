@@ -155,6 +155,11 @@
 //!   gave, without a round trip (`.over_limit_cache(false)` turns it off).
 //! - **Queueing across servers.** A leaky bucket's release time comes from Redis; each server
 //!   waits locally.
+//! - **Local-first limits.** A limit with `sync_every` is decided in memory and agreed
+//!   through Redis every interval: no round trip per request, a stated overshoot, and no
+//!   change for clients while Redis is down ([rules: local-first
+//!   limits](super::rules#local-first-limits-sync_every)). Call
+//!   [`RedisStore::sync_now`](crate::store::RedisStore::sync_now) before a planned stop.
 //!
 //! ## On a Redis Cluster
 //!
@@ -218,6 +223,7 @@
 //! | `tollgate_decision_seconds` | histogram | `domain` | time to decide a request, Redis round trip included (the Prometheus exporter renders a summary unless given buckets) |
 //! | `tollgate_tracked_keys` | gauge | `domain` | keys in the in-memory store, set by `Limiter::record_tracked_keys()` |
 //! | `tollgate_reloads_total` | counter | `result` | reloads of the rules file: `success` or `failure` |
+//! | `tollgate_sync_overshoot` | gauge | `domain`, `limit` | requests the fleet admitted beyond a [local-first](crate::guide::rules#local-first-limits-sync_every) limit, the most among its keys at this server's last sync (Redis store) |
 //!
 //! Each limit that applies to a request counts exactly one outcome for it, so for each limit
 //! `allowed + denied + delayed + shadow_denied + shadow_delayed` is the number of requests it

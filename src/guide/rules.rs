@@ -274,7 +274,7 @@
 //!
 //! `sync_every`: decide this limit from local counts and agree with the fleet through Redis
 //! every interval; only with the Redis store (the others decide exactly and ignore it); see
-//! [Local-first limits](crate::guide::operations). The interval is at least `10ms` and at most
+//! [local-first limits](#local-first-limits-sync_every). The interval is at least `10ms` and at most
 //! the limit's period, and the algorithm `fixed_window`, `sliding_window_counter`,
 //! `token_bucket` or `gcra`.
 //!
@@ -359,6 +359,75 @@
 //! assert_eq!(premium.replaced()[0].limit().label(), "per-client");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Local-first limits (`sync_every`)
+//!
+//! A limit is exact by default: with the Redis store, each request is one round trip, and
+//! the fleet admits exactly the limit. A limit with `sync_every: 100ms` is *local-first*:
+//! each server decides it in memory, at memory speed, and every interval sends Redis what it
+//! admitted (one call for all its keys) and takes back the fleet's totals, which its next
+//! decisions use. The trade: a bounded overshoot for no round trip, and a Redis outage that
+//! changes nothing for the clients.
+//!
+//! ```yaml
+//! descriptors:
+//!   - key: api_key                # 1,000 a second per API key, over the whole fleet
+//!     rate_limit: { unit: second, requests_per_unit: 1000, algorithm: sliding_window_counter, sync_every: 100ms }
+//!   - key: endpoint               # exact: a few logins a minute must not double
+//!     value: login
+//!     descriptors:
+//!       - key: remote_address
+//!         rate_limit: { unit: minute, requests_per_unit: 5, algorithm: sliding_window_log }
+//! ```
+//!
+//! Both kinds can apply to one request, all or nothing: the local-first limits are decided
+//! first, and when one denies, Redis is not asked; when an exact limit denies, what the
+//! local-first ones charged is given back.
+//!
+//! **The bound.** Each server admits a request when the fleet's totals at its last sync,
+//! plus what it admitted since, leave room. What it cannot see is what the other servers
+//! admitted since their last sync. With `N` servers, each admitting at most `r` requests a
+//! second, an interval `t` and a sync that takes `d` (a round trip, plus the task's wake-up):
+//!
+//! | algorithm | the fleet admits at most |
+//! |---|---|
+//! | `fixed_window` | `limit + (N − 1) × r × (t + d)` in each window |
+//! | `sliding_window_counter` | the same, on the sliding estimate |
+//! | `gcra`, `token_bucket` | `burst + rate × T + (N − 1) × r × (t + d)` in any span `T` |
+//!
+//! and never more than `N × limit` in a window. Measured (`tests/redis_sync.rs`, two HTTP
+//! servers on one Redis, 200 requests a second each, a limit of 100 a second, `sync_every:
+//! 100ms`): 120 admitted in every second, the bound to the request. It admits at least the
+//! limit less one interval of one server's requests. The measured overshoot of each limit
+//! is the metric `tollgate_sync_overshoot` ([operations](super::operations#metrics)).
+//!
+//! **Without fresh totals** (Redis unreachable; or totals older than three intervals; or a
+//! key this server has not synced yet, one round trip after its first request) a server
+//! decides alone: it keeps, in addition, to its share of the limit, `⌈limit / N⌉` (and
+//! `⌈burst / N⌉`) on its own admissions, `N` being the servers last seen in Redis. Requests
+//! never wait on Redis. What was admitted meanwhile is sent when Redis answers again. A
+//! server that joins starts from the fleet's totals at its first sync; a server that dies
+//! loses what it admitted since its last sync (at most one interval), and
+//! [`RedisStore::sync_now`](crate::store::RedisStore::sync_now) before a planned stop loses
+//! nothing. Keys in Redis expire two periods after their last sync.
+//!
+//! **Algorithms.** `fixed_window` and `sliding_window_counter` send counts per window. `gcra`
+//! and `token_bucket` (decided as GCRA's timestamp, the same answers) share one schedule:
+//! each server's bookings since its last sync fold into two numbers, which Redis applies as
+//! if one by one. `sliding_window_log` (every request's time) and `leaky_bucket` (a queue in
+//! order) cannot be added up this way, and are refused with `sync_every`.
+//!
+//! **When to choose it.** Local-first suits limits of hundreds or thousands a second, where
+//! one interval's overshoot is a small share of the limit: per API key, per tenant, a global
+//! limit; a fleet across zones, where a round trip costs milliseconds; and limits that must
+//! hold while Redis is down. Keep exact the small limits where every request counts (a few
+//! logins a minute, quotas that are billed): there one interval may be the whole limit.
+//!
+//! **What it costs.** At most one Redis call per server per interval on one Redis (one per
+//! slot with keys due on a Redis Cluster), whatever the request rate. Memory on each server
+//! for each key used within its period and a few intervals (about 550 bytes), and a walk
+//! over those keys every interval. The memory store decides exactly and ignores
+//! `sync_every`.
 //!
 //! # Shadow mode
 //!

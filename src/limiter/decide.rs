@@ -114,6 +114,7 @@ fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
         cost: booking.cost,
         shadow: booking.shadow,
         sync_every: limit.sync_every(),
+        limit: limit.label(),
     }
 }
 

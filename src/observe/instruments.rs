@@ -182,6 +182,10 @@ fn describe() {
         "Time to decide a request, store round trip included"
     );
     describe_gauge!(TRACKED_KEYS, "Keys the in-memory store tracks");
+    describe_gauge!(
+        "tollgate_sync_overshoot",
+        "Requests a fleet admitted beyond a local-first limit, the most among its keys at the last sync"
+    );
     describe_counter!(
         RELOADS,
         "Reloads of the rules file, by result: success, failure"

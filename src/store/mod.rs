@@ -16,6 +16,8 @@ pub mod decisions;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "redis")]
+pub(crate) mod sync;
 
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisPending, RedisStore, RedisStoreBuilder};
@@ -53,6 +55,8 @@ pub struct LimitCheck<'a> {
     /// guide's "Local-first limits"). `None`: decide it exactly. A store of one process, such
     /// as [`MemoryStore`], is exact either way and ignores it.
     pub sync_every: Option<Duration>,
+    /// The limit's label (its `name`, else its descriptor path), as logs and metrics name it.
+    pub limit: &'a str,
 }
 
 /// A store's answer: at once, or later.

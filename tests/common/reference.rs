@@ -176,6 +176,7 @@ pub fn run_reference_suite<S: Store>(make: impl Fn(ManualClock) -> S) {
                 cost,
                 shadow: false,
                 sync_every: None,
+                limit: "test",
             };
             let answer = match store.acquire(&[check]) {
                 Acquisition::Ready(answer) => answer,

@@ -2,6 +2,7 @@
 
 use super::breaker::Breaker;
 use super::denials::Denials;
+use super::synced::Synced;
 use super::{Connection, Inner, RedisStore};
 use crate::clock::{Clock, SystemClock};
 use crate::store::StoreError;
@@ -139,6 +140,10 @@ impl RedisStoreBuilder {
                     include_str!("prelude.lua"),
                     include_str!("refund.lua")
                 )),
+                sync: Script::new(concat!(
+                    include_str!("prelude.lua"),
+                    include_str!("sync.lua")
+                )),
                 prefix: self.prefix,
                 timeout: self.timeout,
                 breaker: Breaker::new(self.breaker_threshold, self.breaker_cooldown),
@@ -147,6 +152,7 @@ impl RedisStoreBuilder {
                 started: std::time::Instant::now(),
                 clock_overrides_redis,
                 reported_unfit: AtomicBool::new(false),
+                synced: Synced::new(),
             }),
         })
     }

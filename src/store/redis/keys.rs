@@ -7,7 +7,8 @@
 //! - `<domain>` is the rules' domain, as written (after the tag, its braces mean nothing);
 //! - `<state>` is 32 hex digits of the SHA-256 of the state key (limit identity and client
 //!   values), so a key is about 60 bytes plus prefix and domain, whatever a client sends;
-//! - `<unit>` is the tick the state is kept in (another tick is another state).
+//! - `<unit>` is the tick the state is kept in (another tick is another state), or, for the
+//!   fleet's totals of a local-first limit, `sync` and the period in nanoseconds.
 //!
 //! SHA-256 rather than a faster hash: clients choose the values hashed, and must not be able
 //! to find two that share a state.
@@ -28,10 +29,32 @@ pub(super) struct RedisKey {
 impl RedisKey {
     /// The key of `check`'s state, kept in `tick`, under `prefix` (which has no braces).
     pub(super) fn of(prefix: &str, check: &LimitCheck<'_>, tick: Tick) -> RedisKey {
+        RedisKey::named(prefix, check, tick.unit().as_bytes())
+    }
+
+    /// The key of the fleet's totals of `check`, a local-first limit, under `prefix`.
+    pub(super) fn synced(prefix: &str, check: &LimitCheck<'_>) -> RedisKey {
+        let suffix = format!("sync{}", check.quota.period_nanos());
+        RedisKey::named(prefix, check, suffix.as_bytes())
+    }
+
+    /// The registry of the servers that sync local-first limits under `prefix`.
+    pub(super) fn servers(prefix: &str) -> RedisKey {
+        const TAG: &[u8] = b"servers";
+        let mut name = prefix.as_bytes().to_vec();
+        name.extend_from_slice(b"{servers}:servers");
+        RedisKey {
+            name,
+            slot: slot_of_tag(TAG),
+        }
+    }
+
+    fn named(prefix: &str, check: &LimitCheck<'_>, suffix: &[u8]) -> RedisKey {
         let tag = hex_digest(check.tag, 8);
         let state = hex_digest(check.key, 16);
-        let mut name =
-            Vec::with_capacity(prefix.len() + check.domain.len() + tag.len() + state.len() + 8);
+        let mut name = Vec::with_capacity(
+            prefix.len() + check.domain.len() + tag.len() + state.len() + suffix.len() + 5,
+        );
         name.extend_from_slice(prefix.as_bytes());
         name.push(b'{');
         name.extend_from_slice(&tag);
@@ -40,7 +63,7 @@ impl RedisKey {
         name.push(b':');
         name.extend_from_slice(&state);
         name.push(b':');
-        name.extend_from_slice(tick.unit().as_bytes());
+        name.extend_from_slice(suffix);
         RedisKey {
             name,
             slot: slot_of_tag(&tag),
@@ -79,6 +102,7 @@ mod tests {
             cost: 1,
             shadow: false,
             sync_every: None,
+            limit: "test",
         };
         let tick = Tick::choose(Algorithm::FixedWindow, &quota, 1_000).unwrap();
         RedisKey::of("tollgate:", &check, tick)

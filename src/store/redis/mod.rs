@@ -5,6 +5,7 @@ mod builder;
 mod denials;
 mod keys;
 mod slots;
+mod synced;
 mod ticks;
 
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
@@ -62,6 +63,7 @@ struct Inner {
     connection: Connection,
     acquire: Script,
     refund: Script,
+    sync: Script,
     prefix: String,
     timeout: Duration,
     breaker: Breaker,
@@ -73,6 +75,8 @@ struct Inner {
     clock_overrides_redis: bool,
     /// Whether a limit that Redis cannot hold was reported (once per store).
     reported_unfit: AtomicBool,
+    /// The local-first limits.
+    synced: synced::Synced,
 }
 
 impl Inner {
@@ -89,6 +93,29 @@ impl Inner {
     /// Whether keys spread over the slots of a Redis Cluster.
     fn is_cluster(&self) -> bool {
         matches!(self.connection, Connection::Cluster(_))
+    }
+
+    /// What the scripts take as now: "" for Redis's own clock, or the test clock's time.
+    fn script_now(&self) -> Result<String, StoreError> {
+        if !self.clock_overrides_redis {
+            return Ok(String::new());
+        }
+        let now = self.clock.now().as_u64();
+        if now >= ticks::TEST_CLOCK_LIMIT_NS {
+            return Err(StoreError::new(
+                "a test clock for the Redis store must stay below 2^52 ns",
+                "test clock too late",
+            ));
+        }
+        Ok(now.to_string())
+    }
+
+    fn base_ns(&self) -> u64 {
+        if self.clock_overrides_redis {
+            1
+        } else {
+            1_000
+        }
     }
 
     fn report_unfit(&self, error: &StoreError) {
@@ -117,29 +144,6 @@ impl RedisStore {
         S: Into<String>,
     {
         RedisStoreBuilder::new(nodes.into_iter().map(Into::into).collect(), true)
-    }
-
-    /// What the scripts take as now: "" for Redis's own clock, or the test clock's time.
-    fn script_now(&self) -> Result<String, StoreError> {
-        if !self.inner.clock_overrides_redis {
-            return Ok(String::new());
-        }
-        let now = self.inner.clock.now().as_u64();
-        if now >= ticks::TEST_CLOCK_LIMIT_NS {
-            return Err(StoreError::new(
-                "a test clock for the Redis store must stay below 2^52 ns",
-                "test clock too late",
-            ));
-        }
-        Ok(now.to_string())
-    }
-
-    fn base_ns(&self) -> u64 {
-        if self.inner.clock_overrides_redis {
-            1
-        } else {
-            1_000
-        }
     }
 }
 
@@ -275,7 +279,7 @@ impl RedisStore {
             );
             return Err(StoreError::new(message, "log too large"));
         }
-        let tick = Tick::choose(check.algorithm, quota, self.base_ns()).ok_or_else(|| {
+        let tick = Tick::choose(check.algorithm, quota, self.inner.base_ns()).ok_or_else(|| {
             StoreError::new(
                 format!(
                     "the limit `{}` per {:?} is too large for the Redis store's exact arithmetic",
@@ -319,6 +323,7 @@ struct OwnedCheck {
     cost: u64,
     shadow: bool,
     sync_every: Option<Duration>,
+    limit: String,
 }
 
 impl From<&LimitCheck<'_>> for OwnedCheck {
@@ -332,6 +337,7 @@ impl From<&LimitCheck<'_>> for OwnedCheck {
             cost: check.cost,
             shadow: check.shadow,
             sync_every: check.sync_every,
+            limit: check.limit.to_owned(),
         }
     }
 }
@@ -347,6 +353,7 @@ impl OwnedCheck {
             cost: self.cost,
             shadow: self.shadow,
             sync_every: self.sync_every,
+            limit: &self.limit,
         }
     }
 }
@@ -358,6 +365,44 @@ impl Store for RedisStore {
     type Pending = RedisPending;
 
     fn acquire(&self, checks: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
+        if checks.iter().any(|check| check.sync_every.is_some()) {
+            return self.acquire_with_synced(checks);
+        }
+        self.acquire_exact(checks)
+    }
+
+    fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
+        // Local-first limits book no queue places.
+        if check.sync_every.is_some() {
+            return;
+        }
+        if let Some(denials) = &self.inner.denials {
+            denials.forget(check);
+        }
+        // While Redis is failing, a cancel would only wait for a timeout.
+        if self.inner.breaker.is_open() {
+            return;
+        }
+        let (Ok(planned), Ok(now), Ok(runtime)) = (
+            self.plan(check),
+            self.inner.script_now(),
+            tokio::runtime::Handle::try_current(),
+        ) else {
+            return;
+        };
+        let mark = int(planned.tick.count(booked_until.as_u64()));
+        let store = self.clone();
+        runtime.spawn(async move {
+            if let Err(error) = slots::refund(&store.inner, vec![(&planned, mark)], &now).await {
+                tracing::debug!(%error, "could not give a queue place back");
+            }
+        });
+    }
+}
+
+impl RedisStore {
+    /// Decides `checks`, none of them local-first, in Redis.
+    fn acquire_exact(&self, checks: &[LimitCheck<'_>]) -> Acquisition<RedisPending> {
         let sent_at = self.inner.local_now();
         if let Some(decisions) = self
             .inner
@@ -370,7 +415,7 @@ impl Store for RedisStore {
         // Checked before the breaker, so that a limit Redis cannot hold uses up no probe.
         let planned: Result<Vec<Planned>, StoreError> =
             checks.iter().map(|check| self.plan(check)).collect();
-        let (planned, now) = match (planned, self.script_now()) {
+        let (planned, now) = match (planned, self.inner.script_now()) {
             (Ok(planned), Ok(now)) => (planned, now),
             (Err(error), _) | (_, Err(error)) => {
                 self.inner.report_unfit(&error);
@@ -401,30 +446,6 @@ impl Store for RedisStore {
             }
             Ok(decisions)
         }))
-    }
-
-    fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
-        if let Some(denials) = &self.inner.denials {
-            denials.forget(check);
-        }
-        // While Redis is failing, a cancel would only wait for a timeout.
-        if self.inner.breaker.is_open() {
-            return;
-        }
-        let (Ok(planned), Ok(now), Ok(runtime)) = (
-            self.plan(check),
-            self.script_now(),
-            tokio::runtime::Handle::try_current(),
-        ) else {
-            return;
-        };
-        let mark = int(planned.tick.count(booked_until.as_u64()));
-        let store = self.clone();
-        runtime.spawn(async move {
-            if let Err(error) = slots::refund(&store.inner, vec![(&planned, mark)], &now).await {
-                tracing::debug!(%error, "could not give a queue place back");
-            }
-        });
     }
 }
 

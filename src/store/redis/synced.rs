@@ -1,0 +1,411 @@
+//! Local-first limits on Redis: decided here from local counts, agreed with the fleet by a
+//! background task that sends this server's counts every interval and takes back the fleet's
+//! totals (see [`crate::store::sync`]).
+
+use super::keys::RedisKey;
+use super::{Inner, RedisPending, RedisStore};
+use crate::algorithm::Decision;
+use crate::clock::saturating_nanos;
+use crate::store::sync::{Admission, Bookings, Outgoing, Payload, SyncTable, Totals};
+use crate::store::{Acquisition, Decisions, LimitCheck, StoreError};
+use futures_util::future::join_all;
+use smallvec::SmallVec;
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// How many of the shortest intervals a server stays counted without a sync, and the least.
+const PRESENT_INTERVALS: u32 = 10;
+const PRESENT_AT_LEAST: Duration = Duration::from_secs(1);
+
+/// The local-first part of a [`RedisStore`].
+pub(super) struct Synced {
+    table: SyncTable<SyncedKey>,
+    /// The servers counted at the last sync (at least 1).
+    servers: AtomicU64,
+    /// Redis's clock minus this server's (ns), from the last sync.
+    offset: AtomicI64,
+    /// The shortest `sync_every` seen (ns): how often the task wakes.
+    tick: AtomicU64,
+    /// Whether the task runs.
+    running: AtomicBool,
+    /// This server's name in the registry.
+    id: i64,
+    /// Taken for the length of a sync: a sync asked for waits for the one under way, so that
+    /// it returns with every key's totals taken back.
+    syncing: tokio::sync::Mutex<()>,
+}
+
+/// Where a key's fleet totals live, for how long they are worth keeping, and whose they are.
+#[derive(Clone)]
+struct SyncedKey {
+    name: Arc<[u8]>,
+    slot: u16,
+    keep_ms: i64,
+    domain: Arc<str>,
+    limit: Arc<str>,
+}
+
+/// The metric of what the fleet admitted beyond a local-first limit.
+#[cfg(feature = "metrics")]
+const OVERSHOOT: &str = "tollgate_sync_overshoot";
+
+impl Synced {
+    pub(super) fn new() -> Self {
+        // Random: two servers started at once must not share a name.
+        let id = RandomState::new()
+            .hash_one(std::process::id())
+            .to_ne_bytes();
+        Synced {
+            table: SyncTable::new(),
+            servers: AtomicU64::new(1),
+            offset: AtomicI64::new(0),
+            tick: AtomicU64::new(u64::MAX),
+            running: AtomicBool::new(false),
+            id: i64::from_ne_bytes(id),
+            syncing: tokio::sync::Mutex::new(()),
+        }
+    }
+}
+
+impl RedisStore {
+    /// Decides `checks`, some of them local-first: those here, the others in Redis, all or
+    /// nothing. When a local-first limit denies, Redis is not asked.
+    pub(super) fn acquire_with_synced(
+        &self,
+        checks: &[LimitCheck<'_>],
+    ) -> Acquisition<RedisPending> {
+        let synced = &self.inner.synced;
+        let now = self.inner.fleet_now();
+        let servers = synced.servers.load(Ordering::Relaxed);
+        let mut decisions: SmallVec<[Option<Decision>; 4]> = SmallVec::new();
+        let mut admissions: SmallVec<[Admission; 4]> = SmallVec::new();
+        let mut exact: SmallVec<[LimitCheck<'_>; 4]> = SmallVec::new();
+        let mut denied = false;
+        for check in checks {
+            let Some(every) = check.sync_every else {
+                exact.push(*check);
+                decisions.push(None);
+                continue;
+            };
+            self.start_syncing(every);
+            let (decision, admission) = synced
+                .table
+                .acquire(check, now, servers, || self.inner.synced_key(check, every));
+            denied |= !check.shadow && !decision.allowed;
+            admissions.extend(admission);
+            decisions.push(Some(decision));
+        }
+        if denied || exact.is_empty() {
+            if denied {
+                self.give_back(&admissions);
+            }
+            return Acquisition::Ready(Ok(with_unasked(decisions, checks)));
+        }
+        let shadows: SmallVec<[bool; 4]> = exact.iter().map(|check| check.shadow).collect();
+        let finish = move |store: &RedisStore, result: Result<Decisions, StoreError>| {
+            let admitted = result.as_ref().is_ok_and(|exact| {
+                exact
+                    .iter()
+                    .zip(&shadows)
+                    .all(|(decision, &shadow)| shadow || decision.allowed)
+            });
+            if !admitted {
+                store.give_back(&admissions);
+            }
+            with_exact(decisions, &result?)
+        };
+        match self.acquire_exact(&exact) {
+            Acquisition::Ready(result) => Acquisition::Ready(finish(self, result)),
+            Acquisition::Pending(future) => {
+                let store = self.clone();
+                Acquisition::Pending(Box::pin(async move { finish(&store, future.await) }))
+            }
+        }
+    }
+
+    fn give_back(&self, admissions: &[Admission]) {
+        for admission in admissions {
+            self.inner.synced.table.give_back(*admission);
+        }
+    }
+
+    /// Starts the task that syncs, unless it runs, and makes it wake at least every `every`.
+    fn start_syncing(&self, every: Duration) {
+        let synced = &self.inner.synced;
+        synced
+            .tick
+            .fetch_min(saturating_nanos(every), Ordering::Relaxed);
+        if synced.running.load(Ordering::Relaxed) || synced.running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(run(Arc::downgrade(&self.inner)));
+            }
+            // Decided alone until a request comes on a runtime.
+            Err(_) => synced.running.store(false, Ordering::Release),
+        }
+    }
+
+    /// Sends this server's counts of local-first limits to Redis now and takes back the
+    /// fleet's totals, instead of at the next interval: before a server stops, so that the
+    /// fleet loses none of its counts (a server that dies loses at most one interval's).
+    ///
+    /// # Errors
+    ///
+    /// When Redis could not be reached: the counts are kept, to be sent at the next interval.
+    pub async fn sync_now(&self) -> Result<(), StoreError> {
+        sync(&self.inner, true).await
+    }
+}
+
+/// The task: syncs every tick while the store lives.
+async fn run(inner: Weak<Inner>) {
+    loop {
+        let Some(strong) = inner.upgrade() else {
+            return;
+        };
+        if let Err(error) = sync(&strong, false).await {
+            tracing::debug!(%error, "local-first limits: sync failed, deciding alone");
+        }
+        let tick = Duration::from_nanos(strong.synced.tick.load(Ordering::Relaxed));
+        drop(strong);
+        tokio::time::sleep(tick).await;
+    }
+}
+
+/// One sync: every key due (every key with new counts, when `force`) and this server's
+/// presence, one call per slot (one call on a single server).
+async fn sync(inner: &Inner, force: bool) -> Result<(), StoreError> {
+    let synced = &inner.synced;
+    let _turn = synced.syncing.lock().await;
+    let sent_local = inner.clock.now().as_u64();
+    let now = inner.fleet_now();
+    let outgoing = synced.table.due(now, force);
+    let script_now = match inner.script_now() {
+        Ok(script_now) => script_now,
+        Err(error) => {
+            for out in &outgoing {
+                synced.table.settle(out, None, now);
+            }
+            return Err(error);
+        }
+    };
+    let registry = RedisKey::servers(&inner.prefix);
+    // By slot; the registry first, with the keys of its slot.
+    let mut groups: Vec<(u16, Vec<&Outgoing<SyncedKey>>)> = vec![(registry.slot, Vec::new())];
+    for out in &outgoing {
+        let slot = if inner.is_cluster() {
+            out.address.slot
+        } else {
+            registry.slot
+        };
+        match groups.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, group)) => group.push(out),
+            None => groups.push((slot, vec![out])),
+        }
+    }
+    let present = inner.present_for(synced);
+    let calls = groups.iter().enumerate().map(|(i, (_, group))| {
+        let with_registry = i == 0;
+        let keys = with_registry
+            .then_some(registry.name.as_slice())
+            .into_iter()
+            .chain(group.iter().map(|out| &*out.address.name));
+        let header = [i64::from(with_registry), synced.id, present.0, present.1];
+        let args = header.into_iter().chain(
+            group
+                .iter()
+                .flat_map(|out| arguments(&out.payload, out.address.keep_ms, inner.base_ns())),
+        );
+        inner.invoke::<Vec<i64>>(&inner.sync, keys, &script_now, args.collect::<Vec<_>>())
+    });
+    let replies = join_all(calls).await;
+    let received_local = inner.clock.now().as_u64();
+    let mut failure = None;
+    let mut overshoots: Vec<(&SyncedKey, u64)> = Vec::new();
+    for ((_, group), reply) in groups.iter().zip(replies) {
+        let reply = reply.and_then(|reply| {
+            if reply.len() == 2 + 2 * group.len() {
+                Ok(reply)
+            } else {
+                Err(StoreError::new(
+                    format!("unexpected sync reply of {} numbers", reply.len()),
+                    "bad reply",
+                ))
+            }
+        });
+        match reply {
+            Ok(reply) => {
+                let redis_now = u64::try_from(reply[0])
+                    .unwrap_or(0)
+                    .saturating_mul(inner.base_ns());
+                if !inner.clock_overrides_redis {
+                    let midpoint = sent_local / 2 + received_local / 2;
+                    let offset = i128::from(redis_now) - i128::from(midpoint);
+                    synced
+                        .offset
+                        .store(i64::try_from(offset).unwrap_or_default(), Ordering::Relaxed);
+                }
+                if let Ok(servers @ 1..) = u64::try_from(reply[1]) {
+                    synced.servers.store(servers, Ordering::Relaxed);
+                }
+                for (out, values) in group.iter().zip(reply[2..].chunks(2)) {
+                    let totals = totals(&out.payload, values, inner.base_ns());
+                    let over = synced.table.settle(out, Some(totals), now).unwrap_or(0);
+                    match overshoots
+                        .iter_mut()
+                        .find(|(key, _)| same_limit(key, &out.address))
+                    {
+                        Some((_, most)) => *most = (*most).max(over),
+                        None => overshoots.push((&out.address, over)),
+                    }
+                }
+            }
+            Err(error) => {
+                for out in group {
+                    synced.table.settle(out, None, now);
+                }
+                failure = Some(error);
+            }
+        }
+    }
+    for (key, over) in overshoots {
+        report_overshoot(key, over);
+    }
+    failure.map_or(Ok(()), Err)
+}
+
+fn same_limit(a: &SyncedKey, b: &SyncedKey) -> bool {
+    a.limit == b.limit && a.domain == b.domain
+}
+
+/// Reports by how many requests the fleet was over a limit, the most among its keys synced.
+fn report_overshoot(key: &SyncedKey, over: u64) {
+    if over > 0 {
+        tracing::debug!(domain = %key.domain, limit = %key.limit, over, "local-first limit: the fleet admitted beyond the limit");
+    }
+    #[cfg(feature = "metrics")]
+    {
+        let labels = [
+            ("domain", key.domain.to_string()),
+            ("limit", key.limit.to_string()),
+        ];
+        #[allow(clippy::cast_precision_loss)] // Counts of requests, far below 2^52.
+        metrics::gauge!(OVERSHOOT, &labels).set(over as f64);
+    }
+}
+
+/// What `sync.lua` takes for one key: kind, ms to keep, and five numbers.
+fn arguments(payload: &Payload, keep_ms: i64, base_ns: u64) -> [i64; 7] {
+    match *payload {
+        Payload::Windows {
+            current,
+            added: [(a, a_count), (b, b_count)],
+        } => [1, keep_ms, int(current), int(a), a_count, int(b), b_count],
+        Payload::Schedule(Bookings { after, add }) => [
+            2,
+            keep_ms,
+            int(after / base_ns),
+            int(add.div_ceil(base_ns)),
+            0,
+            0,
+            0,
+        ],
+    }
+}
+
+/// What `sync.lua` answered for one key.
+fn totals(payload: &Payload, values: &[i64], base_ns: u64) -> Totals {
+    let count = |value: i64| u64::try_from(value).unwrap_or(0);
+    match payload {
+        Payload::Windows { .. } => Totals::Windows {
+            current: count(values[0]),
+            previous: count(values[1]),
+        },
+        Payload::Schedule(_) => Totals::Schedule {
+            tat: count(values[0]).saturating_mul(base_ns),
+        },
+    }
+}
+
+fn int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+impl Inner {
+    /// The fleet's time: this server's clock, corrected by Redis's at the last sync.
+    pub(super) fn fleet_now(&self) -> u64 {
+        let offset = self.synced.offset.load(Ordering::Relaxed);
+        self.clock.now().as_u64().saturating_add_signed(offset)
+    }
+
+    /// Where `check`'s fleet totals live, and for how long they are worth keeping.
+    fn synced_key(&self, check: &LimitCheck<'_>, every: Duration) -> SyncedKey {
+        let key = RedisKey::synced(&self.prefix, check);
+        let keep = check.quota.period().saturating_mul(2).saturating_add(every);
+        SyncedKey {
+            name: key.name.into(),
+            slot: key.slot,
+            keep_ms: i64::try_from(keep.as_millis()).unwrap_or(i64::MAX),
+            domain: check.domain.into(),
+            limit: check.limit.into(),
+        }
+    }
+
+    /// How long a server stays counted without a sync: in base units, and in ms.
+    fn present_for(&self, synced: &Synced) -> (i64, i64) {
+        let tick = Duration::from_nanos(synced.tick.load(Ordering::Relaxed));
+        let present = tick.saturating_mul(PRESENT_INTERVALS).max(PRESENT_AT_LEAST);
+        let base = saturating_nanos(present) / self.base_ns();
+        (
+            int(base),
+            i64::try_from(present.as_millis()).unwrap_or(i64::MAX),
+        )
+    }
+}
+
+/// The decision reported for a limit Redis was not asked about (another denied): it had room
+/// as far as this request knows; the request is denied anyway.
+pub(super) fn unasked(check: &LimitCheck<'_>) -> Decision {
+    Decision {
+        allowed: true,
+        capacity: check.quota.requests_per_period(),
+        remaining: 0,
+        reset_after: Duration::ZERO,
+        retry_after: Duration::ZERO,
+        delay: Duration::ZERO,
+        booked_until: None,
+    }
+}
+
+/// The local decisions, with [`unasked`] ones for the exact checks.
+fn with_unasked(
+    decisions: SmallVec<[Option<Decision>; 4]>,
+    checks: &[LimitCheck<'_>],
+) -> Decisions {
+    decisions
+        .into_iter()
+        .zip(checks)
+        .map(|(decision, check)| decision.unwrap_or_else(|| unasked(check)))
+        .collect()
+}
+
+/// The local decisions, with Redis's for the exact checks in their places.
+fn with_exact(
+    decisions: SmallVec<[Option<Decision>; 4]>,
+    exact: &Decisions,
+) -> Result<Decisions, StoreError> {
+    let mut exact = exact.iter().copied();
+    decisions
+        .into_iter()
+        .map(|decision| {
+            decision.or_else(|| exact.next()).ok_or_else(|| {
+                StoreError::new("Redis answered fewer decisions than asked", "bad reply")
+            })
+        })
+        .collect()
+}
