@@ -18,6 +18,9 @@
 //! | `governor` | tower_governor's `GovernorLayer`, keyed by peer IP, one cell per nanosecond with a burst of `u32::MAX`: nothing is limited |
 //! | `governor-headers` | `governor` with tower_governor's `use_headers`, which sends the same two headers as tollgate on admitted responses: the like-for-like comparison with `tollgate` |
 //! | `governor-limited` | tower_governor, keyed by peer IP, one cell per hour with a burst of 1: all but the first request get 429 |
+//! | `swc-memory` | tollgate, one per-IP `sliding_window_counter` of 1,000,000,000 per second, in memory: nothing is limited |
+//! | `swc-redis` | the same limit in Redis (`TOLLGATE_REDIS_URL`, default `redis://127.0.0.1:6379`; feature `redis`), exact: one round trip a request |
+//! | `swc-sync` | the same limit in Redis with `sync_every: 100ms`: local-first |
 //!
 //! Both limiters key by the peer address, so the server is served with
 //! `into_make_service_with_connect_info::<SocketAddr>()` in every mode (bare included, so
@@ -35,8 +38,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use tollgate::response::{X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING};
 
-const MODES: &str =
-    "bare, bare-headers, tollgate, tollgate-limited, governor, governor-headers, governor-limited";
+const MODES: &str = "bare, bare-headers, tollgate, tollgate-limited, governor, governor-headers, governor-limited, swc-memory, swc-redis, swc-sync";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -55,10 +57,6 @@ fn main() -> ExitCode {
         },
         Err(_) => 1,
     };
-    let Some(app) = app(&mode) else {
-        eprintln!("unknown mode {mode:?} (expected one of: {MODES})");
-        return ExitCode::FAILURE;
-    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
@@ -72,14 +70,20 @@ fn main() -> ExitCode {
     };
     // Spawned, so that the accept loop runs on the workers too, not on this thread.
     runtime.block_on(async move {
-        tokio::spawn(async move { serve(app, &mode, &listen, workers).await })
-            .await
-            .unwrap_or(ExitCode::FAILURE)
+        tokio::spawn(async move {
+            let Some(app) = app(&mode).await else {
+                eprintln!("unknown mode {mode:?} (expected one of: {MODES})");
+                return ExitCode::FAILURE;
+            };
+            serve(app, &mode, &listen, workers).await
+        })
+        .await
+        .unwrap_or(ExitCode::FAILURE)
     })
 }
 
 /// The router for `mode`, or `None` for an unknown mode.
-fn app(mode: &str) -> Option<Router> {
+async fn app(mode: &str) -> Option<Router> {
     let router = Router::new().route("/", get(|| async { HELLO }));
     let app = match mode {
         "bare" => router,
@@ -92,9 +96,52 @@ fn app(mode: &str) -> Option<Router> {
         "governor" => router.layer(layers::governor(false)),
         "governor-headers" => router.layer(layers::governor_with_headers()),
         "governor-limited" => router.layer(layers::governor(true)),
+        "swc-memory" => router.layer(tollgate::RateLimitLayer::from_rules(swc_rules(None))),
+        #[cfg(feature = "redis")]
+        "swc-redis" => router.layer(on_redis(swc_rules(None)).await?),
+        #[cfg(feature = "redis")]
+        "swc-sync" => router.layer(on_redis(swc_rules(Some(SYNC_EVERY))).await?),
         _ => return None,
     };
     Some(app)
+}
+
+/// The interval of `swc-sync`.
+#[cfg(feature = "redis")]
+const SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// One per-IP sliding window counter that limits nothing, local-first every `sync_every`.
+fn swc_rules(sync_every: Option<std::time::Duration>) -> tollgate::rules::Rules {
+    use tollgate::algorithm::Algorithm;
+    use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, Unit};
+    let limit = LimitSpec::per(Unit::Second, layers::UNLIMITED_PER_SECOND)
+        .algorithm(Algorithm::SlidingWindowCounter);
+    let limit = match sync_every {
+        Some(every) => limit.sync_every(every),
+        None => limit,
+    };
+    Rules::builder("bench")
+        .descriptor(DescriptorSpec::key("remote_address").rate_limit(limit))
+        .build()
+        .expect("valid bench rules")
+}
+
+/// A layer deciding `rules` in Redis at `TOLLGATE_REDIS_URL`; `None` when it cannot connect.
+#[cfg(feature = "redis")]
+async fn on_redis(
+    rules: tollgate::rules::Rules,
+) -> Option<tollgate::RateLimitLayer<tollgate::store::RedisStore>> {
+    let url =
+        std::env::var("TOLLGATE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    match tollgate::store::RedisStore::builder(&url).connect().await {
+        Ok(store) => Some(tollgate::RateLimitLayer::new(
+            tollgate::Limiter::with_store(rules, store),
+        )),
+        Err(error) => {
+            eprintln!("cannot connect to Redis at {url}: {error}");
+            None
+        }
+    }
 }
 
 /// The body every mode answers.

@@ -15,6 +15,8 @@ pub struct Gcra {
     tat: Nanos,
 }
 
+// For local-first limits, which only the Redis store keeps.
+#[cfg(feature = "redis")]
 impl Gcra {
     /// The state whose theoretical arrival time is `tat`.
     pub(crate) fn at(tat: Nanos) -> Self {
