@@ -409,7 +409,9 @@
 //! server that joins starts from the fleet's totals at its first sync; a server that dies
 //! loses what it admitted since its last sync (at most one interval), and
 //! [`RedisStore::sync_now`](crate::store::RedisStore::sync_now) before a planned stop loses
-//! nothing. Keys in Redis expire two periods after their last sync.
+//! nothing. A sync that times out is sent again: if Redis had applied it after all, it
+//! counts twice, on the side of denying. Keys in Redis expire two periods after their last
+//! sync.
 //!
 //! **Algorithms.** `fixed_window` and `sliding_window_counter` send counts per window. `gcra`
 //! and `token_bucket` (decided as GCRA's timestamp, the same answers) share one schedule:

@@ -18,7 +18,7 @@ local first = 1
 
 if ARGV[2] == '1' then
   local registry = KEYS[1]
-  redis.call('ZADD', registry, now, ARGV[3])
+  redis.call('ZADD', registry, num(now), ARGV[3])
   redis.call('ZREMRANGEBYSCORE', registry, '-inf', num(now - tonumber(ARGV[4])))
   redis.call('PEXPIRE', registry, ARGV[5])
   reply[2] = redis.call('ZCARD', registry)

@@ -135,9 +135,11 @@ impl RedisStore {
     /// Starts the task that syncs, unless it runs, and makes it wake at least every `every`.
     fn start_syncing(&self, every: Duration) {
         let synced = &self.inner.synced;
-        synced
-            .tick
-            .fetch_min(saturating_nanos(every), Ordering::Relaxed);
+        let every = saturating_nanos(every);
+        // Read first: a write on every request would bounce the line between cores.
+        if every < synced.tick.load(Ordering::Relaxed) {
+            synced.tick.fetch_min(every, Ordering::Relaxed);
+        }
         if synced.running.load(Ordering::Relaxed) || synced.running.swap(true, Ordering::AcqRel) {
             return;
         }

@@ -59,7 +59,8 @@ struct Schedule {
     fleet_tat: u64,
     sending: Bookings,
     unsent: Bookings,
-    /// This server's own theoretical arrival time under its share of the limit.
+    /// This server's own theoretical arrival time under its share of the limit, moved only
+    /// while it decides alone.
     own_tat: u64,
 }
 
@@ -218,21 +219,25 @@ impl View {
                 let seen = schedule
                     .unsent
                     .apply(schedule.sending.apply(schedule.fleet_tat));
-                let own_share = share.unwrap_or_else(|| self::share(quota, fleet.servers));
                 let gcra = |tat: u64, quota: &Quota| {
                     Algorithm::Gcra.peek(&State::Gcra(Gcra::at(Nanos::new(tat))), at, quota, cost)
                 };
                 let mut decision = gcra(seen, quota);
-                if share.is_some() {
-                    decision = stricter(decision, gcra(schedule.own_tat, &own_share));
+                // Alone, this server's own schedule under its share; from where it stands
+                // when it starts deciding alone.
+                let own = share.map(|share| (gcra(schedule.own_tat, &share), booked(&share, cost)));
+                if let Some((own_decision, _)) = own {
+                    decision = stricter(decision, own_decision);
                 }
                 if !decision.allowed {
                     return (decision, None);
                 }
                 let add = booked(quota, cost);
-                let own = booked(&own_share, cost);
+                let own = own.map_or(0, |(_, own)| own);
                 schedule.unsent = schedule.unsent.then(Bookings { after: now, add });
-                schedule.own_tat = schedule.own_tat.max(now).saturating_add(own);
+                if own > 0 {
+                    schedule.own_tat = schedule.own_tat.max(now).saturating_add(own);
+                }
                 (decision, Some(Charge::Schedule { add, own }))
             }
         }
