@@ -62,7 +62,8 @@ fn rules(algorithm: &str, extra: &str) -> Rules {
     Rules::from_yaml(&yaml).expect("valid rules")
 }
 
-async fn server(redis: &RedisServer, rules: Rules) -> SocketAddr {
+/// A server on a free port, and its task: aborted, it drops its store, whose sync stops.
+async fn server(redis: &RedisServer, rules: Rules) -> (SocketAddr, tokio::task::JoinHandle<()>) {
     let store = RedisStore::builder(redis.url())
         .connect()
         .await
@@ -74,14 +75,14 @@ async fn server(redis: &RedisServer, rules: Rules) -> SocketAddr {
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        axum::serve(
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(
             listener,
             router.into_make_service_with_connect_info::<SocketAddr>(),
         )
-        .await
+        .await;
     });
-    addr
+    (addr, task)
 }
 
 fn second_now() -> u64 {
@@ -93,8 +94,7 @@ fn second_now() -> u64 {
 /// Sends `rate` requests a second to each of `servers` until `until`: per second sent in,
 /// (sent, admitted).
 async fn load(servers: &[SocketAddr], rate: u64, until: Instant) -> BTreeMap<u64, (u64, u64)> {
-    let client: Client<_, Empty<Bytes>> =
-        Client::builder(TokioExecutor::new()).build_http();
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let mut tasks = tokio::task::JoinSet::new();
     for &addr in servers {
         for _ in 0..TASKS {
@@ -102,7 +102,9 @@ async fn load(servers: &[SocketAddr], rate: u64, until: Instant) -> BTreeMap<u64
             let uri: http::Uri = format!("http://{addr}/").parse().expect("uri");
             tasks.spawn(async move {
                 let mut counts: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-                let mut pace = tokio::time::interval(Duration::from_secs(TASKS) / u32::try_from(rate).unwrap_or(u32::MAX));
+                let mut pace = tokio::time::interval(
+                    Duration::from_secs(TASKS) / u32::try_from(rate).unwrap_or(u32::MAX),
+                );
                 pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
                 while Instant::now() < until {
                     pace.tick().await;
@@ -154,18 +156,21 @@ fn main() {
             runtime.block_on(async {
                 // Fresh keys: each run is a domain of its own, over fresh stores.
                 let rules = rules(algorithm, extra);
-                let servers = [server(&redis, rules.clone()).await, server(&redis, rules).await];
-                redis.cli(&["CONFIG", "RESETSTAT"]);
-                let started = Instant::now();
+                let (first_server, first_task) = server(&redis, rules.clone()).await;
+                let (second_server, second_task) = server(&redis, rules).await;
                 // Start just after a second begins, so that whole seconds are measured.
                 let into = SystemTime::now()
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.subsec_millis());
                 tokio::time::sleep(Duration::from_millis(u64::from(1_005 - into))).await;
                 let first = second_now();
-                let counts = load(&servers, rate, Instant::now() + RUN).await;
+                redis.cli(&["CONFIG", "RESETSTAT"]);
+                let started = Instant::now();
+                let counts = load(&[first_server, second_server], rate, started + RUN).await;
                 let elapsed = started.elapsed().as_secs_f64();
                 let calls = redis.calls("evalsha") + redis.calls("eval");
+                first_task.abort();
+                second_task.abort();
                 let whole: Vec<(u64, u64)> = counts
                     .range(first + 1..first + RUN.as_secs())
                     .map(|(_, &counts)| counts)

@@ -14,6 +14,10 @@
 #   CONNECTIONS [32]    wrk connections (-c); wrk uses one thread (-t1)
 #   PORT [3300]         the server's port on 127.0.0.1
 #   BENCH_WORKERS [1]   Tokio workers of the server
+#   MODES [the seven]   the modes to run, space-separated, `bare` among them (see
+#                       examples/bench_server.rs; swc-redis and swc-sync need FEATURES=redis
+#                       and a Redis at TOLLGATE_REDIS_URL, default redis://127.0.0.1:6379)
+#   FEATURES []         cargo features of the server build, e.g. redis
 #
 # With taskset and at least 2 CPUs, the server is pinned to CPU 0 and wrk to CPU 1. The
 # figures are medians over the rounds, and each mode's req/s is also taken against bare
@@ -33,15 +37,17 @@ WARMUP=${WARMUP:-1}
 CONNECTIONS=${CONNECTIONS:-32}
 PORT=${PORT:-3300}
 export BENCH_WORKERS=${BENCH_WORKERS:-1}
-MODES=(bare bare-headers tollgate tollgate-limited governor governor-headers governor-limited)
+# shellcheck disable=SC2206 # MODES is a space-separated list of words
+MODES=(${MODES:-bare bare-headers tollgate tollgate-limited governor governor-headers governor-limited})
+FEATURES=${FEATURES:-}
 BIN=target/release/examples/bench_server
 URL="http://127.0.0.1:${PORT}/"
 
 source scripts/require.sh
 require wrk wrk
 
-echo "==> cargo build --release --example bench_server"
-cargo build --release --example bench_server
+echo "==> cargo build --release --example bench_server ${FEATURES:+--features $FEATURES}"
+cargo build --release --example bench_server ${FEATURES:+--features "$FEATURES"}
 
 # Pinning: server on CPU 0, wrk on CPU 1, when possible.
 SERVER_PIN=()
