@@ -258,3 +258,56 @@ descriptors:
     assert_eq!(requests("shaped", "delayed"), Some(0.0), "{text}");
     assert_eq!(decisions(&text, "metrics_later"), Some(5.0), "{text}");
 }
+
+/// Two servers that each admitted 80 of a fleet limit of 100 before they first synced: the
+/// second to sync reports the fleet 60 over.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overshoot_of_a_local_first_limit_is_a_gauge() {
+    use std::time::Duration;
+    use tollgate::algorithm::{Algorithm, Quota};
+    use tollgate::clock::Nanos;
+    use tollgate::store::{Acquisition, LimitCheck, RedisStore};
+
+    let metrics = prometheus();
+    let redis = common::redis_server::RedisServer::start();
+    let clock = ManualClock::starting_at(Nanos::new(1_000_000_000_000));
+    let connect = || async {
+        RedisStore::builder(redis.url())
+            .clock(clock.clone())
+            .timeout(Duration::from_secs(2))
+            .connect()
+            .await
+            .expect("connects")
+    };
+    let servers = [connect().await, connect().await];
+    let quota = Quota::new(100, Duration::from_secs(10)).unwrap();
+    let check = LimitCheck {
+        domain: "metrics_sync",
+        key: b"client",
+        tag: b"client",
+        algorithm: Algorithm::FixedWindow,
+        quota: &quota,
+        cost: 1,
+        shadow: false,
+        sync_every: Some(Duration::from_millis(100)),
+        limit: "fleet",
+    };
+    for store in &servers {
+        for _ in 0..80 {
+            let Acquisition::Ready(Ok(decisions)) = store.acquire(&[check]) else {
+                panic!("decided at once");
+            };
+            assert!(decisions[0].allowed, "alone, before its first sync");
+        }
+    }
+    for store in &servers {
+        store.sync_now().await.expect("Redis answers");
+    }
+    let text = metrics.render();
+    let overshoot = sample(
+        &text,
+        r#"tollgate_sync_overshoot{domain="metrics_sync",limit="fleet"}"#,
+    );
+    assert_eq!(overshoot, Some(60.0), "{text}");
+}
