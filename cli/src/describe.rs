@@ -47,6 +47,13 @@ pub(crate) fn shadow(limit: &Limit, file_wide: bool) -> &'static str {
     }
 }
 
+/// The interval of a local-first limit, e.g. `100ms`; `-` for an exact one.
+pub(crate) fn sync_every(limit: &Limit) -> String {
+    limit
+        .sync_every()
+        .map_or_else(|| "-".to_owned(), Unit::format_period)
+}
+
 /// `a, b`, or `-` for none.
 pub(crate) fn list(names: &[String]) -> String {
     if names.is_empty() {

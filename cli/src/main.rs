@@ -90,6 +90,7 @@ fn check(file: &Path, rules: &Rules) -> ExitCode {
         "QUOTA",
         "SHADOW",
         "ON STORE ERROR",
+        "SYNC EVERY",
         "REPLACES",
     ]);
     for limit in rules.limits() {
@@ -100,6 +101,7 @@ fn check(file: &Path, rules: &Rules) -> ExitCode {
             describe::quota(limit),
             describe::shadow(limit, rules.shadow_mode()).to_owned(),
             limit.on_store_error().name().to_owned(),
+            describe::sync_every(limit),
             describe::list(limit.replaces()),
         ]);
     }

@@ -15,7 +15,7 @@ client_ip:
   trusted_proxies: [10.0.0.0/8]
 descriptors:
   - key: remote_address
-    rate_limit: { unit: second, requests_per_unit: 20, algorithm: token_bucket, burst: 40, name: per-client }
+    rate_limit: { unit: second, requests_per_unit: 20, algorithm: token_bucket, burst: 40, name: per-client, sync_every: 100ms }
   - key: endpoint
     value: login
     descriptors:
@@ -94,6 +94,10 @@ fn check_lists_every_limit_in_an_aligned_table() {
     );
     assert!(lines[1].contains("token_bucket"), "{text}");
     assert!(lines[1].contains("20 per 1s, burst 40"), "{text}");
+    assert!(
+        lines[1].contains("  100ms  "),
+        "the interval of a local-first limit: {text}"
+    );
     assert!(lines[2].contains("endpoint=login/remote_address"), "{text}");
     assert!(lines[2].contains("5 per 1m"), "{text}");
     let shadow: Vec<&str> = lines[3].split_whitespace().collect();
@@ -108,6 +112,7 @@ fn check_lists_every_limit_in_an_aligned_table() {
             "1m",
             "yes",
             "deny",
+            "-",
             "-"
         ]
     );
