@@ -5,6 +5,7 @@
 //! TOLLGATE_RULES=my-rules.yaml TOLLGATE_LISTEN=0.0.0.0:8080 cargo run --example server
 //! TOLLGATE_REDIS_URL=redis://127.0.0.1:6379 cargo run --example server --features redis
 //! TOLLGATE_REDIS_CLUSTER=redis://127.0.0.1:7000,redis://127.0.0.1:7001 cargo run --example server --features redis
+//! TOLLGATE_RULES=examples/local-first.yaml TOLLGATE_REDIS_URL=redis://127.0.0.1:6379 cargo run --example server --features redis
 //! cargo run --example server --features metrics   # and GET /metrics, in Prometheus format
 //! ```
 //!
@@ -14,7 +15,8 @@
 //! within a second; a bad edit is logged and the previous rules keep serving. With
 //! `TOLLGATE_REDIS_URL`, the state lives in Redis, so two instances on two ports share their
 //! limits; with `TOLLGATE_REDIS_CLUSTER` (some of its nodes, comma-separated), in a Redis
-//! Cluster, spread over its masters. `/metrics` exists only in builds with the `metrics` feature: without it tollgate
+//! Cluster, spread over its masters. `examples/local-first.yaml` decides its per-client limit
+//! local-first (`sync_every: 100ms`): in memory, agreed through Redis every 100 ms. `/metrics` exists only in builds with the `metrics` feature: without it tollgate
 //! measures nothing, and the plain `cargo run --example server` stays lean.
 
 use axum::http::{Method, Uri};
