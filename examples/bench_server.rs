@@ -98,9 +98,9 @@ async fn app(mode: &str) -> Option<Router> {
         "governor-limited" => router.layer(layers::governor(true)),
         "swc-memory" => router.layer(tollgate::RateLimitLayer::from_rules(swc_rules(None))),
         #[cfg(feature = "redis")]
-        "swc-redis" => router.layer(on_redis(swc_rules(None)).await?),
+        "swc-redis" => router.layer(on_redis(swc_rules(None)).await),
         #[cfg(feature = "redis")]
-        "swc-sync" => router.layer(on_redis(swc_rules(Some(SYNC_EVERY))).await?),
+        "swc-sync" => router.layer(on_redis(swc_rules(Some(SYNC_EVERY))).await),
         _ => return None,
     };
     Some(app)
@@ -126,20 +126,19 @@ fn swc_rules(sync_every: Option<std::time::Duration>) -> tollgate::rules::Rules 
         .expect("valid bench rules")
 }
 
-/// A layer deciding `rules` in Redis at `TOLLGATE_REDIS_URL`; `None` when it cannot connect.
+/// A layer deciding `rules` in Redis at `TOLLGATE_REDIS_URL`; the process stops when it
+/// cannot connect.
 #[cfg(feature = "redis")]
 async fn on_redis(
     rules: tollgate::rules::Rules,
-) -> Option<tollgate::RateLimitLayer<tollgate::store::RedisStore>> {
+) -> tollgate::RateLimitLayer<tollgate::store::RedisStore> {
     let url =
         std::env::var("TOLLGATE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     match tollgate::store::RedisStore::builder(&url).connect().await {
-        Ok(store) => Some(tollgate::RateLimitLayer::new(
-            tollgate::Limiter::with_store(rules, store),
-        )),
+        Ok(store) => tollgate::RateLimitLayer::new(tollgate::Limiter::with_store(rules, store)),
         Err(error) => {
             eprintln!("cannot connect to Redis at {url}: {error}");
-            None
+            std::process::exit(1);
         }
     }
 }

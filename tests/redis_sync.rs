@@ -367,3 +367,116 @@ fn two_servers_on_a_cluster_admit_each_clients_limit() {
         }
     });
 }
+
+/// A sync cut off mid-call (its future dropped, as a shutdown timeout would) keeps what it
+/// carried, to send again, and its keys go on syncing.
+#[test]
+fn a_sync_cut_off_keeps_its_counts_for_the_next() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let clock = ManualClock::starting_at(Nanos::new(1_000_000_000_000));
+        let store = store(&server, Some(&clock)).await;
+        let quota = Quota::new(1_000, Duration::from_secs(10)).unwrap();
+        let check = check(Algorithm::FixedWindow, &quota, b"client");
+        store.sync_now().await.expect("Redis answers");
+        assert_eq!((0..7).filter(|_| admits(&store, &check)).count(), 7);
+        server.pause();
+        let cut_off = tokio::time::timeout(Duration::from_millis(200), store.sync_now()).await;
+        assert!(cut_off.is_err(), "Redis is frozen: the sync cannot finish");
+        server.resume();
+        // The key is not left waiting for an answer that will never come: what it admits
+        // next is sent. (The call cut off was written before Redis froze, and ran when it
+        // woke: its 7 count twice, on the side of denying, as the guide says.)
+        assert_eq!((0..3).filter(|_| admits(&store, &check)).count(), 3);
+        store.sync_now().await.expect("Redis answers");
+        let total = window_total(&server);
+        assert!((10..=17).contains(&total), "{total}");
+    });
+}
+
+/// While Redis is down, a request that also has an exact limit is that limit's
+/// `on_store_error` policy's to decide, but its local-first limit still counts and denies.
+#[test]
+fn a_local_first_limit_keeps_limiting_when_the_exact_ones_fail() {
+    let mut server = RedisServer::start();
+    runtime().block_on(async {
+        let clock = ManualClock::starting_at(Nanos::new(1_000_000_000_000));
+        let store = RedisStore::builder(server.url())
+            .clock(clock.clone())
+            .timeout(Duration::from_millis(200))
+            .connect()
+            .await
+            .expect("connects");
+        server.kill();
+        let local_quota = Quota::new(5, Duration::from_secs(10)).unwrap();
+        let exact_quota = Quota::new(100, Duration::from_secs(10)).unwrap();
+        let both = [
+            check(Algorithm::FixedWindow, &local_quota, b"local"),
+            LimitCheck {
+                sync_every: None,
+                ..check(Algorithm::FixedWindow, &exact_quota, b"exact")
+            },
+        ];
+        let mut failed = 0;
+        let mut denied_locally = 0;
+        for _ in 0..10 {
+            match decide(&store, &both).await {
+                Err(_) => failed += 1,
+                Ok(decisions) => {
+                    assert!(!decisions[0].allowed, "only a local denial answers");
+                    denied_locally += 1;
+                }
+            }
+        }
+        assert_eq!((failed, denied_locally), (5, 5));
+    });
+}
+
+/// Many keys are sent in calls of at most 500 keys, and every count arrives.
+#[test]
+fn many_keys_are_sent_in_calls_of_bounded_size() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let clock = ManualClock::starting_at(Nanos::new(1_000_000_000_000));
+        let store = store(&server, Some(&clock)).await;
+        let quota = Quota::new(10, Duration::from_secs(10)).unwrap();
+        let keys: Vec<Vec<u8>> = (0..1_200)
+            .map(|i| format!("client-{i}").into_bytes())
+            .collect();
+        store.sync_now().await.expect("Redis answers");
+        for key in &keys {
+            assert!(admits(&store, &check(Algorithm::FixedWindow, &quota, key)));
+        }
+        let calls = server.calls("evalsha") + server.calls("eval");
+        store.sync_now().await.expect("Redis answers");
+        let sent_in = server.calls("evalsha") + server.calls("eval") - calls;
+        assert_eq!(sent_in, 3, "1,200 keys in calls of at most 500");
+        assert_eq!(window_total(&server), 1_200);
+    });
+}
+
+/// A schedule's key lives as long as it books ahead: 100 requests of burst at 10 a second
+/// book 10 s, longer than two periods.
+#[test]
+fn a_schedules_key_lives_as_far_as_it_books_ahead() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let store = store(&server, None).await;
+        let quota = Quota::new(10, Duration::from_secs(1))
+            .unwrap()
+            .with_burst(100);
+        let check = check(Algorithm::Gcra, &quota, b"client");
+        assert!(admits(&store, &check));
+        store.sync_now().await.expect("Redis answers");
+        let key = server
+            .cli(&["--scan", "--pattern", "*:sync*"])
+            .expect("scan");
+        let ttl: u64 = server
+            .cli(&["PTTL", key.trim()])
+            .expect("pttl")
+            .trim()
+            .parse()
+            .expect("a number");
+        assert!(ttl > 10_000, "{ttl} ms");
+    });
+}

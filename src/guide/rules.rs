@@ -366,8 +366,8 @@
 //! the fleet admits exactly the limit. A limit with `sync_every: 100ms` is *local-first*:
 //! each server decides it in memory, at memory speed, and every interval sends Redis what it
 //! admitted (one call for all its keys) and takes back the fleet's totals, which its next
-//! decisions use. The trade: a bounded overshoot for no round trip, and a Redis outage that
-//! changes nothing for the clients.
+//! decisions use. The trade: a bounded overshoot for no round trip, and limits that go on
+//! holding, without a round trip, while Redis is down.
 //!
 //! ```yaml
 //! descriptors:
@@ -382,12 +382,17 @@
 //!
 //! Both kinds can apply to one request, all or nothing: the local-first limits are decided
 //! first, and when one denies, Redis is not asked; when an exact limit denies, what the
-//! local-first ones charged is given back.
+//! local-first ones charged is given back. When Redis cannot decide the exact limits, their
+//! `on_store_error` policy decides the request, and the local-first limits that admitted it
+//! keep counting it (so they still deny once full).
 //!
 //! **The bound.** Each server admits a request when the fleet's totals at its last sync,
 //! plus what it admitted since, leave room. What it cannot see is what the other servers
 //! admitted since their last sync. With `N` servers, each admitting at most `r` requests a
 //! second, an interval `t` and a sync that takes `d` (a round trip, plus the task's wake-up):
+//! one task per server syncs at the shortest `sync_every` of its limits, and sends each key
+//! once its own interval has passed, so `t` is the limit's `sync_every` rounded up to a
+//! multiple of that shortest one.
 //!
 //! | algorithm | the fleet admits at most |
 //! |---|---|
@@ -397,24 +402,31 @@
 //!
 //! and never more than `N × limit` in a window. Measured (`tests/redis_sync.rs`, two HTTP
 //! servers on one Redis, 200 requests a second each, a limit of 100 a second, `sync_every:
-//! 100ms`): 120 admitted in every second, the bound to the request. It admits at least the
+//! 100ms`): 120 admitted in every second, the bound to the request (the test allows two
+//! intervals, for a busy machine). For a key in steady use, the fleet admits at least the
 //! limit less one interval of one server's requests. The measured overshoot of each limit
-//! is the metric `tollgate_sync_overshoot` ([operations](super::operations#metrics)).
+//! is the metric `tollgate_sync_overshoot` ([operations](super::operations#metrics)), set
+//! at each sync.
 //!
-//! **Without fresh totals** (Redis unreachable; or totals older than three intervals; or a
-//! key this server has not synced yet, one round trip after its first request) a server
-//! decides alone: it keeps, in addition, to its share of the limit, `⌈limit / N⌉` (and
-//! `⌈burst / N⌉`) on its own admissions, `N` being the servers last seen in Redis. Requests
-//! never wait on Redis. What was admitted meanwhile is sent when Redis answers again. A
-//! server that joins starts from the fleet's totals at its first sync; a server that dies
-//! loses what it admitted since its last sync (at most one interval), and
+//! **Without fresh totals** a server decides alone: while Redis is unreachable; for a key
+//! it has not synced for three intervals (it had no request for it: a client that comes
+//! back after a pause); and for a key before its first sync, at most one interval after
+//! its first request. Alone, it keeps, in addition, to its share of the limit,
+//! `⌈limit / N⌉` (and `⌈burst / N⌉`) on its own admissions, `N` being the servers last
+//! seen in Redis; a server that has not reached Redis since it started knows of none but
+//! itself, and keeps to the whole limit. Requests never wait on Redis. What was admitted
+//! meanwhile is sent when Redis answers again. A server that joins starts from the fleet's
+//! totals at its first sync; a server that dies loses what it admitted since its last sync
+//! (at most one interval), and
 //! [`RedisStore::sync_now`](crate::store::RedisStore::sync_now) before a planned stop loses
-//! nothing. A sync that times out is sent again: if Redis had applied it after all, it
-//! counts twice, on the side of denying. Keys in Redis expire two periods after their last
-//! sync.
+//! nothing. A sync that fails or times out is sent again: if Redis had applied it after
+//! all, it counts twice, on the side of denying. Keys in Redis expire one interval after
+//! they stop mattering: two periods after their last sync, or, for a schedule, as far as it
+//! books ahead (its burst of intervals) if that is longer.
 //!
 //! **Algorithms.** `fixed_window` and `sliding_window_counter` send counts per window. `gcra`
-//! and `token_bucket` (decided as GCRA's timestamp, the same answers) share one schedule:
+//! and `token_bucket` (decided as GCRA's timestamp: the same answers, but for rates whose
+//! interval is not a whole nanosecond, such as 7 a minute, rounded up) share one schedule:
 //! each server's bookings since its last sync fold into two numbers, which Redis applies as
 //! if one by one. `sliding_window_log` (every request's time) and `leaky_bucket` (a queue in
 //! order) cannot be added up this way, and are refused with `sync_every`.
@@ -425,8 +437,12 @@
 //! hold while Redis is down. Keep exact the small limits where every request counts (a few
 //! logins a minute, quotas that are billed): there one interval may be the whole limit.
 //!
-//! **What it costs.** At most one Redis call per server per interval on one Redis (one per
-//! slot with keys due on a Redis Cluster), whatever the request rate. Memory on each server
+//! **What it costs.** At most one Redis call per server per interval on one Redis, whatever
+//! the request rate: a call carries up to 500 keys (about 5 ms of Redis's time), so a
+//! server with more keys due makes one call per 500; on a Redis Cluster, one per slot with
+//! keys due, and one for the registry of servers. A server with no local-first key left
+//! (after a reload, say) stops calling. Syncs never trip the circuit breaker of the exact
+//! limits. Memory on each server
 //! for each key used within its period and a few intervals (about 550 bytes: a 320-byte
 //! entry, the key's Redis name and labels, the map's slot), and a walk
 //! over those keys every interval. The memory store decides exactly and ignores

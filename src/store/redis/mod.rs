@@ -191,7 +191,8 @@ impl Planned {
 }
 
 impl Inner {
-    /// Runs `script` with `keys`, then `now` and `args` as arguments, within the timeout.
+    /// Runs `script` with `keys`, then `now` and `args` as arguments, within the timeout; a
+    /// Redis that does not answer counts towards the circuit breaker.
     async fn invoke<'k, T: redis::FromRedisValue>(
         &self,
         script: &Script,
@@ -199,6 +200,31 @@ impl Inner {
         now: &str,
         args: impl IntoIterator<Item = i64>,
     ) -> Result<T, StoreError> {
+        match self.run(script, keys, now, args, self.timeout).await {
+            Ok(value) => {
+                self.breaker.succeeded();
+                Ok(value)
+            }
+            Err(failure) => {
+                // Only an unreachable or unresponsive Redis trips the breaker; an error from
+                // the server itself says nothing about the other keys.
+                if failure.unreachable {
+                    self.breaker.failed(&failure.error);
+                }
+                Err(failure.error)
+            }
+        }
+    }
+
+    /// Runs `script` with `keys`, then `now` and `args` as arguments, within `timeout`.
+    async fn run<'k, T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+        now: &str,
+        args: impl IntoIterator<Item = i64>,
+        timeout: Duration,
+    ) -> Result<T, Failure> {
         let mut invocation = script.prepare_invoke();
         for key in keys {
             invocation.key(key);
@@ -217,35 +243,32 @@ impl Inner {
                 }
             }
         };
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(Ok(value)) => {
-                self.breaker.succeeded();
-                Ok(value)
-            }
-            Ok(Err(error)) => {
-                // Only an unreachable or unresponsive Redis trips the breaker; an error from
-                // the server itself says nothing about the other keys.
-                let unreachable = error.is_io_error()
+        match tokio::time::timeout(timeout, call).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(Failure {
+                unreachable: error.is_io_error()
                     || error.is_timeout()
                     || error.is_connection_dropped()
                     || error.is_connection_refusal()
-                    || error.is_unrecoverable_error();
-                let error = redis_error(error);
-                if unreachable {
-                    self.breaker.failed(&error);
-                }
-                Err(error)
-            }
-            Err(_) => {
-                let error = StoreError::new(
-                    format!("redis did not answer within {:?}", self.timeout),
+                    || error.is_unrecoverable_error(),
+                error: redis_error(error),
+            }),
+            Err(_) => Err(Failure {
+                unreachable: true,
+                error: StoreError::new(
+                    format!("redis did not answer within {timeout:?}"),
                     "timeout",
-                );
-                self.breaker.failed(&error);
-                Err(error)
-            }
+                ),
+            }),
         }
     }
+}
+
+/// A script call that failed.
+struct Failure {
+    error: StoreError,
+    /// Whether Redis could not be reached or did not answer (rather than answered an error).
+    unreachable: bool,
 }
 
 fn redis_error(error: RedisError) -> StoreError {
@@ -263,7 +286,7 @@ fn algorithm_code(algorithm: Algorithm) -> i64 {
     }
 }
 
-fn int(value: u64) -> i64 {
+pub(super) fn int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 

@@ -25,6 +25,7 @@ if ARGV[2] == '1' then
   first = 2
 end
 
+-- A number kept in a hash field: a window's count or a schedule's tat (0 if none).
 local function count(key, field)
   local value = tonumber(redis.call('HGET', key, field))
   if not value or value < 0 then return 0 end
@@ -41,9 +42,11 @@ for i = first, #KEYS do
   if kind == 1 then
     local current = tonumber(ARGV[a + 3])
     for j = 0, 1 do
-      local window, added = ARGV[a + 4 + 2 * j], tonumber(ARGV[a + 5 + 2 * j])
-      if added ~= 0 and tonumber(window) + 1 >= current then
-        redis.call('HINCRBY', key, window, added)
+      local window, added = ARGV[a + 4 + 2 * j], ARGV[a + 5 + 2 * j]
+      if added ~= '0' and tonumber(window) + 1 >= current then
+        -- As sent (a Lua number would lose digits); a count that cannot be added (past
+        -- 2^63) spoils neither this key nor the others.
+        redis.pcall('HINCRBY', key, window, added)
       end
     end
     for _, field in ipairs(redis.call('HKEYS', key)) do

@@ -3,10 +3,10 @@
 //! totals (see [`crate::store::sync`]).
 
 use super::keys::RedisKey;
-use super::{Inner, RedisPending, RedisStore};
+use super::{int, Inner, RedisPending, RedisStore};
 use crate::algorithm::Decision;
 use crate::clock::saturating_nanos;
-use crate::store::sync::{Admission, Bookings, Outgoing, Payload, SyncTable, Totals};
+use crate::store::sync::{horizon, Admission, Bookings, Outgoing, Payload, SyncTable, Totals};
 use crate::store::{Acquisition, Decisions, LimitCheck, StoreError};
 use futures_util::future::join_all;
 use smallvec::SmallVec;
@@ -106,13 +106,16 @@ impl RedisStore {
         }
         let shadows: SmallVec<[bool; 4]> = exact.iter().map(|check| check.shadow).collect();
         let finish = move |store: &RedisStore, result: Result<Decisions, StoreError>| {
-            let admitted = result.as_ref().is_ok_and(|exact| {
+            // When Redis fails, the request is the exact limits' on_store_error policy's to
+            // decide, and the local-first limits that admitted it keep counting it: giving
+            // their charges back would let them admit everything while Redis is down.
+            let denied = result.as_ref().is_ok_and(|exact| {
                 exact
                     .iter()
                     .zip(&shadows)
-                    .all(|(decision, &shadow)| shadow || decision.allowed)
+                    .any(|(decision, &shadow)| !shadow && !decision.allowed)
             });
-            if !admitted {
+            if denied {
                 store.give_back(&admissions);
             }
             with_exact(decisions, &result?)
@@ -166,6 +169,7 @@ impl RedisStore {
 
 /// The task: syncs every tick while the store lives.
 async fn run(inner: Weak<Inner>) {
+    let _stopped = Stopped(inner.clone());
     loop {
         let Some(strong) = inner.upgrade() else {
             return;
@@ -179,106 +183,189 @@ async fn run(inner: Weak<Inner>) {
     }
 }
 
+/// Marks the task stopped however it ends (its store dropped, or its runtime shut down), so
+/// that the next request starts another.
+struct Stopped(Weak<Inner>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.synced.running.store(false, Ordering::Release);
+        }
+    }
+}
+
 /// One sync: every key due (every key with new counts, when `force`) and this server's
-/// presence, one call per slot (one call on a single server).
+/// presence, in one call per slot (one call on a single server) of at most
+/// [`KEYS_PER_CALL`] keys, sent together.
 async fn sync(inner: &Inner, force: bool) -> Result<(), StoreError> {
     let synced = &inner.synced;
     let _turn = synced.syncing.lock().await;
-    let sent_local = inner.clock.now().as_u64();
     let now = inner.fleet_now();
-    let outgoing = synced.table.due(now, force);
-    let script_now = match inner.script_now() {
-        Ok(script_now) => script_now,
-        Err(error) => {
-            for out in &outgoing {
-                synced.table.settle(out, None, now);
-            }
-            return Err(error);
-        }
+    let mut in_flight = InFlight {
+        outgoing: synced.table.due(now, force),
+        settled: Vec::new(),
+        table: &synced.table,
+        now,
     };
-    let registry = RedisKey::servers(&inner.prefix);
-    // By slot; the registry first, with the keys of its slot.
-    let mut groups: Vec<(u16, Vec<&Outgoing<SyncedKey>>)> = vec![(registry.slot, Vec::new())];
-    for out in &outgoing {
-        let slot = if inner.is_cluster() {
-            out.address.slot
-        } else {
-            registry.slot
-        };
-        match groups.iter_mut().find(|(s, _)| *s == slot) {
-            Some((_, group)) => group.push(out),
-            None => groups.push((slot, vec![out])),
-        }
+    in_flight.settled = vec![false; in_flight.outgoing.len()];
+    if in_flight.outgoing.is_empty() && synced.table.is_empty() {
+        // No local-first limit here (any more): this server is not one of the fleet's.
+        return Ok(());
     }
+    let script_now = inner.script_now()?;
+    let registry = RedisKey::servers(&inner.prefix);
+    let calls = plan(inner, &in_flight.outgoing, registry.slot);
     let present = inner.present_for(synced);
-    let calls = groups.iter().enumerate().map(|(i, (_, group))| {
-        let with_registry = i == 0;
-        let keys = with_registry
+    let timeout = inner.timeout.max(SYNC_TIMEOUT);
+    let sent_local = inner.clock.now().as_u64();
+    let replies = join_all(calls.iter().map(|call| {
+        let outgoing = call.members.iter().map(|&i| &in_flight.outgoing[i]);
+        let keys = call
+            .with_registry
             .then_some(registry.name.as_slice())
             .into_iter()
-            .chain(group.iter().map(|out| &*out.address.name));
-        let header = [i64::from(with_registry), synced.id, present.0, present.1];
-        let args = header.into_iter().chain(
-            group
-                .iter()
-                .flat_map(|out| arguments(&out.payload, out.address.keep_ms, inner.base_ns())),
-        );
-        inner.invoke::<Vec<i64>>(&inner.sync, keys, &script_now, args.collect::<Vec<_>>())
-    });
-    let replies = join_all(calls).await;
+            .chain(outgoing.clone().map(|out| &*out.address.name));
+        let header = [
+            i64::from(call.with_registry),
+            synced.id,
+            present.0,
+            present.1,
+        ];
+        let args: Vec<i64> = header
+            .into_iter()
+            .chain(
+                outgoing
+                    .flat_map(|out| arguments(&out.payload, out.address.keep_ms, inner.base_ns())),
+            )
+            .collect();
+        // Apart from the breaker: a sync never holds a request up.
+        inner.run::<Vec<i64>>(&inner.sync, keys, &script_now, args, timeout)
+    }))
+    .await;
     let received_local = inner.clock.now().as_u64();
     let mut failure = None;
-    let mut overshoots: Vec<(&SyncedKey, u64)> = Vec::new();
-    for ((_, group), reply) in groups.iter().zip(replies) {
-        let reply = reply.and_then(|reply| {
-            if reply.len() == 2 + 2 * group.len() {
-                Ok(reply)
-            } else {
-                Err(StoreError::new(
-                    format!("unexpected sync reply of {} numbers", reply.len()),
-                    "bad reply",
-                ))
-            }
-        });
-        match reply {
+    let mut overshoots: Vec<(usize, u64)> = Vec::new();
+    for (call, reply) in calls.iter().zip(replies) {
+        let reply = match reply {
+            Ok(reply) if reply.len() == 2 + 2 * call.members.len() => reply,
             Ok(reply) => {
+                let message = format!("unexpected sync reply of {} numbers", reply.len());
+                failure = Some(StoreError::new(message, "bad reply"));
+                continue;
+            }
+            Err(error) => {
+                failure = Some(error.error);
+                continue;
+            }
+        };
+        if call.with_registry {
+            if !inner.clock_overrides_redis {
                 let redis_now = u64::try_from(reply[0])
                     .unwrap_or(0)
                     .saturating_mul(inner.base_ns());
-                if !inner.clock_overrides_redis {
-                    let midpoint = sent_local / 2 + received_local / 2;
-                    let offset = i128::from(redis_now) - i128::from(midpoint);
-                    synced
-                        .offset
-                        .store(i64::try_from(offset).unwrap_or_default(), Ordering::Relaxed);
-                }
-                if let Ok(servers @ 1..) = u64::try_from(reply[1]) {
-                    synced.servers.store(servers, Ordering::Relaxed);
-                }
-                for (out, values) in group.iter().zip(reply[2..].chunks(2)) {
-                    let totals = totals(&out.payload, values, inner.base_ns());
-                    let over = synced.table.settle(out, Some(totals), now).unwrap_or(0);
-                    match overshoots
-                        .iter_mut()
-                        .find(|(key, _)| same_limit(key, &out.address))
-                    {
-                        Some((_, most)) => *most = (*most).max(over),
-                        None => overshoots.push((&out.address, over)),
-                    }
-                }
+                let midpoint = sent_local / 2 + received_local / 2;
+                let offset = i128::from(redis_now) - i128::from(midpoint);
+                synced
+                    .offset
+                    .store(i64::try_from(offset).unwrap_or_default(), Ordering::Relaxed);
             }
-            Err(error) => {
-                for out in group {
-                    synced.table.settle(out, None, now);
-                }
-                failure = Some(error);
+            if let Ok(servers @ 1..) = u64::try_from(reply[1]) {
+                synced.servers.store(servers, Ordering::Relaxed);
+            }
+        }
+        for (&i, values) in call.members.iter().zip(reply[2..].chunks(2)) {
+            let totals = totals(&in_flight.outgoing[i].payload, values, inner.base_ns());
+            let over = in_flight.settle(i, totals);
+            let key = &in_flight.outgoing[i].address;
+            match overshoots
+                .iter_mut()
+                .find(|(j, _)| same_limit(&in_flight.outgoing[*j].address, key))
+            {
+                Some((_, most)) => *most = (*most).max(over),
+                None => overshoots.push((i, over)),
             }
         }
     }
-    for (key, over) in overshoots {
-        report_overshoot(key, over);
+    for (i, over) in overshoots {
+        report_overshoot(&in_flight.outgoing[i].address, over);
     }
     failure.map_or(Ok(()), Err)
+}
+
+/// The most keys in one call: about 5 ms of Redis's time.
+const KEYS_PER_CALL: usize = 500;
+
+/// The longest a sync call may take (the store's timeout, if longer): it holds no request
+/// up, and one that times out after Redis applied it counts twice.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// One call of a sync: whether it carries the registry, and which outgoing keys.
+struct Call {
+    with_registry: bool,
+    members: Vec<usize>,
+}
+
+/// The calls that send `outgoing`: by slot (one slot on a single server), the registry's
+/// first and with the registry, at most [`KEYS_PER_CALL`] keys each.
+fn plan(inner: &Inner, outgoing: &[Outgoing<SyncedKey>], registry_slot: u16) -> Vec<Call> {
+    let mut groups: Vec<(u16, Vec<usize>)> = vec![(registry_slot, Vec::new())];
+    for (i, out) in outgoing.iter().enumerate() {
+        let slot = if inner.is_cluster() {
+            out.address.slot
+        } else {
+            registry_slot
+        };
+        match groups.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, group)) => group.push(i),
+            None => groups.push((slot, vec![i])),
+        }
+    }
+    let mut calls = Vec::new();
+    for (_, group) in groups {
+        if group.is_empty() {
+            calls.push(Call {
+                with_registry: calls.is_empty(),
+                members: Vec::new(),
+            });
+        }
+        for chunk in group.chunks(KEYS_PER_CALL) {
+            calls.push(Call {
+                with_registry: calls.is_empty(),
+                members: chunk.to_vec(),
+            });
+        }
+    }
+    calls
+}
+
+/// What a sync sent and has not settled yet: whatever ends the sync (an answer, an error,
+/// the sync's future dropped), what was not answered is kept, to be sent again.
+struct InFlight<'t> {
+    outgoing: Vec<Outgoing<SyncedKey>>,
+    settled: Vec<bool>,
+    table: &'t SyncTable<SyncedKey>,
+    now: u64,
+}
+
+impl InFlight<'_> {
+    /// Takes the fleet's totals for outgoing key `i`; by how much the fleet is over its limit.
+    fn settle(&mut self, i: usize, totals: Totals) -> u64 {
+        self.settled[i] = true;
+        self.table
+            .settle(&self.outgoing[i], Some(totals), self.now)
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        for (out, &settled) in self.outgoing.iter().zip(&self.settled) {
+            if !settled {
+                self.table.settle(out, None, self.now);
+            }
+        }
+    }
 }
 
 fn same_limit(a: &SyncedKey, b: &SyncedKey) -> bool {
@@ -305,9 +392,16 @@ fn report_overshoot(key: &SyncedKey, over: u64) {
 fn arguments(payload: &Payload, keep_ms: i64, base_ns: u64) -> [i64; 7] {
     match *payload {
         Payload::Windows {
-            current,
-            added: [(a, a_count), (b, b_count)],
-        } => [1, keep_ms, int(current), int(a), a_count, int(b), b_count],
+            added: [(current, current_count), (previous, previous_count)],
+        } => [
+            1,
+            keep_ms,
+            int(current),
+            int(current),
+            current_count,
+            int(previous),
+            previous_count,
+        ],
         Payload::Schedule(Bookings { after, add }) => [
             2,
             keep_ms,
@@ -334,10 +428,6 @@ fn totals(payload: &Payload, values: &[i64], base_ns: u64) -> Totals {
     }
 }
 
-fn int(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
-
 impl Inner {
     /// The fleet's time: this server's clock, corrected by Redis's at the last sync.
     pub(super) fn fleet_now(&self) -> u64 {
@@ -348,7 +438,8 @@ impl Inner {
     /// Where `check`'s fleet totals live, and for how long they are worth keeping.
     fn synced_key(&self, check: &LimitCheck<'_>, every: Duration) -> SyncedKey {
         let key = RedisKey::synced(&self.prefix, check);
-        let keep = check.quota.period().saturating_mul(2).saturating_add(every);
+        let keep =
+            Duration::from_nanos(horizon(check.algorithm, check.quota)).saturating_add(every);
         SyncedKey {
             name: key.name.into(),
             slot: key.slot,

@@ -16,7 +16,7 @@ mod table;
 mod view;
 
 pub(crate) use table::{Admission, Outgoing, SyncTable};
-pub(crate) use view::{Bookings, Payload, Totals};
+pub(crate) use view::{horizon, Bookings, Payload, Totals};
 
 #[cfg(test)]
 mod tests {
@@ -41,7 +41,8 @@ mod tests {
         fn sync(&mut self, table: &SyncTable<()>, now: u64) {
             for out in table.due(now, true) {
                 let totals = match out.payload {
-                    Payload::Windows { current, added } => {
+                    Payload::Windows { added } => {
+                        let current = added[0].0;
                         for (window, count) in added {
                             *self.windows.entry(window).or_default() += count;
                         }

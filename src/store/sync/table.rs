@@ -1,6 +1,6 @@
 //! The views of every key of the local-first limits a server decided, and what to send.
 
-use super::view::{Charge, Fleet, Payload, Totals, View};
+use super::view::{horizon, Charge, Fleet, Payload, Totals, View};
 use crate::algorithm::{Algorithm, Decision, Quota};
 use crate::clock::saturating_nanos;
 use crate::store::LimitCheck;
@@ -105,16 +105,19 @@ impl<A: Clone> SyncTable<A> {
         }
     }
 
+    /// Whether no key is kept.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.shards.iter().all(|shard| shard.lock().is_empty())
+    }
+
     /// What to send at fleet time `now` (every key due; with `force`, every key with
-    /// something new), forgetting the keys idle for longer than their period and a few
+    /// something new), forgetting the keys idle for longer than their [`horizon`] and a few
     /// intervals.
     pub(crate) fn due(&self, now: u64, force: bool) -> Vec<Outgoing<A>> {
         let mut outgoing = Vec::new();
         for shard in self.shards.iter() {
             shard.lock().retain(|&id, entry| {
-                let idle = entry
-                    .quota
-                    .period_nanos()
+                let idle = horizon(entry.algorithm, &entry.quota)
                     .saturating_add(entry.every.saturating_mul(FRESH_INTERVALS));
                 if entry.view.is_idle(now, idle) {
                     return false;

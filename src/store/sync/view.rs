@@ -101,11 +101,9 @@ pub(crate) enum Charge {
 /// What one send carries for a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Payload {
-    /// Counts to add per window, and the window whose total (and its predecessor's) to read.
-    Windows {
-        current: u64,
-        added: [(u64, i64); 2],
-    },
+    /// Counts to add to the current window and the one before, by window number: the fleet
+    /// answers the totals of both.
+    Windows { added: [(u64, i64); 2] },
     /// Bookings to apply to the fleet's schedule.
     Schedule(Bookings),
 }
@@ -113,7 +111,7 @@ pub(crate) enum Payload {
 /// What the fleet answered for a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Totals {
-    /// The counts of the window `current` of the payload, and of the one before.
+    /// The counts of the payload's current window, and of the one before.
     Windows { current: u64, previous: u64 },
     /// The schedule's theoretical arrival time.
     Schedule { tat: u64 },
@@ -244,8 +242,9 @@ impl View {
     }
 
     /// Gives back what an admission charged (another limit denied the request). What was
-    /// already sent is given back at the next send, for the windows; a schedule keeps it (its
-    /// fleet total only errs on the side of denying).
+    /// already sent is given back at the next send, for the windows. A schedule takes the
+    /// length back from its unsent bookings, as much as they hold: what was sent stays
+    /// booked, on the side of denying.
     pub(super) fn give_back(&mut self, charge: Charge) {
         self.touched = true;
         match (&mut self.counts, charge) {
@@ -279,7 +278,6 @@ impl View {
                     window.sending = std::mem::take(&mut window.unsent);
                 }
                 Payload::Windows {
-                    current: windows[0].number,
                     added: windows.map(|w| (w.number, w.sending)),
                 }
             }
@@ -312,7 +310,7 @@ impl View {
             (
                 Counts::Windows(windows),
                 Payload::Windows {
-                    current: number, ..
+                    added: [(number, _), _],
                 },
                 Totals::Windows { current, previous },
             ) => {
@@ -424,4 +422,14 @@ fn booked(quota: &Quota, cost: u64) -> u64 {
 
 fn signed(count: u64) -> i64 {
     i64::try_from(count).unwrap_or(i64::MAX)
+}
+
+/// How long a key's state matters after its last request (ns): two windows, or as far as a
+/// schedule books ahead (its burst of intervals), whichever is longer.
+pub(crate) fn horizon(algorithm: Algorithm, quota: &Quota) -> u64 {
+    let windows = quota.period_nanos().saturating_mul(2);
+    match algorithm {
+        Algorithm::FixedWindow | Algorithm::SlidingWindowCounter => windows,
+        _ => windows.max(booked(quota, Algorithm::Gcra.capacity(quota))),
+    }
 }
