@@ -279,6 +279,7 @@ impl<'k> Fixture<'k> {
                     shadow: false,
                     sync_every: None,
                     limit: "test",
+                    approximate: None,
                 };
                 verdicts::admitted(store, &check)
             }),

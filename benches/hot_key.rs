@@ -92,6 +92,7 @@ fn measure(threads: usize, verdict: Verdict, rounds: usize) {
             shadow: false,
             sync_every: None,
             limit: "test",
+            approximate: None,
         })
         .collect();
     let governor: DefaultKeyedRateLimiter<std::net::IpAddr> =

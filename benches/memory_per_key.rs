@@ -425,6 +425,7 @@ fn run_tollgate(algorithm: Algorithm, quota: Quota, case: Case) -> Measured {
                 shadow: false,
                 sync_every: None,
                 limit: "test",
+                approximate: None,
             };
             let Acquisition::Ready(Ok(decisions)) = store.acquire(&[check]) else {
                 panic!("the memory store answers at once, without error");

@@ -514,6 +514,7 @@ fn check_store_against_state(
             shadow: false,
             sync_every: None,
             limit: "test",
+            approximate: None,
         };
         let decided = acquire(&store, &[check])[0];
         prop_assert_eq!(
@@ -645,6 +646,7 @@ fn admitted_concurrently(algorithm: Algorithm, quota: Quota) -> Vec<Decision> {
         shadow: false,
         sync_every: None,
         limit: "test",
+        approximate: None,
     };
     std::thread::scope(|scope| {
         let threads: Vec<_> = (0..THREADS)
@@ -768,6 +770,7 @@ fn two_limits_on_one_request_are_all_or_nothing_under_concurrency() {
             shadow: false,
             sync_every: None,
             limit: "test",
+            approximate: None,
         };
         let wide = limit(b"wide", &wide_quota);
         let narrow = limit(b"narrow", &narrow_quota);

@@ -292,6 +292,7 @@ async fn the_overshoot_of_a_local_first_limit_is_a_gauge() {
         shadow: false,
         sync_every: Some(Duration::from_millis(100)),
         limit: "fleet",
+        approximate: None,
     };
     for store in &servers {
         for _ in 0..80 {

@@ -890,6 +890,7 @@ fn a_cancelled_queue_place_is_given_back_in_redis() {
             shadow: false,
             sync_every: None,
             limit: "test",
+            approximate: None,
         };
         let acquire = || async {
             let decisions = decide(&store, &[check]).await.expect("Redis decides");
@@ -1004,6 +1005,7 @@ fn a_key_holding_garbage_or_deleted_counts_as_never_seen_and_trips_nothing() {
             shadow: false,
             sync_every: None,
             limit: "test",
+            approximate: None,
         };
         // The key's name, from a first decision.
         let decisions = decide(&store, &[check]).await.expect("decided by Redis");

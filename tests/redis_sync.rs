@@ -46,6 +46,7 @@ fn check<'a>(algorithm: Algorithm, quota: &'a Quota, key: &'a [u8]) -> LimitChec
         shadow: false,
         sync_every: Some(EVERY),
         limit: "test",
+        approximate: None,
     }
 }
 
@@ -131,6 +132,7 @@ fn local_first_and_exact_limits_of_one_request_are_all_or_nothing() {
         let exact = LimitCheck {
             sync_every: None,
             limit: "test",
+            approximate: None,
             ..check(Algorithm::FixedWindow, &exact_quota, b"exact")
         };
         let both = [local, exact];

@@ -57,6 +57,28 @@ pub struct LimitCheck<'a> {
     pub sync_every: Option<Duration>,
     /// The limit's label (its `name`, else its descriptor path), as logs and metrics name it.
     pub limit: &'a str,
+    /// `approximate` of the rules: the memory store may count this limit's keys in a
+    /// count-min sketch of fixed size, exact state only for the keys near their limit (see
+    /// the guide's "Approximate limits"). `None`: exact. Stores shared by a fleet ignore it.
+    pub approximate: Option<Approximate>,
+}
+
+/// How an approximate limit is counted: in a count-min sketch of `memory` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Approximate {
+    memory: usize,
+}
+
+impl Approximate {
+    /// A sketch of `memory` bytes.
+    pub const fn new(memory: usize) -> Self {
+        Approximate { memory }
+    }
+
+    /// The sketch's size, in bytes.
+    pub const fn memory(self) -> usize {
+        self.memory
+    }
 }
 
 /// A store's answer: at once, or later.

@@ -177,6 +177,7 @@ pub fn run_reference_suite<S: Store>(make: impl Fn(ManualClock) -> S) {
                 shadow: false,
                 sync_every: None,
                 limit: "test",
+                approximate: None,
             };
             let answer = match store.acquire(&[check]) {
                 Acquisition::Ready(answer) => answer,

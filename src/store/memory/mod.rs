@@ -79,7 +79,7 @@ use std::num::NonZeroU64;
 ///
 /// let store = MemoryStore::with_clock(ManualClock::new());
 /// let quota = Quota::new(1, Duration::from_secs(1))?;
-/// let check = LimitCheck { domain: "demo", key: b"user:42", tag: b"42", algorithm: Algorithm::FixedWindow, quota: &quota, cost: 1, shadow: false, sync_every: None, limit: "per-user" };
+/// let check = LimitCheck { domain: "demo", key: b"user:42", tag: b"42", algorithm: Algorithm::FixedWindow, quota: &quota, cost: 1, shadow: false, sync_every: None, limit: "per-user", approximate: None };
 /// let Acquisition::Ready(Ok(first)) = store.acquire(&[check]) else { unreachable!() };
 /// let Acquisition::Ready(Ok(second)) = store.acquire(&[check]) else { unreachable!() };
 /// assert!(first[0].allowed);
@@ -355,6 +355,7 @@ mod tests {
             shadow: false,
             sync_every: None,
             limit: "test",
+            approximate: None,
         }
     }
 

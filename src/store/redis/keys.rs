@@ -103,6 +103,7 @@ mod tests {
             shadow: false,
             sync_every: None,
             limit: "test",
+            approximate: None,
         };
         let tick = Tick::choose(Algorithm::FixedWindow, &quota, 1_000).unwrap();
         RedisKey::of("tollgate:", &check, tick)

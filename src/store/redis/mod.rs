@@ -347,6 +347,7 @@ struct OwnedCheck {
     shadow: bool,
     sync_every: Option<Duration>,
     limit: String,
+    approximate: Option<super::Approximate>,
 }
 
 impl From<&LimitCheck<'_>> for OwnedCheck {
@@ -361,6 +362,7 @@ impl From<&LimitCheck<'_>> for OwnedCheck {
             shadow: check.shadow,
             sync_every: check.sync_every,
             limit: check.limit.to_owned(),
+            approximate: check.approximate,
         }
     }
 }
@@ -377,6 +379,7 @@ impl OwnedCheck {
             shadow: self.shadow,
             sync_every: self.sync_every,
             limit: &self.limit,
+            approximate: self.approximate,
         }
     }
 }

@@ -77,6 +77,7 @@ mod tests {
             shadow: false,
             sync_every: Some(Duration::from_millis(100)),
             limit: "test",
+            approximate: None,
         }
     }
 
