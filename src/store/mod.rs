@@ -16,6 +16,7 @@ pub mod decisions;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
+mod sketch;
 #[cfg(feature = "redis")]
 pub(crate) mod sync;
 

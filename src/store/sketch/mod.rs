@@ -1,0 +1,217 @@
+//! Approximate limits: the per-key counts of a limit in a count-min sketch of fixed size.
+//!
+//! A sketch is an array of cache lines of 14 counting cells. A key's fingerprint picks one
+//! line and a few cells in it (4 of 14 for a fixed window; 3 of 7 for each of the two
+//! windows of a sliding window counter); the key's estimate is the smallest of its cells,
+//! and a request adds to them conservatively: each cell becomes at least the estimate plus
+//! the request, never less than it was. Cells only ever count a key's own requests and other
+//! keys' on top, so an estimate is never below the key's true count: a key is never admitted
+//! beyond what the exact algorithm would admit.
+//!
+//! A key whose estimate passes half its limit is *heavy*: the store decides it exactly from
+//! then on, from state that starts at the estimate. So the client being limited sees exact
+//! `remaining` and `Retry-After`, and only keys that are being limited cost memory of their
+//! own.
+//!
+//! Each line carries the window its cells count, and is rolled to a new window by the first
+//! request that finds it old: clearing costs nothing up front, line by line as keys come.
+//! A line is locked (a spin on its window word) for the few loads and stores of a request,
+//! always inside the memory store's shard lock, never the other way round.
+
+mod line;
+
+use self::line::{Line, Locked, CELLS};
+use crate::algorithm::{Algorithm, Decision, FixedWindow, Quota, SlidingWindowCounter, State};
+use crate::clock::Nanos;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bytes of one line.
+const LINE_BYTES: usize = std::mem::size_of::<Line>();
+
+/// A count-min sketch of one limit's keys.
+pub(crate) struct Sketch {
+    /// The size asked for, in bytes (the lines take it rounded down to whole lines).
+    pub(crate) requested: usize,
+    lines: Box<[Line]>,
+    windows: Windows,
+    /// Requests counted in window `counted_window`, over every key: the load the error
+    /// bound grows with.
+    counted: AtomicU64,
+    counted_window: AtomicU64,
+}
+
+/// How a sketch's lines count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Windows {
+    /// The fixed window: all 14 cells of a line, 4 of them a key's.
+    One,
+    /// The sliding window counter: 7 cells for the current window, 7 for the one before,
+    /// 3 of each a key's.
+    Two,
+}
+
+impl Windows {
+    fn cells(self) -> usize {
+        match self {
+            Windows::One => CELLS,
+            Windows::Two => CELLS / 2,
+        }
+    }
+
+    fn per_key(self) -> usize {
+        match self {
+            Windows::One => 4,
+            Windows::Two => 3,
+        }
+    }
+}
+
+/// What a sketch makes of one request.
+#[derive(Debug)]
+pub(crate) enum Estimate {
+    /// The key is light: decided on its estimate, and charged if asked and admitted.
+    Light(Decision),
+    /// The key would pass half its limit: it is to be decided exactly from now on, from
+    /// this state (counts at least the key's true ones).
+    Heavy(State),
+}
+
+impl Sketch {
+    /// A sketch of `memory` bytes (rounded down to whole lines, at least one) for
+    /// `algorithm`, a fixed window or a sliding window counter.
+    pub(crate) fn new(memory: usize, algorithm: Algorithm) -> Self {
+        let windows = match algorithm {
+            Algorithm::SlidingWindowCounter => Windows::Two,
+            _ => Windows::One,
+        };
+        Sketch {
+            requested: memory,
+            lines: (0..(memory / LINE_BYTES).max(1))
+                .map(|_| Line::default())
+                .collect(),
+            windows,
+            counted: AtomicU64::new(0),
+            counted_window: AtomicU64::new(0),
+        }
+    }
+
+    /// The sketch's size in bytes.
+    pub(crate) fn memory(&self) -> usize {
+        self.lines.len() * LINE_BYTES
+    }
+
+    /// Decides a request of `cost` at `now` on the key with `fingerprint`, under `quota`;
+    /// charges it when `charge` and it is admitted as a light key.
+    pub(crate) fn decide(
+        &self,
+        fingerprint: u64,
+        algorithm: Algorithm,
+        quota: &Quota,
+        cost: u64,
+        now: Nanos,
+        charge: bool,
+    ) -> Estimate {
+        let (line, cells) = self.place(fingerprint);
+        let now_window = quota.period_divisor().div_u64(now.as_u64());
+        let mut locked = self.lines[line].lock();
+        let rolled = roll(&mut locked, now_window, self.windows);
+        let window = locked.window;
+        let half = self.windows.cells();
+        let estimate = |offset: usize| {
+            cells
+                .iter()
+                .take(self.windows.per_key())
+                .map(|&cell| locked.cells[offset + cell])
+                .min()
+                .map_or(0, u64::from)
+        };
+        let current = estimate(0);
+        let state = match self.windows {
+            Windows::One => State::FixedWindow(FixedWindow::counted(window, current)),
+            Windows::Two => State::SlidingWindowCounter(SlidingWindowCounter::counted(
+                window,
+                current,
+                estimate(half),
+            )),
+        };
+        let decision = algorithm.peek(&state, now, quota, cost);
+        let limit = quota.requests_per_period();
+        let used = limit.saturating_sub(decision.remaining);
+        if !decision.allowed || used > limit / 2 {
+            if rolled {
+                locked.write();
+            }
+            return Estimate::Heavy(state);
+        }
+        if charge {
+            let charged = u32::try_from(current.saturating_add(cost)).unwrap_or(u32::MAX);
+            for &cell in cells.iter().take(self.windows.per_key()) {
+                let value = &mut locked.cells[cell];
+                *value = (*value).max(charged);
+            }
+            self.count(window, cost);
+        }
+        if charge || rolled {
+            locked.write();
+        }
+        Estimate::Light(decision)
+    }
+
+    /// The line and the cells (within a window's half) of the key with `fingerprint`: the
+    /// cells are distinct, one start and a step prime to the cell count.
+    fn place(&self, fingerprint: u64) -> (usize, [usize; 4]) {
+        let mixed = fingerprint.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let lines = self.lines.len() as u128;
+        let line = ((u128::from(mixed) * lines) >> 64) as usize;
+        let bits = (mixed >> 17) as usize;
+        let cells = self.windows.cells();
+        let start = bits % cells;
+        let step = match self.windows {
+            // Steps prime to 14.
+            Windows::One => [1, 3, 5, 9, 11, 13][(bits >> 8) % 6],
+            // 7 is prime: any step from 1 to 6.
+            Windows::Two => 1 + (bits >> 8) % 6,
+        };
+        (line, std::array::from_fn(|i| (start + i * step) % cells))
+    }
+
+    /// Adds `cost` to the requests counted in `window`.
+    fn count(&self, window: u64, cost: u64) {
+        if self.counted_window.load(Ordering::Relaxed) != window {
+            // Racy by design: the load is a measure, not a limit.
+            self.counted_window.store(window, Ordering::Relaxed);
+            self.counted.store(0, Ordering::Relaxed);
+        }
+        self.counted.fetch_add(cost, Ordering::Relaxed);
+    }
+
+    /// The expected excess of a cell: what other keys add to a key's cells on average, the
+    /// requests counted this window spread over the cells they touch.
+    pub(crate) fn mean_excess(&self) -> f64 {
+        let cells = (self.lines.len() * self.windows.cells()) as f64;
+        self.counted.load(Ordering::Relaxed) as f64 * self.windows.per_key() as f64 / cells
+    }
+
+    /// How many cells a key takes (per window): the exponent of the error's probability.
+    pub(crate) fn cells_per_key(&self) -> usize {
+        self.windows.per_key()
+    }
+}
+
+/// Moves `locked` on to window `now` (never back): a new window starts at zero, and for two
+/// windows the current one becomes the previous one. Whether it moved.
+fn roll(locked: &mut Locked<'_>, now: u64, windows: Windows) -> bool {
+    let line = locked.window;
+    if now <= line {
+        return false;
+    }
+    let half = windows.cells();
+    if windows == Windows::Two && line.checked_add(1) == Some(now) {
+        locked.cells.copy_within(0..half, half);
+        locked.cells[..half].fill(0);
+    } else {
+        locked.cells.fill(0);
+    }
+    locked.window = now;
+    true
+}
