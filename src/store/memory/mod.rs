@@ -265,7 +265,12 @@ impl<C: Clock> MemoryStore<C> {
                         limit: check.limit.into(),
                         algorithm: check.algorithm,
                         period: check.quota.period_nanos(),
-                        sketch: Sketch::new(approximate.memory(), check.algorithm),
+                        sketch: Sketch::new(
+                            approximate.memory(),
+                            check.algorithm,
+                            check.domain,
+                            check.limit,
+                        ),
                     }));
                 }
             }

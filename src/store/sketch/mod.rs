@@ -23,7 +23,15 @@ mod line;
 use self::line::{Line, Locked, CELLS};
 use crate::algorithm::{Algorithm, Decision, FixedWindow, Quota, SlidingWindowCounter, State};
 use crate::clock::Nanos;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// The metrics of a sketch, per limit.
+#[cfg(feature = "metrics")]
+const SKETCH_BYTES: &str = "tollgate_sketch_bytes";
+#[cfg(feature = "metrics")]
+const SKETCH_REQUESTS: &str = "tollgate_sketch_requests";
+#[cfg(feature = "metrics")]
+const SKETCH_ERROR_BOUND: &str = "tollgate_sketch_error_bound";
 
 /// Bytes of one line.
 const LINE_BYTES: usize = std::mem::size_of::<Line>();
@@ -32,6 +40,12 @@ const LINE_BYTES: usize = std::mem::size_of::<Line>();
 pub(crate) struct Sketch {
     /// The size asked for, in bytes (the lines take it rounded down to whole lines).
     pub(crate) requested: usize,
+    /// The limit counted, as metrics and logs name it.
+    domain: Box<str>,
+    limit: Box<str>,
+    geometry: Geometry,
+    /// Whether the sketch was reported too small for its load (once).
+    warned: AtomicBool,
     lines: Box<[Line]>,
     windows: Windows,
     /// Requests counted in window `counted_window`, over every key: the load the error
@@ -51,6 +65,13 @@ enum Windows {
 }
 
 impl Windows {
+    fn of(algorithm: Algorithm) -> Self {
+        match algorithm {
+            Algorithm::SlidingWindowCounter => Windows::Two,
+            _ => Windows::One,
+        }
+    }
+
     fn cells(self) -> usize {
         match self {
             Windows::One => CELLS,
@@ -79,13 +100,14 @@ pub(crate) enum Estimate {
 impl Sketch {
     /// A sketch of `memory` bytes (rounded down to whole lines, at least one) for
     /// `algorithm`, a fixed window or a sliding window counter.
-    pub(crate) fn new(memory: usize, algorithm: Algorithm) -> Self {
-        let windows = match algorithm {
-            Algorithm::SlidingWindowCounter => Windows::Two,
-            _ => Windows::One,
-        };
+    pub(crate) fn new(memory: usize, algorithm: Algorithm, domain: &str, limit: &str) -> Self {
+        let windows = Windows::of(algorithm);
         Sketch {
             requested: memory,
+            domain: domain.into(),
+            limit: limit.into(),
+            geometry: Geometry::of(memory, algorithm),
+            warned: AtomicBool::new(false),
             lines: (0..(memory / LINE_BYTES).max(1))
                 .map(|_| Line::default())
                 .collect(),
@@ -95,9 +117,31 @@ impl Sketch {
         }
     }
 
-    /// The sketch's size in bytes.
-    pub(crate) fn memory(&self) -> usize {
-        self.lines.len() * LINE_BYTES
+    /// Reports a finished window of `requests` over all keys: the metrics, and a warning
+    /// (once) when the error bound passes a quarter of the limit, where clients at half
+    /// their limit start to be denied for other clients' requests.
+    fn report(&self, requests: u64, quota: &Quota) {
+        let bound = self.geometry.error_bound(requests as f64);
+        let limit = quota.requests_per_period() as f64;
+        if bound > limit / 4.0 && !self.warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                domain = %self.domain,
+                limit = %self.limit,
+                requests,
+                bound,
+                "an approximate limit's sketch is small for its load: estimates may exceed true counts by {bound:.0} (a quarter of the limit or more); give it more memory"
+            );
+        }
+        #[cfg(feature = "metrics")]
+        {
+            let labels = [
+                ("domain", self.domain.to_string()),
+                ("limit", self.limit.to_string()),
+            ];
+            metrics::gauge!(SKETCH_BYTES, &labels).set((self.lines.len() * LINE_BYTES) as f64);
+            metrics::gauge!(SKETCH_REQUESTS, &labels).set(requests as f64);
+            metrics::gauge!(SKETCH_ERROR_BOUND, &labels).set(bound);
+        }
     }
 
     /// Decides a request of `cost` at `now` on the key with `fingerprint`, under `quota`;
@@ -149,7 +193,9 @@ impl Sketch {
                 let value = &mut locked.cells[cell];
                 *value = (*value).max(charged);
             }
-            self.count(window, cost);
+            if let Some(requests) = self.count(window, cost) {
+                self.report(requests, quota);
+            }
         }
         if charge || rolled {
             locked.write();
@@ -175,26 +221,73 @@ impl Sketch {
         (line, std::array::from_fn(|i| (start + i * step) % cells))
     }
 
-    /// Adds `cost` to the requests counted in `window`.
-    fn count(&self, window: u64, cost: u64) {
-        if self.counted_window.load(Ordering::Relaxed) != window {
-            // Racy by design: the load is a measure, not a limit.
-            self.counted_window.store(window, Ordering::Relaxed);
-            self.counted.store(0, Ordering::Relaxed);
+    /// Adds `cost` to the requests counted in `window`; the count of the window before, when
+    /// this is the first request of a new one.
+    fn count(&self, window: u64, cost: u64) -> Option<u64> {
+        let mut finished = None;
+        let counted_window = self.counted_window.load(Ordering::Relaxed);
+        if counted_window < window
+            && self
+                .counted_window
+                .compare_exchange(counted_window, window, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            finished = Some(self.counted.swap(0, Ordering::Relaxed));
         }
         self.counted.fetch_add(cost, Ordering::Relaxed);
+        finished
+    }
+}
+
+/// The cells a key's estimate could be inflated through, and what a sketch promises.
+///
+/// Other keys' requests land in a key's cells: on average, with `requests` counted in a
+/// window over all keys, each cell takes `requests × cells per key ÷ cells` of them (the
+/// *expected excess*). By Markov's inequality a cell exceeds `e ×` that with probability at
+/// most `1/e`, and a key's estimate (the smallest of its cells) with probability about
+/// `e^-(cells per key)`, taking its cells as independent (they share a line, so this is an
+/// estimate, not a proof). Conservative updates only lower the excess.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Geometry {
+    cells: f64,
+    per_key: i32,
+}
+
+impl Geometry {
+    pub(crate) fn of(memory: usize, algorithm: Algorithm) -> Self {
+        let windows = Windows::of(algorithm);
+        let lines = (memory / LINE_BYTES).max(1);
+        Geometry {
+            cells: (lines * windows.cells()) as f64,
+            per_key: windows.per_key() as i32,
+        }
     }
 
-    /// The expected excess of a cell: what other keys add to a key's cells on average, the
-    /// requests counted this window spread over the cells they touch.
-    pub(crate) fn mean_excess(&self) -> f64 {
-        let cells = (self.lines.len() * self.windows.cells()) as f64;
-        self.counted.load(Ordering::Relaxed) as f64 * self.windows.per_key() as f64 / cells
+    /// What other keys add to a key's estimate on average, at `requests` a window.
+    pub(crate) fn expected_excess(self, requests: f64) -> f64 {
+        requests * f64::from(self.per_key) / self.cells
     }
 
-    /// How many cells a key takes (per window): the exponent of the error's probability.
-    pub(crate) fn cells_per_key(&self) -> usize {
-        self.windows.per_key()
+    /// The excess an estimate passes with probability at most [`Geometry::confidence`]'s
+    /// complement, at `requests` a window.
+    pub(crate) fn error_bound(self, requests: f64) -> f64 {
+        std::f64::consts::E * self.expected_excess(requests)
+    }
+
+    /// The probability that an estimate stays within [`Geometry::error_bound`].
+    pub(crate) fn confidence(self) -> f64 {
+        1.0 - (-f64::from(self.per_key)).exp()
+    }
+
+    /// The probability that a key's estimate exceeds its true count by more than `excess`,
+    /// at `requests` a window: `(expected excess / excess)^(cells per key)`, at most 1.
+    pub(crate) fn excess_probability(self, requests: f64, excess: f64) -> f64 {
+        if excess <= 0.0 {
+            return 1.0;
+        }
+        (self.expected_excess(requests) / excess)
+            .powi(self.per_key)
+            .min(1.0)
     }
 }
 
