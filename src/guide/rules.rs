@@ -73,7 +73,7 @@
 //! | `domain` | names the rules and namespaces their state (in Redis, the keys' prefix); must not be empty | required |
 //! | `sources` | where the value of each declared key comes from ([below](#keys-and-sources)) | none |
 //! | `client_ip` | how to find the client address behind proxies ([below](#client_ip)) | the socket peer |
-//! | `defaults` | `algorithm`, `on_store_error` and `sync_every` for limits that set none ([below](#defaults)) | `fixed_window`, `allow`, none |
+//! | `defaults` | `algorithm`, `on_store_error`, `sync_every` and `approximate` for limits that set none ([below](#defaults)) | `fixed_window`, `allow`, none, none |
 //! | `response` | optional response headers ([below](#response)) | none |
 //! | `shadow_mode` | `true`: every limit counts and reports but denies nothing ([shadow mode](#shadow-mode)) | `false` |
 //! | `descriptors` | the tree of limits ([below](#descriptors-and-matching)) | none |
@@ -133,6 +133,7 @@
 //!   algorithm: sliding_window_counter   # for limits that name none; without it fixed_window, as in Envoy
 //!   on_store_error: allow               # allow (fail open), deny (fail closed) or local (decide in memory)
 //!   sync_every: 100ms                   # decide limits local-first (Redis); a limit opts out with sync_every: none
+//!   # approximate: { memory: 4MiB }     # or count limits in fixed-size sketches (memory store), not both; a limit opts out with approximate: none
 //! ```
 //!
 //! `on_store_error` decides a request when the store cannot (Redis down or too slow); each
@@ -261,7 +262,8 @@
 //! | `cost` | the weight of each request: a number (at least 1), or the name of a source whose value is one ([cost](#cost-weighted-requests)) |
 //! | `on_store_error` | `allow`, `deny` or `local`: overrides `defaults.on_store_error` for this limit |
 //! | `sync_every` | an interval, e.g. `100ms`: decide this limit local-first (see below); `none` opts out of `defaults.sync_every` |
-//! | `unlimited: true` | a matching request is not limited at all ([exemptions](#unlimited-and-replaces)); takes no other setting but `name` and `replaces` (a `sync_every` is ignored) |
+//! | `approximate` | `{ memory: 4MiB }`: count this limit in a sketch of that fixed size (see below); `none` opts out of `defaults.approximate` |
+//! | `unlimited: true` | a matching request is not limited at all ([exemptions](#unlimited-and-replaces)); takes no other setting but `name` and `replaces` (a `sync_every` or `approximate` is ignored) |
 //! | `name` | names the limit for `replaces`, logs, metrics and headers; names are unique |
 //! | `replaces: [{name: x}]` | when this limit applies, the limit named `x` does not |
 //!
@@ -277,6 +279,11 @@
 //! [local-first limits](#local-first-limits-sync_every). The interval is at least `10ms` and at most
 //! the limit's period, and the algorithm `fixed_window`, `sliding_window_counter`,
 //! `token_bucket` or `gcra`.
+//!
+//! `approximate: { memory: 4MiB }`: count this limit's keys in a count-min sketch of that
+//! fixed size, `64KiB` to `1GiB` (or a number of bytes): millions of clients in fixed memory,
+//! for a bounded error; memory store only; see [approximate limits](#approximate-limits).
+//! Only with `fixed_window` or `sliding_window_counter`, and not with `sync_every`.
 //!
 //! ```rust
 //! use tollgate::rules::Rules;

@@ -115,7 +115,7 @@ fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
         shadow: booking.shadow,
         sync_every: limit.sync_every(),
         limit: limit.label(),
-        approximate: None,
+        approximate: limit.approximate(),
     }
 }
 

@@ -299,7 +299,7 @@ mod tests {
     use super::*;
     use crate::clock::{ManualClock, Nanos};
     use crate::decision::Denial;
-    use crate::store::{Acquisition, Decisions, LimitCheck, StoreError};
+    use crate::store::{Acquisition, Approximate, Decisions, LimitCheck, StoreError};
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
     use std::time::Duration;
@@ -618,7 +618,7 @@ descriptors:
     }
 
     #[test]
-    fn the_store_sees_each_limits_sync_every() {
+    fn the_store_sees_each_limits_sync_every_and_approximate() {
         let rules = Rules::from_yaml(
             r#"
 domain: t
@@ -627,37 +627,52 @@ descriptors:
     rate_limit: { unit: second, requests_per_unit: 20, sync_every: 100ms }
   - key: method
     rate_limit: { unit: second, requests_per_unit: 5 }
+  - key: path
+    rate_limit: { unit: second, requests_per_unit: 5, approximate: { memory: 64KiB } }
 "#,
         )
         .expect("valid rules");
-        let store = SyncRecordingStore::default();
+        let store = RecordingStore::default();
         let limiter = Limiter::with_store(rules, store.clone());
         let verdict = check(
             &limiter,
-            &[("remote_address", "1.1.1.1"), ("method", "GET")],
+            &[
+                ("remote_address", "1.1.1.1"),
+                ("method", "GET"),
+                ("path", "/"),
+            ],
         );
         assert!(verdict.is_allowed());
         assert_eq!(
             *store.seen.lock(),
-            [Some(Duration::from_millis(100)), None],
+            [
+                (Some(Duration::from_millis(100)), None),
+                (None, None),
+                (None, Some(Approximate::new(64 * 1024))),
+            ],
             "one check per limit, in walk order"
         );
     }
 
-    /// The memory store, recording the `sync_every` of each check it is asked.
+    /// How a check asks the store to count it: its `sync_every` and its `approximate`.
+    type HowCounted = (Option<Duration>, Option<Approximate>);
+
+    /// The memory store, recording how each check it is asked is to be counted.
     #[derive(Clone, Default)]
-    struct SyncRecordingStore {
+    struct RecordingStore {
         store: Arc<MemoryStore>,
-        seen: Arc<parking_lot::Mutex<Vec<Option<Duration>>>>,
+        seen: Arc<parking_lot::Mutex<Vec<HowCounted>>>,
     }
 
-    impl Store for SyncRecordingStore {
+    impl Store for RecordingStore {
         type Pending = std::future::Ready<Result<Decisions, StoreError>>;
 
         fn acquire(&self, checks: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
-            self.seen
-                .lock()
-                .extend(checks.iter().map(|check| check.sync_every));
+            self.seen.lock().extend(
+                checks
+                    .iter()
+                    .map(|check| (check.sync_every, check.approximate)),
+            );
             self.store.acquire(checks)
         }
 

@@ -1,8 +1,9 @@
 //! Rules in Rust, compiled through the same validation as a file.
 
 use super::file::{
-    unlocated, LeakyMode, RawClassifierEntry, RawClientIp, RawCost, RawDescriptor, RawRateLimit,
-    RawReplaces, RawRules, RawSingleSource, RawSource, RawSyncEvery,
+    unlocated, LeakyMode, RawApproximate, RawClassifierEntry, RawClientIp, RawCost, RawDescriptor,
+    RawRateLimit, RawReplaces, RawRules, RawSingleSource, RawSize, RawSketch, RawSource,
+    RawSyncEvery,
 };
 use super::{HeaderSet, OnStoreError, RuleErrors, Rules, Unit, XRatelimitHeader};
 use crate::algorithm::Algorithm;
@@ -364,6 +365,41 @@ impl LimitSpec {
     pub fn sync_every(mut self, interval: Duration) -> Self {
         let interval = RawSyncEvery::Every(Unit::format_period(interval));
         self.0.sync_every = Some(unlocated(interval));
+        self
+    }
+
+    /// Counts this limit in a count-min sketch of `memory_bytes`: the memory store then keeps
+    /// millions of clients in that fixed memory (`approximate` in the
+    /// [rules reference](crate::guide::rules#rate_limit)). Checked as in a file when the
+    /// rules are built: at least 64 KiB, at most 1 GiB, only with `fixed_window` or
+    /// `sliding_window_counter`, and not with [`sync_every`](LimitSpec::sync_every).
+    ///
+    /// ```
+    /// use tollgate::algorithm::Algorithm;
+    /// use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, Unit};
+    ///
+    /// let memory = 4 * 1024 * 1024;
+    /// let rules = Rules::builder("api")
+    ///     .descriptor(DescriptorSpec::key("remote_address").rate_limit(
+    ///         LimitSpec::per(Unit::Second, 20).approximate(memory),
+    ///     ))
+    ///     .build()?;
+    /// let sketch = rules.limits()[0].approximate().map(|sketch| sketch.memory());
+    /// assert_eq!(sketch, Some(memory));
+    ///
+    /// let bucket = LimitSpec::per(Unit::Second, 20)
+    ///     .algorithm(Algorithm::TokenBucket)
+    ///     .approximate(memory);
+    /// let refused = Rules::builder("api")
+    ///     .descriptor(DescriptorSpec::key("remote_address").rate_limit(bucket))
+    ///     .build();
+    /// assert!(refused.is_err());
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    pub fn approximate(mut self, memory_bytes: usize) -> Self {
+        let memory = unlocated(RawSize(memory_bytes.to_string()));
+        let sketch = RawApproximate::Sketch(RawSketch { memory });
+        self.0.approximate = Some(unlocated(sketch));
         self
     }
 

@@ -112,6 +112,8 @@ pub(crate) struct RawDefaults {
     pub(crate) on_store_error: Option<OnStoreError>,
     #[serde(default)]
     pub(crate) sync_every: Option<Located<RawSyncEvery>>,
+    #[serde(default)]
+    pub(crate) approximate: Option<Located<RawApproximate>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -213,6 +215,8 @@ pub(crate) struct RawRateLimit {
     #[serde(default)]
     pub(crate) sync_every: Option<Located<RawSyncEvery>>,
     #[serde(default)]
+    pub(crate) approximate: Option<Located<RawApproximate>>,
+    #[serde(default)]
     pub(crate) replaces: Vec<Located<RawReplaces>>,
 }
 
@@ -253,6 +257,85 @@ impl From<String> for RawSyncEvery {
         } else {
             RawSyncEvery::Every(text)
         }
+    }
+}
+
+/// `approximate` as written: `{ memory: SIZE }`, or `none`.
+#[derive(Debug, Clone)]
+pub(crate) enum RawApproximate {
+    /// `none`: counted exactly, even when `defaults` sets `approximate`.
+    Off,
+    /// `{ memory: SIZE }`: counted in a sketch of that size (checked when compiled).
+    Sketch(RawSketch),
+}
+
+/// The map of an `approximate` that is not `none`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSketch {
+    pub(crate) memory: Located<RawSize>,
+}
+
+// By hand, as `RawSource`: a mistake inside the map is reported as itself ("unknown field").
+impl<'de> Deserialize<'de> for RawApproximate {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ApproximateVisitor;
+
+        impl<'de> Visitor<'de> for ApproximateVisitor {
+            type Value = RawApproximate;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`{ memory: SIZE }` (e.g. `{ memory: 4MiB }`) or `none`")
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<RawApproximate, E> {
+                if text.trim() == "none" {
+                    Ok(RawApproximate::Off)
+                } else {
+                    Err(E::invalid_value(de::Unexpected::Str(text), &self))
+                }
+            }
+
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<RawApproximate, A::Error> {
+                RawSketch::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(RawApproximate::Sketch)
+            }
+        }
+
+        deserializer.deserialize_any(ApproximateVisitor)
+    }
+}
+
+/// A size in bytes as written, `64KiB`, `4MiB`, `1GiB` or a bare number of bytes, kept as
+/// text so that [`compile`](super::compile) can say what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RawSize(pub(crate) String);
+
+impl<'de> Deserialize<'de> for RawSize {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SizeVisitor;
+
+        impl Visitor<'_> for SizeVisitor {
+            type Value = RawSize;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a size: a number of bytes, or one and KiB, MiB or GiB (e.g. 4MiB)")
+            }
+
+            fn visit_u64<E: de::Error>(self, bytes: u64) -> Result<RawSize, E> {
+                Ok(RawSize(bytes.to_string()))
+            }
+
+            fn visit_i64<E: de::Error>(self, bytes: i64) -> Result<RawSize, E> {
+                Ok(RawSize(bytes.to_string()))
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<RawSize, E> {
+                Ok(RawSize(text.to_owned()))
+            }
+        }
+
+        deserializer.deserialize_any(SizeVisitor)
     }
 }
 

@@ -3,6 +3,7 @@
 use super::tree::Values;
 use super::OnStoreError;
 use crate::algorithm::{Algorithm, Quota};
+use crate::store::Approximate;
 use std::num::IntErrorKind;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +23,7 @@ pub struct Limit {
     pub(super) shadow: bool,
     pub(super) on_store_error: OnStoreError,
     pub(super) sync_every: Option<Duration>,
+    pub(super) approximate: Option<Approximate>,
     pub(super) replaces: Vec<String>,
 }
 
@@ -145,6 +147,32 @@ impl Limit {
     /// ```
     pub fn sync_every(&self) -> Option<Duration> {
         self.sync_every
+    }
+
+    /// `approximate`, from the limit or else from `defaults`: the memory store may count this
+    /// limit's keys in a count-min sketch of this fixed size (see the
+    /// [rules reference](crate::guide::rules#rate_limit)). `None` when the limit is counted
+    /// exactly: no `approximate`, `approximate: none`, or an `unlimited` entry.
+    ///
+    /// ```
+    /// use tollgate::rules::Rules;
+    ///
+    /// let rules = Rules::from_yaml(r#"
+    /// domain: api
+    /// defaults: { approximate: { memory: 4MiB } }
+    /// descriptors:
+    ///   - key: remote_address
+    ///     rate_limit: { unit: second, requests_per_unit: 20 }
+    ///   - key: method
+    ///     rate_limit: { unit: second, requests_per_unit: 5, approximate: none }
+    /// "#)?;
+    /// let sketch = rules.limits()[0].approximate().map(|sketch| sketch.memory());
+    /// assert_eq!(sketch, Some(4 * 1024 * 1024));
+    /// assert_eq!(rules.limits()[1].approximate(), None);
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    pub fn approximate(&self) -> Option<Approximate> {
+        self.approximate
     }
 
     /// The weight of a request under this limit, given the request's values; `default`

@@ -32,6 +32,7 @@ mod limit;
 mod period;
 pub(crate) mod request_values;
 mod response_options;
+mod size;
 mod state_id;
 pub(crate) mod tree;
 

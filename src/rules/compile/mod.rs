@@ -12,6 +12,7 @@ use super::tree::{Group, Level, Node};
 use super::{response_options, Limit, Rules};
 use crate::algorithm::Algorithm;
 use crate::source::Source;
+use crate::store::Approximate;
 use serde_saphyr::Location;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -31,11 +32,18 @@ pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
         default_algorithm: raw.defaults.algorithm.unwrap_or(Algorithm::FixedWindow),
         on_store_error: raw.defaults.on_store_error.unwrap_or_default(),
         default_sync_every: None,
+        default_approximate: None,
     };
     if let Some(written) = &raw.defaults.sync_every {
         compiler.default_sync_every = compiler
             .sync_interval(written, "defaults.sync_every")
             .flatten();
+    }
+    if let Some(written) = &raw.defaults.approximate {
+        compiler.default_approximate = compiler
+            .sketch(written, "defaults.approximate", None)
+            .flatten();
+        compiler.check_defaults_approximate(written);
     }
     if raw.domain.value.trim().is_empty() {
         compiler.error(
@@ -85,6 +93,8 @@ struct Compiler {
     on_store_error: OnStoreError,
     /// `defaults.sync_every`; `None` also when it is `none` or wrong (reported once, there).
     default_sync_every: Option<Duration>,
+    /// `defaults.approximate`; `None` also when it is `none` or wrong (reported once, there).
+    default_approximate: Option<Approximate>,
 }
 
 impl Compiler {

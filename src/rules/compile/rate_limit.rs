@@ -1,12 +1,17 @@
-//! One `rate_limit` entry: its rate, algorithm options, cost, `sync_every` and names.
+//! One `rate_limit` entry: its rate, algorithm options, cost, `sync_every`, `approximate`
+//! and names.
 
 use super::Compiler;
 use crate::algorithm::{Algorithm, Quota};
-use crate::rules::file::{Located, RawCost, RawDescriptor, RawRateLimit, RawSyncEvery};
+use crate::rules::file::{
+    Located, RawApproximate, RawCost, RawDescriptor, RawRateLimit, RawSyncEvery,
+};
 use crate::rules::period::parse_period;
+use crate::rules::size::{format_size, parse_size};
 use crate::rules::state_id::state_id;
 use crate::rules::tree::NodeLimit;
 use crate::rules::{Cost, Limit, Rate, Unit};
+use crate::store::Approximate;
 use serde_saphyr::Location;
 use std::time::Duration;
 
@@ -25,13 +30,57 @@ const SYNCABLE: [Algorithm; 4] = [
     Algorithm::Gcra,
 ];
 
-/// The `sync_every` a limit would have, before it is checked against the limit.
+/// The smallest `approximate` sketch: in less, so many keys would share each counter that
+/// the counts would be too coarse to limit by.
+const MIN_SKETCH_MEMORY: u128 = 64 * 1024;
+/// The largest `approximate` sketch: a sketch takes all of its size, for each approximate
+/// limit, and more than this is likelier a slip (`4GiB` for `4MiB`) than a need.
+const MAX_SKETCH_MEMORY: u128 = 1024 * 1024 * 1024;
+/// The algorithms the memory store can count in a sketch (`approximate`).
+const APPROXIMABLE: [Algorithm; 2] = [Algorithm::FixedWindow, Algorithm::SlidingWindowCounter];
+/// Why `approximate` and `sync_every` exclude each other.
+const APPROXIMATE_OR_LOCAL_FIRST: &str = "a limit is either approximate (counted in this process's memory) or local-first (sync_every, shared through Redis), not both";
+
+/// A per-limit option (`sync_every`, `approximate`) as a limit would have it, before it is
+/// checked against the limit: the limit's own, or else the one in `defaults`.
 #[derive(Debug, Clone, Copy)]
-struct SyncEvery {
-    interval: Duration,
+struct Setting<T> {
+    value: T,
     /// Where errors about it point: the value, or the limit when it comes from `defaults`.
     location: Location,
     from_defaults: bool,
+}
+
+impl<T> Setting<T> {
+    /// The limit's own `value`, written at `location`.
+    fn own(value: Option<T>, location: Location) -> Option<Self> {
+        value.map(|value| Setting {
+            value,
+            location,
+            from_defaults: false,
+        })
+    }
+
+    /// The `value` of `defaults`, for the limit at `limit`.
+    fn from_defaults(value: Option<T>, limit: Location) -> Option<Self> {
+        value.map(|value| Setting {
+            value,
+            location: limit,
+            from_defaults: true,
+        })
+    }
+
+    /// What errors about the option `field` add: when it came from `defaults`, how the
+    /// limit opts out.
+    fn opt_out(&self, field: &str) -> String {
+        if self.from_defaults {
+            format!(
+                " (this limit takes {field} from `defaults`; it can opt out with `{field}: none`)"
+            )
+        } else {
+            String::new()
+        }
+    }
 }
 
 impl Compiler {
@@ -55,13 +104,17 @@ impl Compiler {
             );
             self.replaced.push((name, format!("{path}.replaces[{i}]")));
         }
+        let name = raw.value.name.as_ref().map(|n| n.value.clone());
+        let label = name.as_deref().unwrap_or(chain);
         let rate = self.rate(&raw.value, raw.referenced, &path);
         let cost = self.cost(&raw.value, &path);
         let sync_every = self.sync_every(&raw.value, raw.referenced, &path);
-        let (rate, cost, sync_every) = (rate?, cost?, sync_every?);
-        let name = raw.value.name.as_ref().map(|n| n.value.clone());
-        let label = name.as_deref().unwrap_or(chain);
-        let sync_every = self.check_sync_every(sync_every, &rate, label, &path)?;
+        let approximate = self.approximate(&raw.value, raw.referenced, &path, label);
+        let (rate, cost, sync_every, approximate) = (rate?, cost?, sync_every?, approximate?);
+        let checked_approximate =
+            self.check_approximate(approximate, sync_every, &rate, label, &path);
+        let sync_every = self.check_sync_every(sync_every, &rate, label, &path);
+        let (sync_every, approximate) = (sync_every?, checked_approximate?);
         self.limits.push(Limit {
             label: label.into(),
             cost,
@@ -72,6 +125,7 @@ impl Compiler {
             shadow: descriptor.value.shadow_mode,
             on_store_error: raw.value.on_store_error.unwrap_or(self.on_store_error),
             sync_every,
+            approximate,
             replaces: raw
                 .value
                 .replaces
@@ -241,20 +295,12 @@ impl Compiler {
         raw: &RawRateLimit,
         location: Location,
         path: &str,
-    ) -> Option<Option<SyncEvery>> {
+    ) -> Option<Option<Setting<Duration>>> {
         let Some(written) = &raw.sync_every else {
-            return Some(self.default_sync_every.map(|interval| SyncEvery {
-                interval,
-                location,
-                from_defaults: true,
-            }));
+            return Some(Setting::from_defaults(self.default_sync_every, location));
         };
         let interval = self.sync_interval(written, &format!("{path}.sync_every"))?;
-        Some(interval.map(|interval| SyncEvery {
-            interval,
-            location: written.referenced,
-            from_defaults: false,
-        }))
+        Some(Setting::own(interval, written.referenced))
     }
 
     /// A `sync_every` at `path` (in a `rate_limit` or in `defaults`), whatever limit it ends
@@ -287,7 +333,7 @@ impl Compiler {
     /// has nothing to sync and ignores it.
     fn check_sync_every(
         &mut self,
-        sync: Option<SyncEvery>,
+        sync: Option<Setting<Duration>>,
         rate: &Rate,
         label: &str,
         path: &str,
@@ -296,11 +342,7 @@ impl Compiler {
             return Some(None);
         };
         let path = format!("{path}.sync_every");
-        let opt_out = if sync.from_defaults {
-            " (this limit takes sync_every from `defaults`; it can opt out with `sync_every: none`)"
-        } else {
-            ""
-        };
+        let opt_out = sync.opt_out("sync_every");
         let mut fits = true;
         if !SYNCABLE.contains(algorithm) {
             let message = format!(
@@ -309,16 +351,126 @@ impl Compiler {
             self.error(sync.location, &path, message);
             fits = false;
         }
-        if sync.interval > quota.period() {
+        if sync.value > quota.period() {
             let message = format!(
                 "limit `{label}`: sync_every {} is longer than its period, {}{opt_out}",
-                Unit::format_period(sync.interval),
+                Unit::format_period(sync.value),
                 Unit::format_period(quota.period()),
             );
             self.error(sync.location, &path, message);
             fits = false;
         }
-        fits.then_some(Some(sync.interval))
+        fits.then_some(Some(sync.value))
+    }
+
+    /// The limit's own `approximate`, else `defaults.approximate`: `Some(None)` for neither
+    /// (or `none`), `None` after an error.
+    fn approximate(
+        &mut self,
+        raw: &RawRateLimit,
+        location: Location,
+        path: &str,
+        label: &str,
+    ) -> Option<Option<Setting<Approximate>>> {
+        let Some(written) = &raw.approximate else {
+            return Some(Setting::from_defaults(self.default_approximate, location));
+        };
+        let sketch = self.sketch(written, &format!("{path}.approximate"), Some(label))?;
+        Some(Setting::own(sketch, written.referenced))
+    }
+
+    /// An `approximate` at `path` (in a `rate_limit` of the limit `label`, or in `defaults`),
+    /// whatever limit it ends up on: `Some(None)` for `none`, `None` after an error.
+    pub(super) fn sketch(
+        &mut self,
+        written: &Located<RawApproximate>,
+        path: &str,
+        label: Option<&str>,
+    ) -> Option<Option<Approximate>> {
+        let RawApproximate::Sketch(sketch) = &written.value else {
+            return Some(None);
+        };
+        let memory = &sketch.memory;
+        let text = memory.value.0.as_str();
+        let message = match parse_size(text) {
+            Some(bytes) => match usize::try_from(bytes) {
+                Ok(memory) if (MIN_SKETCH_MEMORY..=MAX_SKETCH_MEMORY).contains(&bytes) => {
+                    return Some(Some(Approximate::new(memory)));
+                }
+                _ => {
+                    let limit = label.map_or(String::new(), |label| format!("limit `{label}`: "));
+                    format!(
+                        "{limit}approximate memory must be at least {} and at most {}, not {}",
+                        format_size(MIN_SKETCH_MEMORY),
+                        format_size(MAX_SKETCH_MEMORY),
+                        format_size(bytes),
+                    )
+                }
+            },
+            None => format!(
+                "`{text}` is not a size: write a number of bytes, or one and KiB, MiB or GiB (e.g. 4MiB)"
+            ),
+        };
+        self.error(memory.referenced, format!("{path}.memory"), message);
+        None
+    }
+
+    /// `defaults` may not make every limit both approximate and local-first: said once,
+    /// there, rather than on each limit that takes both.
+    pub(super) fn check_defaults_approximate(&mut self, written: &Located<RawApproximate>) {
+        if self.default_approximate.is_some() && self.default_sync_every.is_some() {
+            let message = format!(
+                "defaults set both approximate and sync_every: {APPROXIMATE_OR_LOCAL_FIRST}; keep one in `defaults` and set the other on the limits that need it"
+            );
+            self.error(written.referenced, "defaults.approximate", message);
+        }
+    }
+
+    /// `approximate` must suit the limit `label` it applies to: an algorithm the memory
+    /// store can count in a sketch, and no `sync_every` beside it (both from `defaults` is
+    /// reported once, there). An `unlimited` entry counts nothing and ignores it.
+    fn check_approximate(
+        &mut self,
+        approximate: Option<Setting<Approximate>>,
+        sync: Option<Setting<Duration>>,
+        rate: &Rate,
+        label: &str,
+        path: &str,
+    ) -> Option<Option<Approximate>> {
+        let (Some(approximate), Rate::Limited { algorithm, .. }) = (approximate, rate) else {
+            return Some(None);
+        };
+        let mut fits = true;
+        if !APPROXIMABLE.contains(algorithm) {
+            let message = format!(
+                "limit `{label}` uses {algorithm}: approximate works with fixed_window and sliding_window_counter; choose one of those or remove approximate{}",
+                approximate.opt_out("approximate"),
+            );
+            self.error(approximate.location, format!("{path}.approximate"), message);
+            fits = false;
+        }
+        if let Some(sync) = sync {
+            // Pointed at what the limit wrote itself: that is the line to change.
+            let at_fault = match (approximate.from_defaults, sync.from_defaults) {
+                (true, true) => None,
+                (false, _) => Some((
+                    approximate.location,
+                    "approximate",
+                    sync.opt_out("sync_every"),
+                )),
+                (true, false) => Some((
+                    sync.location,
+                    "sync_every",
+                    approximate.opt_out("approximate"),
+                )),
+            };
+            if let Some((location, field, opt_out)) = at_fault {
+                let message = format!("limit `{label}`: {APPROXIMATE_OR_LOCAL_FIRST}{opt_out}");
+                self.error(location, format!("{path}.{field}"), message);
+            }
+            fits = false;
+        }
+        fits.then_some(Some(approximate.value))
     }
 
     fn burst(&mut self, raw: &RawRateLimit, limit: u64, path: &str) -> Option<u64> {
@@ -462,6 +614,20 @@ mod tests {
             .map(|limit| limit.sync_every())
             .collect()
     }
+
+    /// Each limit's `approximate` memory, in bytes.
+    fn sketches(rules: &Rules) -> Vec<Option<usize>> {
+        rules
+            .limits()
+            .iter()
+            .map(|limit| limit.approximate().map(|sketch| sketch.memory()))
+            .collect()
+    }
+
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * KIB;
+    const GIB: usize = 1024 * MIB;
+    const NOT_BOTH: &str = "a limit is either approximate (counted in this process's memory) or local-first (sync_every, shared through Redis), not both";
 
     #[test]
     fn sync_every_is_the_limits_own_else_the_default_and_none_opts_out() {
@@ -712,6 +878,315 @@ descriptors:
             let error = only_error(&errors);
             assert_eq!(error.path(), "descriptors[0].rate_limit.sync_every");
             assert_eq!((error.line(), error.message()), (None, message));
+        }
+    }
+
+    #[test]
+    fn approximate_is_the_limits_own_else_the_default_and_none_opts_out() {
+        let own = compile(
+            r#"
+domain: t
+descriptors:
+  - key: method
+    rate_limit: { unit: second, requests_per_unit: 5, approximate: { memory: 4MiB } }
+  - key: path
+    rate_limit: { unit: second, requests_per_unit: 5 }
+  - key: host
+    rate_limit: { unit: second, requests_per_unit: 5, approximate: { memory: 65536 } }
+"#,
+        );
+        assert_eq!(sketches(&own), [Some(4 * MIB), None, Some(64 * KIB)]);
+
+        let defaulted = compile(
+            r#"
+domain: t
+defaults: { algorithm: sliding_window_counter, approximate: { memory: 1GiB } }
+descriptors:
+  - key: method
+    rate_limit: { unit: second, requests_per_unit: 5 }
+  - key: path
+    rate_limit: { unit: second, requests_per_unit: 5, approximate: none }
+  - key: host
+    rate_limit:
+      unit: minute
+      requests_per_unit: 5
+      approximate:
+        memory: 256KiB
+  - key: route
+    rate_limit: { unit: second, requests_per_unit: 5, algorithm: token_bucket, approximate: none }
+"#,
+        );
+        assert_eq!(
+            sketches(&defaulted),
+            [Some(GIB), None, Some(256 * KIB), None]
+        );
+
+        let off = compile(
+            "domain: t\ndefaults: { approximate: none }\ndescriptors:\n  - key: method\n    rate_limit: { unit: second, requests_per_unit: 5 }\n",
+        );
+        assert_eq!(sketches(&off), [None]);
+    }
+
+    #[test]
+    fn approximate_works_with_fixed_window_and_sliding_window_counter() {
+        for algorithm in super::APPROXIMABLE {
+            let rules = compile(&format!(
+                "domain: t\ndescriptors:\n  - key: method\n    rate_limit: {{ unit: second, requests_per_unit: 5, algorithm: {algorithm}, approximate: {{ memory: 4MiB }} }}\n"
+            ));
+            assert_eq!(sketches(&rules), [Some(4 * MIB)], "{algorithm}");
+        }
+    }
+
+    #[test]
+    fn approximate_memory_outside_64kib_to_1gib_is_refused_naming_the_limit_and_both_bounds() {
+        for (memory, shown) in [
+            ("63KiB", "63KiB"),
+            ("65535", "65535 bytes"),
+            ("0", "0 bytes"),
+            ("1025MiB", "1025MiB"),
+            ("99999999999999GiB", "99999999999999GiB"),
+        ] {
+            let yaml = format!(
+                "domain: t\ndescriptors:\n  - key: method\n    rate_limit: {{ unit: second, requests_per_unit: 5, name: writes, approximate: {{ memory: {memory} }} }}\n"
+            );
+            let errors = reject(&yaml);
+            let error = only_error(&errors);
+            assert_eq!(error.path(), "descriptors[0].rate_limit.approximate.memory");
+            assert_eq!(error.line(), Some(4));
+            let column = yaml.lines().nth(3).and_then(|line| line.find(memory));
+            assert_eq!(
+                error.column(),
+                column.map(|c| u64::try_from(c + 1).expect("a column"))
+            );
+            assert_eq!(
+                error.message(),
+                format!("limit `writes`: approximate memory must be at least 64KiB and at most 1GiB, not {shown}")
+            );
+        }
+
+        let yaml = "domain: t\ndefaults:\n  approximate: { memory: 2GiB }\ndescriptors:\n  - key: method\n    rate_limit: { unit: second, requests_per_unit: 5 }\n";
+        let errors = reject(yaml);
+        let error = only_error(&errors);
+        assert_eq!(error.path(), "defaults.approximate.memory");
+        assert_eq!(error.line(), Some(line_of(yaml, "2GiB")));
+        assert_eq!(
+            error.message(),
+            "approximate memory must be at least 64KiB and at most 1GiB, not 2GiB"
+        );
+    }
+
+    #[test]
+    fn a_memory_that_is_not_a_size_is_refused_saying_how_to_write_one() {
+        for memory in ["4MB", "4mib", "1.5MiB", "lots", "-1"] {
+            let yaml = format!(
+                "domain: t\ndescriptors:\n  - key: method\n    rate_limit: {{ unit: second, requests_per_unit: 5, approximate: {{ memory: {memory} }} }}\n"
+            );
+            let errors = reject(&yaml);
+            let error = only_error(&errors);
+            assert_eq!(error.path(), "descriptors[0].rate_limit.approximate.memory");
+            assert_eq!(
+                error.message(),
+                format!("`{memory}` is not a size: write a number of bytes, or one and KiB, MiB or GiB (e.g. 4MiB)")
+            );
+        }
+    }
+
+    #[test]
+    fn approximate_is_a_map_with_memory_only_or_none() {
+        for (approximate, expected) in [
+            ("{ memory: 4MiB, depth: 4 }", "unknown field `depth`"),
+            ("{ }", "missing field `memory`"),
+            ("4MiB", "{ memory: SIZE }"),
+            ("true", "{ memory: SIZE }"),
+        ] {
+            let yaml = format!(
+                "domain: t\ndescriptors:\n  - key: method\n    rate_limit: {{ unit: second, requests_per_unit: 5, approximate: {approximate} }}\n"
+            );
+            let errors = reject(&yaml);
+            let error = only_error(&errors);
+            assert_eq!(error.line(), Some(4), "{error}");
+            assert!(error.message().contains(expected), "{approximate}: {error}");
+        }
+    }
+
+    #[test]
+    fn approximate_on_another_algorithm_names_the_limit_and_the_algorithms_that_take_it() {
+        for algorithm in [
+            Algorithm::TokenBucket,
+            Algorithm::Gcra,
+            Algorithm::SlidingWindowLog,
+            Algorithm::LeakyBucket,
+        ] {
+            let yaml = format!(
+                "domain: t\ndescriptors:\n  - key: path\n    value: /login\n    descriptors:\n      - key: remote_address\n        rate_limit: {{ unit: minute, requests_per_unit: 5, algorithm: {algorithm}, approximate: {{ memory: 4MiB }} }}\n"
+            );
+            let errors = reject(&yaml);
+            let error = only_error(&errors);
+            assert_eq!(
+                error.path(),
+                "descriptors[0].descriptors[0].rate_limit.approximate"
+            );
+            assert_eq!(error.line(), Some(7));
+            assert_eq!(
+                error.message(),
+                format!(
+                    "limit `path=/login/remote_address` uses {algorithm}: approximate works with fixed_window and sliding_window_counter; choose one of those or remove approximate"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn approximate_from_defaults_on_a_limit_it_does_not_fit_says_how_to_opt_out() {
+        let yaml = r#"
+domain: t
+defaults: { approximate: { memory: 4MiB } }
+descriptors:
+  - key: method
+    rate_limit: { unit: minute, requests_per_unit: 5, algorithm: gcra, name: bursty }
+  - key: path
+    rate_limit: { unit: second, requests_per_unit: 5, name: plain }
+  - key: host
+    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, approximate: none }
+"#;
+        let errors = reject(yaml);
+        let error = only_error(&errors);
+        assert_eq!(error.path(), "descriptors[0].rate_limit.approximate");
+        assert_eq!(error.line(), Some(line_of(yaml, "name: bursty")));
+        assert_eq!(
+            error.message(),
+            "limit `bursty` uses gcra: approximate works with fixed_window and sliding_window_counter; choose one of those or remove approximate (this limit takes approximate from `defaults`; it can opt out with `approximate: none`)"
+        );
+    }
+
+    #[test]
+    fn approximate_and_sync_every_on_one_limit_are_refused_saying_which_came_from_defaults() {
+        let own = "domain: t\ndescriptors:\n  - key: method\n    rate_limit: { unit: second, requests_per_unit: 5, name: both, sync_every: 100ms, approximate: { memory: 4MiB } }\n";
+        let errors = reject(own);
+        let error = only_error(&errors);
+        assert_eq!(error.path(), "descriptors[0].rate_limit.approximate");
+        assert_eq!(error.line(), Some(4));
+        assert_eq!(error.message(), format!("limit `both`: {NOT_BOTH}"));
+
+        let yaml = r#"
+domain: t
+defaults: { sync_every: 100ms }
+descriptors:
+  - key: method
+    rate_limit: { unit: second, requests_per_unit: 5, name: counted, approximate: { memory: 4MiB } }
+  - key: path
+    rate_limit: { unit: second, requests_per_unit: 5, sync_every: none, approximate: { memory: 4MiB } }
+"#;
+        let errors = reject(yaml);
+        let error = only_error(&errors);
+        assert_eq!(error.path(), "descriptors[0].rate_limit.approximate");
+        assert_eq!(error.line(), Some(line_of(yaml, "name: counted")));
+        assert_eq!(
+            error.message(),
+            format!("limit `counted`: {NOT_BOTH} (this limit takes sync_every from `defaults`; it can opt out with `sync_every: none`)")
+        );
+
+        let yaml = r#"
+domain: t
+defaults: { approximate: { memory: 4MiB } }
+descriptors:
+  - key: method
+    rate_limit: { unit: second, requests_per_unit: 5, name: synced, sync_every: 250ms }
+  - key: path
+    rate_limit: { unit: second, requests_per_unit: 5, sync_every: 100ms, approximate: none }
+"#;
+        let errors = reject(yaml);
+        let error = only_error(&errors);
+        assert_eq!(error.path(), "descriptors[0].rate_limit.sync_every");
+        assert_eq!(error.line(), Some(line_of(yaml, "250ms")));
+        assert_eq!(
+            error.message(),
+            format!("limit `synced`: {NOT_BOTH} (this limit takes approximate from `defaults`; it can opt out with `approximate: none`)")
+        );
+    }
+
+    #[test]
+    fn defaults_with_both_approximate_and_sync_every_are_refused_once_there() {
+        let yaml = r#"
+domain: t
+defaults:
+  sync_every: 100ms
+  approximate: { memory: 4MiB }
+descriptors:
+  - key: method
+    rate_limit: { unit: second, requests_per_unit: 5 }
+  - key: path
+    rate_limit: { unit: second, requests_per_unit: 5 }
+"#;
+        let errors = reject(yaml);
+        let error = only_error(&errors);
+        assert_eq!(error.path(), "defaults.approximate");
+        assert_eq!(error.line(), Some(line_of(yaml, "approximate")));
+        assert_eq!(
+            error.message(),
+            format!("defaults set both approximate and sync_every: {NOT_BOTH}; keep one in `defaults` and set the other on the limits that need it")
+        );
+    }
+
+    #[test]
+    fn unlimited_entries_ignore_approximate() {
+        let rules = compile(
+            r#"
+domain: t
+defaults: { approximate: { memory: 4MiB } }
+descriptors:
+  - key: path
+    value: /health
+    rate_limit: { unlimited: true }
+  - key: path
+    value: /metrics
+    rate_limit: { unlimited: true, approximate: { memory: 1MiB }, sync_every: 100ms }
+"#,
+        );
+        assert_eq!(sketches(&rules), [None, None]);
+    }
+
+    #[test]
+    fn the_builder_checks_approximate_as_a_file_does() {
+        let build = |limit: LimitSpec| {
+            Rules::builder("t")
+                .descriptor(DescriptorSpec::key("method").rate_limit(limit))
+                .build()
+        };
+        let rules = build(LimitSpec::per(Unit::Second, 5).approximate(4 * MIB)).expect("valid");
+        assert_eq!(sketches(&rules), [Some(4 * MIB)]);
+
+        let refused = [
+            (
+                LimitSpec::per(Unit::Second, 5).approximate(1000),
+                "descriptors[0].rate_limit.approximate.memory",
+                "limit `method`: approximate memory must be at least 64KiB and at most 1GiB, not 1000 bytes".to_owned(),
+            ),
+            (
+                LimitSpec::per(Unit::Second, 5).approximate(2 * GIB),
+                "descriptors[0].rate_limit.approximate.memory",
+                "limit `method`: approximate memory must be at least 64KiB and at most 1GiB, not 2GiB".to_owned(),
+            ),
+            (
+                LimitSpec::per(Unit::Second, 5)
+                    .algorithm(Algorithm::TokenBucket)
+                    .approximate(4 * MIB),
+                "descriptors[0].rate_limit.approximate",
+                "limit `method` uses token_bucket: approximate works with fixed_window and sliding_window_counter; choose one of those or remove approximate".to_owned(),
+            ),
+            (
+                LimitSpec::per(Unit::Second, 5)
+                    .sync_every(MS_100)
+                    .approximate(4 * MIB),
+                "descriptors[0].rate_limit.approximate",
+                format!("limit `method`: {NOT_BOTH}"),
+            ),
+        ];
+        for (limit, path, message) in refused {
+            let errors = build(limit).expect_err("refused");
+            let error = only_error(&errors);
+            assert_eq!(error.path(), path);
+            assert_eq!((error.line(), error.message()), (None, message.as_str()));
         }
     }
 }
