@@ -94,3 +94,25 @@ fn light_clients_cost_no_state_of_their_own() {
     }
     assert_eq!(store.len(), 0);
 }
+
+/// A heavy client whose exact state the store forgets (at its key ceiling, for other heavy
+/// clients) is not counted afresh: the sketch kept up with its exact count.
+#[test]
+fn a_heavy_client_forgotten_at_the_key_ceiling_stays_limited() {
+    let clock = ManualClock::starting_at(Nanos::new(100 * SECOND));
+    let store = MemoryStore::with_clock(clock.clone()).with_max_keys(16);
+    let quota = Quota::new(10, Duration::from_secs(60)).unwrap();
+    let heavy = check(Algorithm::FixedWindow, &quota, b"heavy", 1 << 20);
+    assert!((0..10).all(|_| decide(&store, &heavy).allowed));
+    for client in 0..1_000u32 {
+        let key = client.to_be_bytes();
+        for _ in 0..6 {
+            decide(
+                &store,
+                &check(Algorithm::FixedWindow, &quota, &key, 1 << 20),
+            );
+        }
+    }
+    assert!(store.len() <= 16, "the ceiling holds: {}", store.len());
+    assert!(!decide(&store, &heavy).allowed, "still limited");
+}

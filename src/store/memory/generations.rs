@@ -104,7 +104,36 @@ impl Generations {
                     Estimate::Heavy(state) => self.track(fingerprint, state, now, quota, capacity),
                 }
             }
+            let decision = self.decide_exactly(fingerprint, check, now, capacity, charge);
+            if charge == Charge::IfAdmitted && decision.allowed {
+                // The sketch keeps up with the exact count, so a key the tables forget (at
+                // the key ceiling) is not counted afresh.
+                let used = quota
+                    .requests_per_period()
+                    .saturating_sub(decision.remaining);
+                sketch.raise(fingerprint.get(), quota, now, used);
+            }
+            return decision;
         }
+        self.decide_exactly(fingerprint, check, now, capacity, charge)
+    }
+
+    /// [`Generations::decide`] on the key's own state.
+    #[inline(always)]
+    fn decide_exactly(
+        &mut self,
+        fingerprint: NonZeroU64,
+        check: &LimitCheck<'_>,
+        now: Nanos,
+        capacity: usize,
+        charge: Charge,
+    ) -> Decision {
+        let LimitCheck {
+            algorithm,
+            quota,
+            cost,
+            ..
+        } = *check;
         if let Some(packed) = algorithm.packed(quota) {
             return if packed.is_timestamp() {
                 self.decide_packed::<Timestamp>(packed, fingerprint, check, now, capacity, charge)

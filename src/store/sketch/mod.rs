@@ -203,6 +203,21 @@ impl Sketch {
         Estimate::Light(decision)
     }
 
+    /// Raises the current window's cells of the key with `fingerprint` to at least `count`:
+    /// what the key's exact state has counted (at least), kept by the sketch too.
+    pub(crate) fn raise(&self, fingerprint: u64, quota: &Quota, now: Nanos, count: u64) {
+        let (line, cells) = self.place(fingerprint);
+        let now_window = quota.period_divisor().div_u64(now.as_u64());
+        let mut locked = self.lines[line].lock();
+        roll(&mut locked, now_window, self.windows);
+        let count = u32::try_from(count).unwrap_or(u32::MAX);
+        for &cell in cells.iter().take(self.windows.per_key()) {
+            let value = &mut locked.cells[cell];
+            *value = (*value).max(count);
+        }
+        locked.write();
+    }
+
     /// The line and the cells (within a window's half) of the key with `fingerprint`: the
     /// cells are distinct, one start and a step prime to the cell count.
     fn place(&self, fingerprint: u64) -> (usize, [usize; 4]) {
