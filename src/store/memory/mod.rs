@@ -335,8 +335,11 @@ impl<C: Clock> MemoryStore<C> {
                 .count();
             generations.reserve(keys, now, capacity);
         }
-        let sketches = self.sketches_for(checks);
-        let sketch = |check: &LimitCheck<'_>| sketch_of(&sketches, check);
+        let sketches = checks
+            .iter()
+            .any(|check| check.approximate.is_some())
+            .then(|| self.sketches_for(checks));
+        let sketch = |check: &LimitCheck<'_>| sketches.as_ref().and_then(|s| sketch_of(s, check));
         let mut decisions: Decisions = checks
             .iter()
             .zip(&fingerprints)
