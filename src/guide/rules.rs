@@ -489,7 +489,11 @@
 //! - an estimate exceeds the true count by more than `e × μ` with probability about
 //!   `e^-c` (2 % for a fixed window, 5 % for a sliding window counter);
 //! - a client at half its limit is denied for others' requests only if its estimate
-//!   exceeds its count by half the limit: with probability about `(2μ ÷ limit)^c`.
+//!   exceeds its count by half the limit: with probability about `(2μ ÷ limit)^c`;
+//! - a client whose cells are all a heavy client's (a client at its limit raises its cells
+//!   to its count) is denied from its first request: one client in `M ÷ 64 × 1,001` (a
+//!   sliding window counter: `× 35`) per heavy client, each key taking any of the sets of
+//!   `c` cells in its line.
 //!
 //! (Markov's inequality on each cell, a key's cells taken as independent; they share a
 //! line, so these are estimates, not proofs. Conservative updates only lower the error.)

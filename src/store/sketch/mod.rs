@@ -218,22 +218,30 @@ impl Sketch {
         locked.write();
     }
 
-    /// The line and the cells (within a window's half) of the key with `fingerprint`: the
-    /// cells are distinct, one start and a step prime to the cell count.
+    /// The line and the cells (within a window's half) of the key with `fingerprint`: any
+    /// of the sets of distinct cells (1,001 of 4 in 14; 35 of 3 in 7), so that two keys of a
+    /// line rarely share all of theirs.
     fn place(&self, fingerprint: u64) -> (usize, [usize; 4]) {
         let mixed = fingerprint.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let lines = self.lines.len() as u128;
         let line = ((u128::from(mixed) * lines) >> 64) as usize;
-        let bits = (mixed >> 17) as usize;
+        // The low bits: the line took the high ones.
+        let mut bits = mixed as usize & 0xFFFF_FFFF;
         let cells = self.windows.cells();
-        let start = bits % cells;
-        let step = match self.windows {
-            // Steps prime to 14.
-            Windows::One => [1, 3, 5, 9, 11, 13][(bits >> 8) % 6],
-            // 7 is prime: any step from 1 to 6.
-            Windows::Two => 1 + (bits >> 8) % 6,
-        };
-        (line, std::array::from_fn(|i| (start + i * step) % cells))
+        let mut chosen = [usize::MAX; 4];
+        for taken in 0..self.windows.per_key() {
+            // The `cell`-th of the cells not chosen yet (`chosen` is kept sorted).
+            let mut cell = bits % (cells - taken);
+            bits /= cells - taken;
+            for &before in &chosen[..taken] {
+                if cell >= before {
+                    cell += 1;
+                }
+            }
+            chosen[taken] = cell;
+            chosen[..=taken].sort_unstable();
+        }
+        (line, chosen)
     }
 
     /// Adds `cost` to the requests counted in `window`; the count of the window before, when
@@ -322,4 +330,35 @@ fn roll(locked: &mut Locked<'_>, now: u64, windows: Windows) -> bool {
     }
     locked.window = now;
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    /// Keys take every set of distinct cells: 1,001 sets of 4 in 14, 35 of 3 in 7.
+    #[test]
+    fn keys_take_every_set_of_distinct_cells() {
+        for (algorithm, sets) in [
+            (Algorithm::FixedWindow, 1_001),
+            (Algorithm::SlidingWindowCounter, 35),
+        ] {
+            let sketch = Sketch::new(64 << 10, algorithm, "test", "test");
+            let per_key = sketch.windows.per_key();
+            let mut seen = HashSet::new();
+            let mut x = 0x2545_F491_4F6C_DD1Du64;
+            for _ in 0..200_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let (_, cells) = sketch.place(x);
+                let cells = &cells[..per_key];
+                assert!(cells.windows(2).all(|pair| pair[0] < pair[1]), "{cells:?}");
+                assert!(cells.iter().all(|&cell| cell < sketch.windows.cells()));
+                seen.insert(cells.to_vec());
+            }
+            assert_eq!(seen.len(), sets, "{algorithm}");
+        }
+    }
 }
