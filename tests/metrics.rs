@@ -312,3 +312,51 @@ async fn the_overshoot_of_a_local_first_limit_is_a_gauge() {
     );
     assert_eq!(overshoot, Some(60.0), "{text}");
 }
+
+/// An approximate limit reports its sketch's memory, the load of its last window and the
+/// error bound at that load.
+#[test]
+fn an_approximate_limit_reports_its_sketch() {
+    use std::time::Duration;
+    use tollgate::algorithm::{Algorithm, Quota};
+    use tollgate::clock::Nanos;
+    use tollgate::store::{Approximate, LimitCheck};
+
+    let metrics = prometheus();
+    let clock = ManualClock::starting_at(Nanos::new(3_600_000_000_000));
+    let store = MemoryStore::with_clock(clock.clone());
+    let quota = Quota::new(100, Duration::from_secs(1)).unwrap();
+    let approximate = Approximate::new(64 << 10);
+    let ask = |client: u32| {
+        let key = client.to_be_bytes();
+        let check = LimitCheck {
+            domain: "metrics_sketch",
+            key: &key,
+            tag: &key,
+            algorithm: Algorithm::FixedWindow,
+            quota: &quota,
+            cost: 1,
+            shadow: false,
+            sync_every: None,
+            limit: "per-client",
+            approximate: Some(approximate),
+        };
+        let _ = store.acquire(&[check]);
+    };
+    for client in 0..1_000 {
+        ask(client);
+    }
+    clock.advance(Duration::from_secs(1));
+    ask(0);
+    let text = metrics.render();
+    let gauge = |name: &str| {
+        sample(
+            &text,
+            &format!(r#"{name}{{domain="metrics_sketch",limit="per-client"}}"#),
+        )
+    };
+    assert_eq!(gauge("tollgate_sketch_bytes"), Some(65_536.0), "{text}");
+    assert_eq!(gauge("tollgate_sketch_requests"), Some(1_000.0), "{text}");
+    let bound = approximate.error_bound(Algorithm::FixedWindow, 1_000);
+    assert_eq!(gauge("tollgate_sketch_error_bound"), Some(bound), "{text}");
+}

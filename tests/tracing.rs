@@ -217,3 +217,46 @@ async fn a_shadow_limit_that_the_failed_store_would_close_logs_a_shadow_denial()
     assert_eq!(events.len(), 1, "{:#?}", log.lines());
     assert!(log.events("WARN", "").is_empty(), "{:#?}", log.lines());
 }
+
+/// A sketch too small for its load says so once, when a window ends with an error bound of
+/// a quarter of the limit or more.
+#[test]
+fn a_sketch_too_small_for_its_load_warns_once() {
+    use tollgate::algorithm::{Algorithm, Quota};
+    use tollgate::clock::Nanos;
+    use tollgate::store::{Approximate, LimitCheck, Store};
+
+    let (log, _guard) = capture(LevelFilter::WARN);
+    let clock = ManualClock::starting_at(Nanos::new(3_600_000_000_000));
+    let store = MemoryStore::with_clock(clock.clone());
+    let quota = Quota::new(100, Duration::from_secs(1)).unwrap();
+    let warning = "an approximate limit's sketch is small for its load";
+    // 64 KiB: 14,336 cells. 100,000 clients a window: e × 100,000 × 4 ÷ 14,336 = 76 > 25.
+    for window in 0..3 {
+        for client in 0..100_000u32 {
+            let key = client.to_be_bytes();
+            let check = LimitCheck {
+                domain: "flood",
+                key: &key,
+                tag: &key,
+                algorithm: Algorithm::FixedWindow,
+                quota: &quota,
+                cost: 1,
+                shadow: false,
+                sync_every: None,
+                limit: "per-client",
+                approximate: Some(Approximate::new(64 << 10)),
+            };
+            let _ = store.acquire(&[check]);
+        }
+        assert_eq!(
+            log.events("WARN", warning).len(),
+            usize::from(window > 0),
+            "window {window}: {:?}",
+            log.lines()
+        );
+        clock.advance(Duration::from_secs(1));
+    }
+    let event = &log.events("WARN", warning)[0];
+    assert!(event.contains("limit=per-client"), "{event}");
+}

@@ -54,6 +54,34 @@ pub(crate) fn sync_every(limit: &Limit) -> String {
         .map_or_else(|| "-".to_owned(), Unit::format_period)
 }
 
+/// The keys at which [`approximate`] states an approximate limit's error bound: each sends
+/// one request a window.
+pub(crate) const BOUND_AT_KEYS: u64 = 1_000_000;
+/// [`BOUND_AT_KEYS`] as the table's note writes it.
+pub(crate) const BOUND_AT_KEYS_TEXT: &str = "1,000,000";
+
+/// An approximate limit's sketch and its error bound at [`BOUND_AT_KEYS`], e.g.
+/// `4MiB, ±12`; `-` for an exact one.
+pub(crate) fn approximate(limit: &Limit) -> String {
+    let (Some(approximate), Some(algorithm)) = (limit.approximate(), limit.algorithm()) else {
+        return "-".to_owned();
+    };
+    let bound = approximate.error_bound(algorithm, BOUND_AT_KEYS);
+    format!("{}, ±{bound:.1}", size(approximate.memory()))
+}
+
+/// `bytes` in the largest binary unit that divides it: `4MiB`, `64KiB`, `1000B`.
+fn size(bytes: usize) -> String {
+    const UNITS: [(usize, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    UNITS
+        .iter()
+        .find(|(unit, _)| bytes % unit == 0)
+        .map_or_else(
+            || format!("{bytes}B"),
+            |(unit, name)| format!("{}{name}", bytes / unit),
+        )
+}
+
 /// `a, b`, or `-` for none.
 pub(crate) fn list(names: &[String]) -> String {
     if names.is_empty() {

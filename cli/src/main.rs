@@ -91,6 +91,7 @@ fn check(file: &Path, rules: &Rules) -> ExitCode {
         "SHADOW",
         "ON STORE ERROR",
         "SYNC EVERY",
+        "APPROXIMATE",
         "REPLACES",
     ]);
     for limit in rules.limits() {
@@ -102,10 +103,21 @@ fn check(file: &Path, rules: &Rules) -> ExitCode {
             describe::shadow(limit, rules.shadow_mode()).to_owned(),
             limit.on_store_error().name().to_owned(),
             describe::sync_every(limit),
+            describe::approximate(limit),
             describe::list(limit.replaces()),
         ]);
     }
     print!("{table}");
+    if rules
+        .limits()
+        .iter()
+        .any(|limit| limit.approximate().is_some())
+    {
+        println!(
+            "\nAPPROXIMATE: the sketch's memory, and by how much an estimate may exceed a client's true count (with probability 98 % for a fixed window, 95 % for a sliding window counter) at {} keys sending one request each a window",
+            describe::BOUND_AT_KEYS_TEXT
+        );
+    }
     ExitCode::SUCCESS
 }
 

@@ -113,6 +113,7 @@ fn check_lists_every_limit_in_an_aligned_table() {
             "yes",
             "deny",
             "-",
+            "-",
             "-"
         ]
     );
@@ -324,4 +325,19 @@ fn explain_reports_invalid_rules_like_check() {
     );
     assert_eq!(code, Some(1));
     assert!(errors.contains(":3:"), "{errors}");
+}
+
+#[test]
+fn check_shows_an_approximate_limits_memory_and_error_bound() {
+    let rules = r#"
+domain: flood
+descriptors:
+  - key: remote_address
+    rate_limit: { name: per-client, unit: minute, requests_per_unit: 100, approximate: { memory: 4MiB } }
+"#;
+    let (code, text, errors) = tollgate_on("check", rules, &[]);
+    assert_eq!(code, Some(0), "{errors}");
+    // 1,000,000 requests × 4 cells ÷ (65,536 lines × 14 cells) × e.
+    assert!(text.contains("  4MiB, ±11.9  "), "{text}");
+    assert!(text.contains("at 1,000,000 keys"), "{text}");
 }

@@ -13,12 +13,15 @@ pub struct FixedWindow {
     count: u64,
 }
 
-// For local-first limits, which only the Redis store keeps.
-#[cfg(feature = "redis")]
 impl FixedWindow {
     /// The state of `count` requests in window number `window` (since the epoch).
     pub(crate) fn counted(window: u64, count: u64) -> Self {
         FixedWindow { window, count }
+    }
+
+    /// The state as the memory store keeps it packed.
+    pub(crate) fn words(self) -> Words {
+        self.pack()
     }
 }
 

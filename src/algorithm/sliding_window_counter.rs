@@ -16,8 +16,6 @@ pub struct SlidingWindowCounter {
     previous: u64,
 }
 
-// For local-first limits, which only the Redis store keeps.
-#[cfg(feature = "redis")]
 impl SlidingWindowCounter {
     /// The state of `current` requests in window number `window` (since the epoch) and
     /// `previous` in the one before.

@@ -223,6 +223,9 @@
 //! | `tollgate_decision_seconds` | histogram | `domain` | time to decide a request, Redis round trip included (the Prometheus exporter renders a summary unless given buckets) |
 //! | `tollgate_tracked_keys` | gauge | `domain` | keys in the in-memory store, set by `Limiter::record_tracked_keys()` |
 //! | `tollgate_reloads_total` | counter | `result` | reloads of the rules file: `success` or `failure` |
+//! | `tollgate_sketch_bytes` | gauge | `domain`, `limit` | the memory of an [approximate](crate::guide::rules#approximate-limits) limit's sketch |
+//! | `tollgate_sketch_requests` | gauge | `domain`, `limit` | requests an approximate limit counted in its last finished window, over every client |
+//! | `tollgate_sketch_error_bound` | gauge | `domain`, `limit` | by how much an estimate may exceed a client's true count at that load (with probability 98 % for a fixed window, 95 % for a sliding window counter) |
 //! | `tollgate_sync_overshoot` | gauge | `domain`, `limit` | requests the fleet admitted beyond a [local-first](crate::guide::rules#local-first-limits-sync_every) limit, the most among its keys at this server's last sync (Redis store) |
 //!
 //! Each limit that applies to a request counts exactly one outcome for it, so for each limit

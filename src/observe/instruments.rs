@@ -183,6 +183,19 @@ fn describe() {
     );
     describe_gauge!(TRACKED_KEYS, "Keys the in-memory store tracks");
     describe_gauge!(
+        "tollgate_sketch_bytes",
+        Unit::Bytes,
+        "The memory of an approximate limit's count-min sketch"
+    );
+    describe_gauge!(
+        "tollgate_sketch_requests",
+        "Requests an approximate limit counted in its last finished window, over every client"
+    );
+    describe_gauge!(
+        "tollgate_sketch_error_bound",
+        "By how much an approximate limit's estimate may exceed a client's true count at the last window's load"
+    );
+    describe_gauge!(
         "tollgate_sync_overshoot",
         "Requests a fleet admitted beyond a local-first limit, the most among its keys at the last sync"
     );

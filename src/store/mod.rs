@@ -16,6 +16,7 @@ pub mod decisions;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
+mod sketch;
 #[cfg(feature = "redis")]
 pub(crate) mod sync;
 
@@ -78,6 +79,34 @@ impl Approximate {
     /// The sketch's size, in bytes.
     pub const fn memory(self) -> usize {
         self.memory
+    }
+
+    /// What other keys' requests add to a key's estimate on average, with `requests` counted
+    /// in a window over every key, for a limit decided by `algorithm` (`fixed_window` or
+    /// `sliding_window_counter`).
+    pub fn expected_excess(self, algorithm: Algorithm, requests: u64) -> f64 {
+        sketch::Geometry::of(self.memory, algorithm).expected_excess(requests as f64)
+    }
+
+    /// An estimate exceeds a key's true count by more than this with probability at most
+    /// `1 −` [`Approximate::confidence`]: `e ×` [`Approximate::expected_excess`].
+    pub fn error_bound(self, algorithm: Algorithm, requests: u64) -> f64 {
+        sketch::Geometry::of(self.memory, algorithm).error_bound(requests as f64)
+    }
+
+    /// The probability that an estimate stays within [`Approximate::error_bound`]:
+    /// `1 − e^-c`, `c` the cells a key takes (4 for a fixed window, 3 for a sliding window
+    /// counter).
+    pub fn confidence(self, algorithm: Algorithm) -> f64 {
+        sketch::Geometry::of(self.memory, algorithm).confidence()
+    }
+
+    /// The probability that a client at half its `limit` is denied for other keys'
+    /// requests, with `requests` counted in a window over every key: its estimate would
+    /// have to exceed its true count by half the limit.
+    pub fn false_denial(self, algorithm: Algorithm, requests: u64, limit: u64) -> f64 {
+        sketch::Geometry::of(self.memory, algorithm)
+            .excess_probability(requests as f64, limit as f64 / 2.0)
     }
 }
 

@@ -1,8 +1,9 @@
 //! One shard's keys: two generations, and deciding a limit against them.
 
 use super::tables::{General, Packed, PackedSlot, Slot, Tables, Timestamp};
-use crate::algorithm::{Decision, PackedAlgorithm};
+use crate::algorithm::{Algorithm, Decision, PackedAlgorithm, Quota, State};
 use crate::clock::{saturating_nanos, Nanos};
+use crate::store::sketch::{Estimate, Sketch};
 use crate::store::LimitCheck;
 use parking_lot::RwLock;
 use std::num::NonZeroU64;
@@ -79,6 +80,50 @@ impl Generations {
         &mut self,
         fingerprint: NonZeroU64,
         check: &LimitCheck<'_>,
+        sketch: Option<&Sketch>,
+        now: Nanos,
+        capacity: usize,
+        charge: Charge,
+    ) -> Decision {
+        let LimitCheck {
+            algorithm,
+            quota,
+            cost,
+            ..
+        } = *check;
+        // An approximate limit: a key not tracked exactly is counted in the sketch, unless
+        // it would pass half its limit, when it is tracked exactly from the sketch's estimate.
+        if let Some(sketch) = sketch {
+            if !self.tracks(fingerprint, algorithm, quota) {
+                let charged = charge == Charge::IfAdmitted;
+                match sketch.decide(fingerprint.get(), algorithm, quota, cost, now, charged) {
+                    Estimate::Light(decision) => return decision,
+                    Estimate::Heavy(state) if !charged => {
+                        return algorithm.peek(&state, now, quota, cost);
+                    }
+                    Estimate::Heavy(state) => self.track(fingerprint, state, now, quota, capacity),
+                }
+            }
+            let decision = self.decide_exactly(fingerprint, check, now, capacity, charge);
+            if charge == Charge::IfAdmitted && decision.allowed {
+                // The sketch keeps up with the exact count, so a key the tables forget (at
+                // the key ceiling) is not counted afresh.
+                let used = quota
+                    .requests_per_period()
+                    .saturating_sub(decision.remaining);
+                sketch.raise(fingerprint.get(), quota, now, used);
+            }
+            return decision;
+        }
+        self.decide_exactly(fingerprint, check, now, capacity, charge)
+    }
+
+    /// [`Generations::decide`] on the key's own state.
+    #[inline(always)]
+    fn decide_exactly(
+        &mut self,
+        fingerprint: NonZeroU64,
+        check: &LimitCheck<'_>,
         now: Nanos,
         capacity: usize,
         charge: Charge,
@@ -150,6 +195,42 @@ impl Generations {
             }
         }
         decision
+    }
+
+    /// Whether the key with `fingerprint` has state of its own, under `algorithm`.
+    fn tracks(&self, fingerprint: NonZeroU64, algorithm: Algorithm, quota: &Quota) -> bool {
+        let tracked = |tables: &Tables| match algorithm.packed(quota) {
+            Some(packed) if packed.is_timestamp() => tables.timestamps.find(fingerprint).is_some(),
+            Some(_) => tables.packed.find(fingerprint).is_some(),
+            None => tables.general.find(fingerprint).is_some(),
+        };
+        tracked(&self.young) || tracked(&self.old)
+    }
+
+    /// Tracks the key with `fingerprint` from `state` (an approximate limit's estimate).
+    fn track(
+        &mut self,
+        fingerprint: NonZeroU64,
+        state: State,
+        now: Nanos,
+        quota: &Quota,
+        capacity: usize,
+    ) {
+        let reset_after = state.algorithm().peek(&state, now, quota, 0).reset_after;
+        let idle_at = now.plus(saturating_nanos(reset_after));
+        match state {
+            State::FixedWindow(window) => {
+                self.insert(
+                    fingerprint,
+                    Packed::new(window.words(), idle_at),
+                    now,
+                    capacity,
+                );
+            }
+            state => {
+                self.insert(fingerprint, General { idle_at, state }, now, capacity);
+            }
+        }
     }
 
     /// The state of the key with `fingerprint`, moved to the young generation if it was in

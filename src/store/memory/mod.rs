@@ -9,12 +9,15 @@ mod tables;
 use self::fingerprint::Fingerprinter;
 use self::generations::{decide_shared, Charge, Generations};
 use self::tables::{PackedSlot, Timestamp};
+use super::sketch::Sketch;
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
 use crate::clock::{Clock, Nanos, SystemClock};
+use arc_swap::{ArcSwap, Guard};
 use parking_lot::{RwLock, RwLockWriteGuard};
 use smallvec::SmallVec;
 use std::fmt;
 use std::num::NonZeroU64;
+use std::sync::Arc;
 
 /// Limit state in process memory: the default store.
 ///
@@ -92,7 +95,39 @@ pub struct MemoryStore<C = SystemClock> {
     fingerprinter: Fingerprinter,
     /// Keys one generation of one shard holds.
     generation_capacity: usize,
+    /// The sketches of the approximate limits seen.
+    sketches: ArcSwap<Vec<Arc<SketchEntry>>>,
     clock: C,
+}
+
+/// One approximate limit's sketch, and which limit it counts.
+struct SketchEntry {
+    domain: Box<str>,
+    limit: Box<str>,
+    algorithm: crate::algorithm::Algorithm,
+    period: u64,
+    sketch: Sketch,
+}
+
+impl SketchEntry {
+    fn counts(&self, check: &LimitCheck<'_>) -> bool {
+        check
+            .approximate
+            .is_some_and(|a| a.memory() == self.sketch.requested)
+            && *self.limit == *check.limit
+            && *self.domain == *check.domain
+            && self.algorithm == check.algorithm
+            && self.period == check.quota.period_nanos()
+    }
+}
+
+/// The sketch that counts `check`'s limit, among `sketches`.
+fn sketch_of<'s>(sketches: &'s [Arc<SketchEntry>], check: &LimitCheck<'_>) -> Option<&'s Sketch> {
+    check.approximate?;
+    sketches
+        .iter()
+        .find(|entry| entry.counts(check))
+        .map(|entry| &entry.sketch)
 }
 
 // Padded to a cache line so that neighbouring shard locks do not share one. A shared lock is
@@ -134,6 +169,7 @@ impl<C: Clock> MemoryStore<C> {
                 .collect(),
             fingerprinter: Fingerprinter::new(),
             generation_capacity: 0,
+            sketches: ArcSwap::default(),
             clock,
         };
         store.set_max_keys(DEFAULT_MAX_KEYS);
@@ -205,6 +241,44 @@ impl<C: Clock> MemoryStore<C> {
         (fingerprint.get() >> 32) as usize & (self.shards.len() - 1)
     }
 
+    /// The sketches, with one for each approximate limit of `checks`.
+    fn sketches_for(&self, checks: &[LimitCheck<'_>]) -> Guard<Arc<Vec<Arc<SketchEntry>>>> {
+        let sketches = self.sketches.load();
+        let missing = |sketches: &[Arc<SketchEntry>], check: &LimitCheck<'_>| {
+            matches!(
+                check.algorithm,
+                crate::algorithm::Algorithm::FixedWindow
+                    | crate::algorithm::Algorithm::SlidingWindowCounter
+            ) && check.approximate.is_some()
+                && sketch_of(sketches, check).is_none()
+        };
+        if !checks.iter().any(|check| missing(&sketches, check)) {
+            return sketches;
+        }
+        drop(sketches);
+        self.sketches.rcu(|sketches| {
+            let mut sketches = Vec::clone(sketches);
+            for check in checks {
+                if let (true, Some(approximate)) = (missing(&sketches, check), check.approximate) {
+                    sketches.push(Arc::new(SketchEntry {
+                        domain: check.domain.into(),
+                        limit: check.limit.into(),
+                        algorithm: check.algorithm,
+                        period: check.quota.period_nanos(),
+                        sketch: Sketch::new(
+                            approximate.memory(),
+                            check.algorithm,
+                            check.domain,
+                            check.limit,
+                        ),
+                    }));
+                }
+            }
+            sketches
+        });
+        self.sketches.load()
+    }
+
     fn decide(&self, checks: &[LimitCheck<'_>]) -> Decisions {
         let now = self.clock.now();
         let capacity = self.generation_capacity;
@@ -217,10 +291,16 @@ impl<C: Clock> MemoryStore<C> {
             if let Some(decision) = decide_shared(shard, fingerprint, check, now) {
                 return Decisions::one(decision);
             }
-            let decision =
-                shard
-                    .write()
-                    .decide(fingerprint, check, now, capacity, Charge::IfAdmitted);
+            let sketches = check.approximate.map(|_| self.sketches_for(checks));
+            let sketch = sketches.as_ref().and_then(|s| sketch_of(s, check));
+            let decision = shard.write().decide(
+                fingerprint,
+                check,
+                sketch,
+                now,
+                capacity,
+                Charge::IfAdmitted,
+            );
             return Decisions::one(decision);
         }
         self.decide_together(checks, now)
@@ -255,10 +335,17 @@ impl<C: Clock> MemoryStore<C> {
                 .count();
             generations.reserve(keys, now, capacity);
         }
+        let sketches = checks
+            .iter()
+            .any(|check| check.approximate.is_some())
+            .then(|| self.sketches_for(checks));
+        let sketch = |check: &LimitCheck<'_>| sketches.as_ref().and_then(|s| sketch_of(s, check));
         let mut decisions: Decisions = checks
             .iter()
             .zip(&fingerprints)
-            .map(|(check, &f)| guards[guard_of(f)].decide(f, check, now, capacity, Charge::No))
+            .map(|(check, &f)| {
+                guards[guard_of(f)].decide(f, check, sketch(check), now, capacity, Charge::No)
+            })
             .collect();
         if checks
             .iter()
@@ -267,8 +354,14 @@ impl<C: Clock> MemoryStore<C> {
         {
             for ((check, &f), decision) in checks.iter().zip(&fingerprints).zip(&mut decisions) {
                 if decision.allowed {
-                    *decision =
-                        guards[guard_of(f)].decide(f, check, now, capacity, Charge::IfAdmitted);
+                    *decision = guards[guard_of(f)].decide(
+                        f,
+                        check,
+                        sketch(check),
+                        now,
+                        capacity,
+                        Charge::IfAdmitted,
+                    );
                 }
             }
         }
