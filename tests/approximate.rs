@@ -116,3 +116,21 @@ fn a_heavy_client_forgotten_at_the_key_ceiling_stays_limited() {
     assert!(store.len() <= 16, "the ceiling holds: {}", store.len());
     assert!(!decide(&store, &heavy).allowed, "still limited");
 }
+
+/// A request denied for its own cost (more than the limit) leaves no state: a flood of them
+/// does not fill the store.
+#[test]
+fn a_request_too_heavy_for_the_limit_leaves_no_state() {
+    let clock = ManualClock::starting_at(Nanos::new(100 * SECOND));
+    let store = MemoryStore::with_clock(clock.clone());
+    let quota = Quota::new(10, Duration::from_secs(60)).unwrap();
+    for client in 0..1_000u32 {
+        let key = client.to_be_bytes();
+        let heavy_request = LimitCheck {
+            cost: 11,
+            ..check(Algorithm::FixedWindow, &quota, &key, 1 << 20)
+        };
+        assert!(!decide(&store, &heavy_request).allowed);
+    }
+    assert_eq!(store.len(), 0);
+}

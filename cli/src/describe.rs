@@ -61,13 +61,13 @@ pub(crate) const BOUND_AT_KEYS: u64 = 1_000_000;
 pub(crate) const BOUND_AT_KEYS_TEXT: &str = "1,000,000";
 
 /// An approximate limit's sketch and its error bound at [`BOUND_AT_KEYS`], e.g.
-/// `4MiB, ±12`; `-` for an exact one.
+/// `4MiB, +11.9` (estimates only ever exceed true counts); `-` for an exact one.
 pub(crate) fn approximate(limit: &Limit) -> String {
     let (Some(approximate), Some(algorithm)) = (limit.approximate(), limit.algorithm()) else {
         return "-".to_owned();
     };
     let bound = approximate.error_bound(algorithm, BOUND_AT_KEYS);
-    format!("{}, ±{bound:.1}", size(approximate.memory()))
+    format!("{}, +{bound:.1}", size(approximate.memory()))
 }
 
 /// `bytes` in the largest binary unit that divides it: `4MiB`, `64KiB`, `1000B`.

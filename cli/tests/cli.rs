@@ -338,6 +338,6 @@ descriptors:
     let (code, text, errors) = tollgate_on("check", rules, &[]);
     assert_eq!(code, Some(0), "{errors}");
     // 1,000,000 requests × 4 cells ÷ (65,536 lines × 14 cells) × e.
-    assert!(text.contains("  4MiB, ±11.9  "), "{text}");
+    assert!(text.contains("  4MiB, +11.9  "), "{text}");
     assert!(text.contains("at 1,000,000 keys"), "{text}");
 }

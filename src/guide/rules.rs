@@ -474,39 +474,49 @@
 //! its estimate is the smallest of them, and a request raises each to at least the estimate
 //! plus the request. Lines count one window and start afresh, line by line, in the next.
 //! When a client's estimate would pass half its limit, it gets exact state, starting from
-//! the estimate: the client being limited sees exact `remaining` and `Retry-After`. A key's
-//! estimate of 0 is the "never seen" answer, so no Bloom filter is kept: a light client
-//! costs one probe of the exact tables and one line of the sketch (measured below).
+//! the estimate: the client being limited sees exact `remaining` and `Retry-After`, and the
+//! sketch keeps up with its exact count. A key's estimate of 0 is the "never seen" answer,
+//! so no Bloom filter is kept: a light client costs two probes of the exact tables (their
+//! two generations) and one line of the sketch (measured below).
 //!
 //! **What it guarantees.** Cells only add other clients' requests to a client's own, so an
 //! estimate is never below the true count: no client is ever admitted beyond what the exact
-//! algorithm admits (a property test checks it against the exact algorithm). The error goes
+//! algorithm admits (a property test checks it against the exact algorithm). A wall clock
+//! stepped forward and back leaves the lines it touched in the later window until it comes:
+//! their keys are counted together there, on the side of denying. The error goes
 //! the other way, as false denials. With `R` requests counted in a window over all clients,
 //! a sketch of `M` bytes, `k` cells a line for a window (14; a sliding window counter 7) and
 //! `c` cells a key (4; 3):
 //!
-//! - other clients add `μ = R × c ÷ (M ÷ 64 × k)` to a client's estimate on average;
+//! - other clients add `μ = R × c ÷ (M ÷ 64 × k)` to a client's estimate on average (a
+//!   sliding window counter: to each of its two windows, so up to `2μ` to its estimate near
+//!   a window's start);
 //! - an estimate exceeds the true count by more than `e × μ` with probability about
 //!   `e^-c` (2 % for a fixed window, 5 % for a sliding window counter);
 //! - a client at half its limit is denied for others' requests only if its estimate
 //!   exceeds its count by half the limit: with probability about `(2μ ÷ limit)^c`;
-//! - a client whose cells are all a heavy client's (a client at its limit raises its cells
-//!   to its count) is denied from its first request: one client in `M ÷ 64 × 1,001` (a
-//!   sliding window counter: `× 35`) per heavy client, each key taking any of the sets of
-//!   `c` cells in its line.
+//! - a client whose cells are all covered by heavy clients' cells (a client past half its
+//!   limit raises its cells to its exact count) starts near their counts, and may be
+//!   denied from its first request. With one heavy client in its line, one client in 1,001
+//!   shares all its cells (a sliding window counter: 35); with two, 7 %; with three, half.
+//!   So keep heavy clients far fewer than lines: `M ÷ 64` is 65,536 lines for 4 MiB.
 //!
 //! (Markov's inequality on each cell, a key's cells taken as independent; they share a
 //! line, so these are estimates, not proofs. Conservative updates only lower the error.)
 //! For 4 MiB, a fixed window and 1,000,000 requests a window: `μ = 4.4`, an estimate within
 //! 12 of the truth with 98 % probability, and a client at half a limit of 100 denied with
-//! probability 0.006 %. `tollgate check` shows each approximate limit's memory and its bound
+//! probability 0.006 %. `tollgate check` shows each approximate limit's memory and its bound (`+11.9`)
 //! at 1,000,000 keys; the metrics `tollgate_sketch_requests` and
 //! `tollgate_sketch_error_bound` show the load and the bound of each finished window, and a
 //! warning is logged once when the bound passes a quarter of the limit: then give the
 //! sketch more memory.
 //!
-//! **Memory.** The sketch's size, plus the exact state of the clients near their limit,
-//! bounded by the store's key ceiling ([`MemoryStore`](crate::store::MemoryStore)).
+//! **Memory.** The sketch's size, plus the exact state of the clients past half their
+//! limit, bounded by the store's key ceiling ([`MemoryStore`](crate::store::MemoryStore)).
+//! A request denied for its own cost (more than the limit) leaves no state. A store keeps
+//! the sketches of the last 64 approximate limits (and settings) it decided: a reload that
+//! changes a limit's memory, period or algorithm starts a new sketch, and old ones go.
+//! Limits of at most 1,000,000,000 requests a period (the cells count in 32 bits).
 //! Measured: 10,000,000 distinct clients through a 4 MiB sketch left the process at
 //! 6.2 MiB resident, with no client state of its own (`benches/approximate.rs`).
 //!

@@ -30,6 +30,9 @@ const SYNCABLE: [Algorithm; 4] = [
     Algorithm::Gcra,
 ];
 
+/// The largest limit an approximate limit may have: its sketch counts in 32-bit cells.
+const MAX_APPROXIMATE_LIMIT: u64 = 1_000_000_000;
+
 /// The smallest `approximate` sketch: in less, so many keys would share each counter that
 /// the counts would be too coarse to limit by.
 const MIN_SKETCH_MEMORY: u128 = 64 * 1024;
@@ -437,10 +440,19 @@ impl Compiler {
         label: &str,
         path: &str,
     ) -> Option<Option<Approximate>> {
-        let (Some(approximate), Rate::Limited { algorithm, .. }) = (approximate, rate) else {
+        let (Some(approximate), Rate::Limited { algorithm, quota }) = (approximate, rate) else {
             return Some(None);
         };
         let mut fits = true;
+        if quota.requests_per_period() > MAX_APPROXIMATE_LIMIT {
+            let message = format!(
+                "limit `{label}`: an approximate limit counts in 32-bit cells: at most {MAX_APPROXIMATE_LIMIT} requests a period, not {}{}",
+                quota.requests_per_period(),
+                approximate.opt_out("approximate"),
+            );
+            self.error(approximate.location, format!("{path}.approximate"), message);
+            fits = false;
+        }
         if !APPROXIMABLE.contains(algorithm) {
             let message = format!(
                 "limit `{label}` uses {algorithm}: approximate works with fixed_window and sliding_window_counter; choose one of those or remove approximate{}",
@@ -1188,5 +1200,16 @@ descriptors:
             assert_eq!(error.path(), path);
             assert_eq!((error.line(), error.message()), (None, message.as_str()));
         }
+    }
+
+    #[test]
+    fn an_approximate_limit_counts_at_most_a_billion() {
+        let yaml = "domain: t\ndescriptors:\n  - key: method\n    rate_limit: { unit: second, requests_per_unit: 2000000000, approximate: { memory: 1MiB } }\n";
+        let errors = Rules::from_yaml(yaml).expect_err("too large for the cells");
+        let text = errors.to_string();
+        assert!(
+            text.contains("at most 1000000000 requests a period, not 2000000000"),
+            "{text}"
+        );
     }
 }

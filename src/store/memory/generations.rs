@@ -72,7 +72,8 @@ pub(super) enum Charge {
 
 impl Generations {
     /// Decides one limit at `now` and, if asked, charges it when the request is admitted. A
-    /// key whose request was denied (or left nothing to remember) stays untracked.
+    /// key whose request was denied (or left nothing to remember) stays untracked, but for
+    /// an approximate limit's key past half its limit, tracked from then on.
     // Always inlined: returned from a call, the decision is written out and read back at
     // once, and the read stalls behind the writes (benches/hot_key.rs shows it).
     #[inline(always)]
@@ -111,7 +112,7 @@ impl Generations {
                 let used = quota
                     .requests_per_period()
                     .saturating_sub(decision.remaining);
-                sketch.raise(fingerprint.get(), quota, now, used);
+                sketch.raise(fingerprint.get(), quota, now, used, cost);
             }
             return decision;
         }

@@ -100,22 +100,23 @@ pub struct MemoryStore<C = SystemClock> {
     clock: C,
 }
 
-/// One approximate limit's sketch, and which limit it counts.
+/// The most sketches a store keeps (one per approximate limit and settings).
+const MAX_SKETCHES: usize = 64;
+
+/// One approximate limit's sketch, and the settings it counts under.
 struct SketchEntry {
-    domain: Box<str>,
-    limit: Box<str>,
     algorithm: crate::algorithm::Algorithm,
     period: u64,
     sketch: Sketch,
 }
 
 impl SketchEntry {
+    /// Whether the entry counts `check`'s limit, under its settings.
     fn counts(&self, check: &LimitCheck<'_>) -> bool {
-        check
-            .approximate
-            .is_some_and(|a| a.memory() == self.sketch.requested)
-            && *self.limit == *check.limit
-            && *self.domain == *check.domain
+        self.sketch.counts(check.domain, check.limit)
+            && check
+                .approximate
+                .is_some_and(|a| a.memory() == self.sketch.requested)
             && self.algorithm == check.algorithm
             && self.period == check.quota.period_nanos()
     }
@@ -260,9 +261,11 @@ impl<C: Clock> MemoryStore<C> {
             let mut sketches = Vec::clone(sketches);
             for check in checks {
                 if let (true, Some(approximate)) = (missing(&sketches, check), check.approximate) {
+                    // The oldest go first: sketches of limits that reloads changed or removed.
+                    if sketches.len() >= MAX_SKETCHES {
+                        sketches.remove(0);
+                    }
                     sketches.push(Arc::new(SketchEntry {
-                        domain: check.domain.into(),
-                        limit: check.limit.into(),
                         algorithm: check.algorithm,
                         period: check.quota.period_nanos(),
                         sketch: Sketch::new(
@@ -309,6 +312,11 @@ impl<C: Clock> MemoryStore<C> {
     /// Decides several limits of one request, all or nothing.
     fn decide_together(&self, checks: &[LimitCheck<'_>], now: Nanos) -> Decisions {
         let capacity = self.generation_capacity;
+        // Before the locks: a new sketch is allocated here.
+        let sketches = checks
+            .iter()
+            .any(|check| check.approximate.is_some())
+            .then(|| self.sketches_for(checks));
         let fingerprints: SmallVec<[NonZeroU64; 4]> =
             checks.iter().map(|c| self.fingerprint(c)).collect();
         let mut shard_ids: SmallVec<[usize; 4]> =
@@ -335,10 +343,6 @@ impl<C: Clock> MemoryStore<C> {
                 .count();
             generations.reserve(keys, now, capacity);
         }
-        let sketches = checks
-            .iter()
-            .any(|check| check.approximate.is_some())
-            .then(|| self.sketches_for(checks));
         let sketch = |check: &LimitCheck<'_>| sketches.as_ref().and_then(|s| sketch_of(s, check));
         let mut decisions: Decisions = checks
             .iter()

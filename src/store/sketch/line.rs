@@ -27,8 +27,10 @@ pub(super) struct Locked<'a> {
 }
 
 impl Line {
-    /// Locks the line (a spin: it is held for a few loads and stores).
+    /// Locks the line: a spin, as it is held for a few loads and stores, that yields the
+    /// thread now and then.
     pub(super) fn lock(&self) -> Locked<'_> {
+        let mut spins = 0u32;
         let window = loop {
             let word = self.window.load(Ordering::Relaxed);
             if word & LOCKED == 0
@@ -44,7 +46,13 @@ impl Line {
             {
                 break word;
             }
-            spin_loop();
+            // A holder preempted mid-request: give it the core rather than spin on.
+            spins += 1;
+            if spins % 64 == 0 {
+                std::thread::yield_now();
+            } else {
+                spin_loop();
+            }
         };
         Locked {
             line: self,

@@ -33,6 +33,9 @@ const SKETCH_REQUESTS: &str = "tollgate_sketch_requests";
 #[cfg(feature = "metrics")]
 const SKETCH_ERROR_BOUND: &str = "tollgate_sketch_error_bound";
 
+/// The most memory a sketch takes, whatever it is asked for.
+pub(crate) const MAX_MEMORY: usize = 1 << 30;
+
 /// Bytes of one line.
 const LINE_BYTES: usize = std::mem::size_of::<Line>();
 
@@ -101,6 +104,7 @@ impl Sketch {
     /// A sketch of `memory` bytes (rounded down to whole lines, at least one) for
     /// `algorithm`, a fixed window or a sliding window counter.
     pub(crate) fn new(memory: usize, algorithm: Algorithm, domain: &str, limit: &str) -> Self {
+        let memory = memory.min(MAX_MEMORY);
         let windows = Windows::of(algorithm);
         Sketch {
             requested: memory,
@@ -115,6 +119,11 @@ impl Sketch {
             counted: AtomicU64::new(0),
             counted_window: AtomicU64::new(0),
         }
+    }
+
+    /// Whether this sketch counts the limit `limit` of `domain`.
+    pub(crate) fn counts(&self, domain: &str, limit: &str) -> bool {
+        *self.limit == *limit && *self.domain == *domain
     }
 
     /// Reports a finished window of `requests` over all keys: the metrics, and a warning
@@ -180,42 +189,64 @@ impl Sketch {
         };
         let decision = algorithm.peek(&state, now, quota, cost);
         let limit = quota.requests_per_period();
-        let used = limit.saturating_sub(decision.remaining);
-        if !decision.allowed || used > limit / 2 {
+        let used_after = limit.saturating_sub(decision.remaining);
+        let used_before = limit.saturating_sub(algorithm.peek(&state, now, quota, 0).remaining);
+        let charged = current.saturating_add(cost);
+        // Heavy: past half the limit, or a count the cells cannot hold (the exact state
+        // counts in 64 bits). A request denied for its own cost alone leaves nothing to track.
+        let heavy = charged >= u64::from(u32::MAX)
+            || (decision.allowed && used_after > limit / 2)
+            || (!decision.allowed && used_before > limit / 2);
+        if heavy || !decision.allowed {
             if rolled {
                 locked.write();
             }
-            return Estimate::Heavy(state);
+            return if heavy {
+                Estimate::Heavy(state)
+            } else {
+                Estimate::Light(decision)
+            };
         }
+        let mut finished = None;
         if charge {
-            let charged = u32::try_from(current.saturating_add(cost)).unwrap_or(u32::MAX);
+            // Below u32::MAX: checked above.
+            let charged = u32::try_from(charged).unwrap_or(u32::MAX);
             for &cell in cells.iter().take(self.windows.per_key()) {
                 let value = &mut locked.cells[cell];
                 *value = (*value).max(charged);
             }
-            if let Some(requests) = self.count(window, cost) {
-                self.report(requests, quota);
-            }
+            finished = self.count(window, cost);
         }
         if charge || rolled {
             locked.write();
         }
+        drop(locked);
+        if let Some(requests) = finished {
+            self.report(requests, quota);
+        }
         Estimate::Light(decision)
     }
 
-    /// Raises the current window's cells of the key with `fingerprint` to at least `count`:
-    /// what the key's exact state has counted (at least), kept by the sketch too.
-    pub(crate) fn raise(&self, fingerprint: u64, quota: &Quota, now: Nanos, count: u64) {
+    /// Raises the current window's cells of the key with `fingerprint`, tracked exactly,
+    /// to at least `count` (at least what its exact state counts in the window: a sliding
+    /// window counter's weighted previous window included), after a request of `cost`.
+    pub(crate) fn raise(&self, fingerprint: u64, quota: &Quota, now: Nanos, count: u64, cost: u64) {
         let (line, cells) = self.place(fingerprint);
         let now_window = quota.period_divisor().div_u64(now.as_u64());
         let mut locked = self.lines[line].lock();
         roll(&mut locked, now_window, self.windows);
+        // Saturated, the cells make the key heavy again if its exact state is forgotten.
         let count = u32::try_from(count).unwrap_or(u32::MAX);
         for &cell in cells.iter().take(self.windows.per_key()) {
             let value = &mut locked.cells[cell];
             *value = (*value).max(count);
         }
         locked.write();
+        let finished = self.count(locked.window, cost);
+        drop(locked);
+        if let Some(requests) = finished {
+            self.report(requests, quota);
+        }
     }
 
     /// The line and the cells (within a window's half) of the key with `fingerprint`: any
@@ -279,7 +310,7 @@ pub(crate) struct Geometry {
 impl Geometry {
     pub(crate) fn of(memory: usize, algorithm: Algorithm) -> Self {
         let windows = Windows::of(algorithm);
-        let lines = (memory / LINE_BYTES).max(1);
+        let lines = (memory.min(MAX_MEMORY) / LINE_BYTES).max(1);
         Geometry {
             cells: (lines * windows.cells()) as f64,
             per_key: windows.per_key() as i32,
