@@ -359,4 +359,7 @@ fn an_approximate_limit_reports_its_sketch() {
     assert_eq!(gauge("tollgate_sketch_requests"), Some(1_000.0), "{text}");
     let bound = approximate.error_bound(Algorithm::FixedWindow, 1_000);
     assert_eq!(gauge("tollgate_sketch_error_bound"), Some(bound), "{text}");
+    // 1,000 requests × 4 cells over 14,336 cells: 1 − e^-0.279.
+    let fill = gauge("tollgate_sketch_fill").expect("the fill");
+    assert!((fill - 0.2435).abs() < 0.001, "{fill}");
 }

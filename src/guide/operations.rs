@@ -225,6 +225,7 @@
 //! | `tollgate_reloads_total` | counter | `result` | reloads of the rules file: `success` or `failure` |
 //! | `tollgate_sketch_bytes` | gauge | `domain`, `limit` | the memory of an [approximate](crate::guide::rules#approximate-limits) limit's sketch |
 //! | `tollgate_sketch_requests` | gauge | `domain`, `limit` | requests an approximate limit counted in its last finished window, over every client |
+//! | `tollgate_sketch_fill` | gauge | `domain`, `limit` | the share of the sketch's cells holding a count at that load, `1 − e^-μ` (see the guide's `μ`) |
 //! | `tollgate_sketch_error_bound` | gauge | `domain`, `limit` | by how much an estimate may exceed a client's true count at that load (with probability 98 % for a fixed window, 95 % for a sliding window counter) |
 //! | `tollgate_sync_overshoot` | gauge | `domain`, `limit` | requests the fleet admitted beyond a [local-first](crate::guide::rules#local-first-limits-sync_every) limit, the most among its keys at this server's last sync (Redis store) |
 //!

@@ -506,8 +506,9 @@
 //! For 4 MiB, a fixed window and 1,000,000 requests a window: `μ = 4.4`, an estimate within
 //! 12 of the truth with 98 % probability, and a client at half a limit of 100 denied with
 //! probability 0.006 %. `tollgate check` shows each approximate limit's memory and its bound (`+11.9`)
-//! at 1,000,000 keys; the metrics `tollgate_sketch_requests` and
-//! `tollgate_sketch_error_bound` show the load and the bound of each finished window, and a
+//! at 1,000,000 keys; the metrics `tollgate_sketch_requests`, `tollgate_sketch_fill` and
+//! `tollgate_sketch_error_bound` show the load, the fill and the bound of each finished
+//! window, and a
 //! warning is logged once when the bound passes a quarter of the limit: then give the
 //! sketch more memory.
 //!

@@ -192,6 +192,10 @@ fn describe() {
         "Requests an approximate limit counted in its last finished window, over every client"
     );
     describe_gauge!(
+        "tollgate_sketch_fill",
+        "The share of an approximate limit's sketch cells holding a count at the last window's load (expected)"
+    );
+    describe_gauge!(
         "tollgate_sketch_error_bound",
         "By how much an approximate limit's estimate may exceed a client's true count at the last window's load"
     );

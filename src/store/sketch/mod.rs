@@ -32,6 +32,8 @@ const SKETCH_BYTES: &str = "tollgate_sketch_bytes";
 const SKETCH_REQUESTS: &str = "tollgate_sketch_requests";
 #[cfg(feature = "metrics")]
 const SKETCH_ERROR_BOUND: &str = "tollgate_sketch_error_bound";
+#[cfg(feature = "metrics")]
+const SKETCH_FILL: &str = "tollgate_sketch_fill";
 
 /// The most memory a sketch takes, whatever it is asked for.
 pub(crate) const MAX_MEMORY: usize = 1 << 30;
@@ -150,6 +152,7 @@ impl Sketch {
             metrics::gauge!(SKETCH_BYTES, &labels).set((self.lines.len() * LINE_BYTES) as f64);
             metrics::gauge!(SKETCH_REQUESTS, &labels).set(requests as f64);
             metrics::gauge!(SKETCH_ERROR_BOUND, &labels).set(bound);
+            metrics::gauge!(SKETCH_FILL, &labels).set(self.geometry.fill(requests as f64));
         }
     }
 
@@ -326,6 +329,12 @@ impl Geometry {
     /// complement, at `requests` a window.
     pub(crate) fn error_bound(self, requests: f64) -> f64 {
         std::f64::consts::E * self.expected_excess(requests)
+    }
+
+    /// The share of cells that hold a count at `requests` a window, as expected when
+    /// requests land on cells at random: `1 − e^-(expected excess)`.
+    pub(crate) fn fill(self, requests: f64) -> f64 {
+        1.0 - (-self.expected_excess(requests)).exp()
     }
 
     /// The probability that an estimate stays within [`Geometry::error_bound`].
