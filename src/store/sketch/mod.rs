@@ -333,6 +333,7 @@ impl Geometry {
 
     /// The share of cells that hold a count at `requests` a window, as expected when
     /// requests land on cells at random: `1 − e^-(expected excess)`.
+    #[cfg(feature = "metrics")]
     pub(crate) fn fill(self, requests: f64) -> f64 {
         1.0 - (-self.expected_excess(requests)).exp()
     }
