@@ -7,6 +7,7 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// The server a request goes to: scheme, host and port, as in `https://api.example.com:443`.
@@ -122,9 +123,18 @@ impl OriginHolds {
 #[derive(Debug, Default)]
 pub(crate) struct Holds {
     origins: Mutex<HashMap<Origin, OriginHolds>>,
+    /// The map's length, read without the lock: while nothing is held (the common case), a
+    /// request takes no lock at all.
+    held_origins: AtomicUsize,
 }
 
 impl Holds {
+    /// Whether no origin is held. A hold written at this very moment may be missed, as if
+    /// the request had been sent a moment earlier.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.held_origins.load(Ordering::Acquire) == 0
+    }
+
     /// How long a request to `origin` in `partition` is still held at `now`, if at all.
     pub(crate) fn remaining(
         &self,
@@ -136,6 +146,7 @@ impl Holds {
         let holds = origins.get_mut(origin)?;
         if holds.drop_past(now) {
             origins.remove(origin);
+            self.held_origins.store(origins.len(), Ordering::Release);
             return None;
         }
         let until = holds.until(partition).filter(|&until| until > now)?;
@@ -161,6 +172,7 @@ impl Holds {
                 None => holds.partitions.push((partition, until)),
             },
         }
+        self.held_origins.store(origins.len(), Ordering::Release);
     }
 
     /// The number of origins held (for tests).
@@ -215,7 +227,9 @@ mod tests {
         let holds = Holds::default();
         let a = origin("http://a/");
         let now = Nanos::new(100 * SECOND);
+        assert!(holds.is_empty());
         holds.hold(&a, None, now.plus(2 * SECOND), now);
+        assert!(!holds.is_empty());
         assert_eq!(holds.remaining(&a, None, now), Some(Duration::from_secs(2)));
         assert_eq!(
             holds.remaining(&a, None, now.plus(SECOND)),
@@ -223,6 +237,7 @@ mod tests {
         );
         assert_eq!(holds.remaining(&a, None, now.plus(2 * SECOND)), None);
         assert_eq!(holds.len(), 0);
+        assert!(holds.is_empty());
     }
 
     #[test]

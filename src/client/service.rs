@@ -3,7 +3,7 @@
 use super::hold::{Holds, Origin, Partition};
 use super::{ClientError, Held, ResponseFuture};
 use crate::clock::Clock;
-use http::{Request, Response};
+use http::{HeaderValue, Request, Response, Uri};
 use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -67,32 +67,58 @@ impl<S: fmt::Debug> fmt::Debug for RateLimitClient<S> {
 
 /// Where a request goes, and the table its answer is written into.
 pub(crate) struct Recorder {
-    pub(crate) holds: Arc<Holds>,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) origin: Origin,
-    pub(crate) partition: Option<Partition>,
+    holds: Arc<Holds>,
+    clock: Arc<dyn Clock>,
+    // The origin is worked out only when it is needed (a hold, an announced wait), so that a
+    // request to a client that holds nothing allocates nothing for it.
+    uri: Uri,
+    host: Option<HeaderValue>,
+    partition: Option<Partition>,
 }
 
 impl Recorder {
+    fn of<B>(request: &Request<B>, holds: &Arc<Holds>, clock: &Arc<dyn Clock>) -> Self {
+        Recorder {
+            holds: holds.clone(),
+            clock: clock.clone(),
+            uri: request.uri().clone(),
+            host: request.headers().get(http::header::HOST).cloned(),
+            partition: request.extensions().get::<Partition>().cloned(),
+        }
+    }
+
+    /// The origin the request goes to.
+    pub(crate) fn origin(&self) -> Origin {
+        Origin::of(&self.uri, self.host.as_ref())
+    }
+
     /// How long the request is still held, if at all.
     pub(crate) fn remaining(&self) -> Option<Duration> {
+        if self.holds.is_empty() {
+            return None;
+        }
         self.holds
-            .remaining(&self.origin, self.partition.as_ref(), self.clock.now())
+            .remaining(&self.origin(), self.partition.as_ref(), self.clock.now())
     }
 
     /// Holds the origin (or the partitions named) for the waits `response` announces.
     pub(crate) fn record<B>(&self, response: &Response<B>) {
         let now = self.clock.now();
         let wall_clock = std::time::UNIX_EPOCH + Duration::from_nanos(now.as_u64());
-        for notice in super::headers::notices(response.status(), response.headers(), wall_clock) {
+        let notices = super::headers::notices(response.status(), response.headers(), wall_clock);
+        if notices.is_empty() {
+            return;
+        }
+        let origin = self.origin();
+        for notice in notices {
             tracing::debug!(
-                origin = %self.origin,
+                origin = %origin,
                 partitioned = notice.partition.is_some(),
                 wait = ?notice.wait,
                 "server announced a wait; holding requests",
             );
             let until = now.plus(crate::clock::saturating_nanos(notice.wait));
-            self.holds.hold(&self.origin, notice.partition, until, now);
+            self.holds.hold(&origin, notice.partition, until, now);
         }
     }
 }
@@ -111,12 +137,7 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let recorder = Recorder {
-            holds: self.holds.clone(),
-            clock: self.clock.clone(),
-            origin: Origin::of(request.uri(), request.headers().get(http::header::HOST)),
-            partition: request.extensions().get::<Partition>().cloned(),
-        };
+        let recorder = Recorder::of(&request, &self.holds, &self.clock);
         match recorder.remaining() {
             None => ResponseFuture::sending(self.inner.call(request), recorder),
             // The ready service stays here for the next call; the clone readies itself
@@ -128,7 +149,7 @@ where
                 self.inner.clone(),
                 recorder,
             ),
-            Some(wait) => ResponseFuture::held(Held::new(wait, recorder.origin)),
+            Some(wait) => ResponseFuture::held(Held::new(wait, recorder.origin())),
         }
     }
 }
