@@ -256,4 +256,48 @@ mod tests {
         assert!(answer.expect_err("held").as_held().is_some());
         assert_eq!(served.load(Ordering::SeqCst), 0);
     }
+
+    #[tokio::test]
+    async fn a_partition_hold_holds_that_partition_and_requests_that_name_none() {
+        use tower::ServiceExt;
+        // Refuses partition "a" (`YQ==`) for two seconds.
+        let server = tower::service_fn(|_: Request<()>| async {
+            let refused = Response::builder()
+                .status(http::StatusCode::TOO_MANY_REQUESTS)
+                .header("ratelimit", r#""per-user";r=0;t=2;pk=:YQ==:"#)
+                .body(())
+                .unwrap();
+            Ok::<_, Infallible>(refused)
+        });
+        let clock = ManualClock::new();
+        let mut client = RateLimitClient::new(
+            Inner::new(server),
+            Arc::default(),
+            Arc::new(clock),
+            Duration::ZERO,
+        );
+        let in_partition = |key: &'static str| {
+            let mut request = request();
+            request.extensions_mut().insert(Partition::new(key));
+            request
+        };
+
+        let refused = client.ready().await.unwrap().call(in_partition("a")).await;
+        assert_eq!(
+            refused.unwrap().status(),
+            http::StatusCode::TOO_MANY_REQUESTS
+        );
+        let held = client.ready().await.unwrap().call(in_partition("a")).await;
+        assert_eq!(
+            held.unwrap_err().as_held().unwrap().wait(),
+            Duration::from_secs(2)
+        );
+        let unnamed = client.ready().await.unwrap().call(request()).await;
+        assert!(
+            unnamed.unwrap_err().as_held().is_some(),
+            "may be in partition a"
+        );
+        let other = client.ready().await.unwrap().call(in_partition("b")).await;
+        assert!(other.is_ok(), "partition b was not refused");
+    }
 }
