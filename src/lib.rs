@@ -45,6 +45,8 @@
 //! - [`clock`]: time, injected; [`clock::ManualClock`] for tests.
 //! - [`response`]: the headers and rejection bodies.
 //! - `reload` (feature `reload`): hot reload of the rules file.
+//! - `client` (feature `client`): the other end of the wire, a layer for clients that holds
+//!   the requests their servers announced they would refuse.
 //!
 //! # Features
 //!
@@ -55,6 +57,8 @@
 //! - `metrics`: counters, a latency histogram and gauges through the
 //!   [`metrics`](https://docs.rs/metrics) facade, for whichever recorder the application
 //!   installs; off, nothing is measured ([the list](guide::operations#metrics)).
+//! - `client`: `client::RateLimitClientLayer`, for clients: honours `Retry-After`, the
+//!   `X-Ratelimit-*` and IETF `RateLimit` fields and gRPC pushback.
 //!
 //! The `tollgate` command (`tollgate check`, `tollgate explain`) is the separate
 //! `tollgate-cli` crate.
@@ -62,6 +66,8 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod algorithm;
+#[cfg(feature = "client")]
+pub mod client;
 pub mod clock;
 mod decision;
 pub mod guide;

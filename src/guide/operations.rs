@@ -376,6 +376,11 @@
 //! at once.) Rules see a gRPC call as a `POST` to `/package.Service/Method`, so the `path`
 //! key limits single methods.
 //!
+//! On the other end of the wire, the client layer (feature `client`,
+//! `tollgate::client::RateLimitClientLayer`) reads exactly these answers: after a refusal,
+//! or an `ietf` answer with `r=0`, it does not send to that server again until the wait has
+//! passed (the module's documentation shows it on a hyper client).
+//!
 //! # The `tollgate` command: `check` and `explain`
 //!
 //! The `tollgate` command (the `tollgate-cli` crate in the repository's `cli/` directory)

@@ -1,0 +1,312 @@
+//! The client layer against tollgate's own server layer, over real TCP: an axum server on a
+//! loopback port behind `RateLimitLayer`, a hyper client behind `RateLimitClientLayer`.
+//!
+//! Server and client share one manual clock, so no test sleeps, except the ones that check
+//! that a held request really waits.
+#![cfg(feature = "client")]
+
+mod common;
+#[cfg(feature = "tonic")]
+#[path = "../examples/common/greeter.rs"]
+mod greeter;
+#[cfg(feature = "tonic")]
+#[path = "../examples/common/hello.rs"]
+mod hello;
+
+use axum::routing::get;
+use axum::Router;
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Empty;
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tollgate::client::{ClientError, RateLimitClient, RateLimitClientLayer};
+use tollgate::clock::{Clock, ManualClock, SystemClock};
+use tollgate::rules::Rules;
+use tollgate::store::MemoryStore;
+use tollgate::{Limiter, RateLimitLayer};
+use tower::{Layer, Service, ServiceExt};
+
+/// One request a second per client, as the server counts it.
+const ONE_PER_SECOND: &str = r"
+domain: client
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 1 }
+";
+
+type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+type Answer =
+    Result<Response<hyper::body::Incoming>, ClientError<hyper_util::client::legacy::Error>>;
+
+/// A server behind the rules in `yaml` whose handler counts the requests that reach it.
+struct CountingServer {
+    addr: SocketAddr,
+    served: Arc<AtomicUsize>,
+}
+
+impl CountingServer {
+    async fn start<C: Clock + Clone>(yaml: &str, clock: C) -> CountingServer {
+        let rules = Rules::from_yaml(yaml).expect("valid rules");
+        let layer = RateLimitLayer::new(Limiter::with_store(rules, MemoryStore::with_clock(clock)));
+        let served = Arc::new(AtomicUsize::new(0));
+        let counter = served.clone();
+        let app = Router::new()
+            .route(
+                "/",
+                get(move || async move {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    "ok"
+                }),
+            )
+            .layer(layer);
+        let addr = common::server::serve(app).await;
+        CountingServer { addr, served }
+    }
+
+    /// Requests the server admitted (refused ones never reach the handler).
+    fn served(&self) -> usize {
+        self.served.load(Ordering::SeqCst)
+    }
+}
+
+fn client(layer: RateLimitClientLayer) -> RateLimitClient<HttpClient> {
+    layer.layer(Client::builder(TokioExecutor::new()).build_http())
+}
+
+async fn get_from(client: &mut RateLimitClient<HttpClient>, addr: SocketAddr) -> Answer {
+    let request = Request::get(format!("http://{addr}/"))
+        .body(Empty::new())
+        .expect("request");
+    client.ready().await.expect("ready").call(request).await
+}
+
+fn status(answer: &Answer) -> StatusCode {
+    match answer {
+        Ok(response) => response.status(),
+        Err(error) => panic!("expected a response, got {error}"),
+    }
+}
+
+fn held_for(answer: &Answer) -> Duration {
+    match answer {
+        Err(ClientError::Held(held)) => held.wait(),
+        Ok(response) => panic!("expected a hold, got {}", response.status()),
+        Err(error) => panic!("expected a hold, got {error}"),
+    }
+}
+
+#[tokio::test]
+async fn after_a_429_nothing_is_sent_until_the_retry_after_has_passed() {
+    let clock = ManualClock::new();
+    let server = CountingServer::start(ONE_PER_SECOND, clock.clone()).await;
+    let mut client = client(RateLimitClientLayer::with_clock(clock.clone()));
+
+    assert_eq!(
+        status(&get_from(&mut client, server.addr).await),
+        StatusCode::OK
+    );
+    let refused = get_from(&mut client, server.addr).await;
+    assert_eq!(status(&refused), StatusCode::TOO_MANY_REQUESTS);
+    let retry_after = refused.unwrap().headers()["retry-after"].clone();
+    assert_eq!(retry_after, "1");
+
+    for _ in 0..5 {
+        let held = held_for(&get_from(&mut client, server.addr).await);
+        assert_eq!(held, Duration::from_secs(1));
+    }
+    clock.advance(Duration::from_millis(999));
+    let held = held_for(&get_from(&mut client, server.addr).await);
+    assert_eq!(held, Duration::from_millis(1));
+    assert_eq!(server.served(), 1, "held requests never reach the server");
+
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(
+        status(&get_from(&mut client, server.addr).await),
+        StatusCode::OK
+    );
+    assert_eq!(server.served(), 2);
+}
+
+#[tokio::test]
+async fn other_origins_are_not_held() {
+    let clock = ManualClock::new();
+    let limited = CountingServer::start(ONE_PER_SECOND, clock.clone()).await;
+    let other = CountingServer::start(ONE_PER_SECOND, clock.clone()).await;
+    let mut client = client(RateLimitClientLayer::with_clock(clock.clone()));
+
+    get_from(&mut client, limited.addr).await.expect("admitted");
+    let refused = get_from(&mut client, limited.addr).await;
+    assert_eq!(status(&refused), StatusCode::TOO_MANY_REQUESTS);
+    held_for(&get_from(&mut client, limited.addr).await);
+
+    assert_eq!(
+        status(&get_from(&mut client, other.addr).await),
+        StatusCode::OK
+    );
+    assert_eq!(other.served(), 1);
+}
+
+#[tokio::test]
+async fn clones_of_one_layer_share_their_holds() {
+    let clock = ManualClock::new();
+    let server = CountingServer::start(ONE_PER_SECOND, clock.clone()).await;
+    let layer = RateLimitClientLayer::with_clock(clock.clone());
+    let (mut first, mut second) = (client(layer.clone()), client(layer));
+
+    get_from(&mut first, server.addr).await.expect("admitted");
+    let refused = get_from(&mut first, server.addr).await;
+    assert_eq!(status(&refused), StatusCode::TOO_MANY_REQUESTS);
+    held_for(&get_from(&mut second, server.addr).await);
+    assert_eq!(server.served(), 1);
+}
+
+#[tokio::test]
+async fn an_exhausted_ietf_ratelimit_holds_before_any_429() {
+    let yaml = format!("{ONE_PER_SECOND}response: {{ headers: ietf }}\n");
+    let clock = ManualClock::new();
+    let server = CountingServer::start(&yaml, clock.clone()).await;
+    let mut client = client(RateLimitClientLayer::with_clock(clock.clone()));
+
+    let admitted = get_from(&mut client, server.addr).await;
+    assert_eq!(status(&admitted), StatusCode::OK);
+    let state = admitted.unwrap().headers()["ratelimit"].clone();
+    assert!(state.to_str().unwrap().contains(";r=0;t=1"), "{state:?}");
+
+    // The server said no quota is left: the client does not even try.
+    assert_eq!(
+        held_for(&get_from(&mut client, server.addr).await),
+        Duration::from_secs(1)
+    );
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(
+        status(&get_from(&mut client, server.addr).await),
+        StatusCode::OK
+    );
+    assert_eq!(server.served(), 2);
+}
+
+#[tokio::test]
+async fn a_hold_longer_than_wait_up_to_fails_at_once() {
+    let clock = ManualClock::new();
+    let server = CountingServer::start(ONE_PER_SECOND, clock.clone()).await;
+    let layer =
+        RateLimitClientLayer::with_clock(clock.clone()).wait_up_to(Duration::from_millis(100));
+    let mut client = client(layer);
+
+    get_from(&mut client, server.addr).await.expect("admitted");
+    get_from(&mut client, server.addr).await.expect("refused");
+    let started = Instant::now();
+    assert_eq!(
+        held_for(&get_from(&mut client, server.addr).await),
+        Duration::from_secs(1)
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "failed at once"
+    );
+}
+
+// Real time on both sides: the held request must really wait for the server's second.
+#[tokio::test]
+async fn with_wait_up_to_a_held_request_waits_and_then_succeeds() {
+    let server = CountingServer::start(ONE_PER_SECOND, SystemClock).await;
+    let layer = RateLimitClientLayer::new().wait_up_to(Duration::from_secs(3));
+    let mut client = client(layer);
+
+    assert_eq!(
+        status(&get_from(&mut client, server.addr).await),
+        StatusCode::OK
+    );
+    // Find the refusal: the first request may have been the last one of a second.
+    let mut refused = false;
+    for _ in 0..3 {
+        let answer = get_from(&mut client, server.addr).await;
+        if status(&answer) == StatusCode::TOO_MANY_REQUESTS {
+            refused = true;
+            break;
+        }
+    }
+    assert!(
+        refused,
+        "one request a second: a quick second request is refused"
+    );
+    let served_before = server.served();
+
+    let started = Instant::now();
+    let answer = get_from(&mut client, server.addr).await;
+    assert_eq!(status(&answer), StatusCode::OK, "waited, then admitted");
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "it waited: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(server.served(), served_before + 1);
+}
+
+/// gRPC: tollgate's trailers-only `RESOURCE_EXHAUSTED` with `grpc-retry-pushback-ms` holds a
+/// tonic client.
+#[cfg(feature = "tonic")]
+mod grpc {
+    use super::*;
+    use crate::{greeter, hello};
+    use greeter::greeter_client::GreeterClient;
+    use greeter::greeter_server::GreeterServer;
+    use greeter::HelloRequest;
+    use tonic::transport::server::TcpIncoming;
+    use tonic::transport::{Endpoint, Server};
+    use tonic::Code;
+
+    #[tokio::test]
+    async fn resource_exhausted_with_pushback_holds_a_tonic_client() {
+        let clock = ManualClock::new();
+        let rules = Rules::from_yaml(ONE_PER_SECOND).expect("valid rules");
+        let limiter = Limiter::with_store(rules, MemoryStore::with_clock(clock.clone()));
+        let arrived = Arc::new(AtomicUsize::new(0));
+        let counter = arrived.clone();
+        // Counts every request that reaches the server, refused or not.
+        let count = tower::ServiceBuilder::new().map_request(move |request| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            request
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("local address");
+        let server = Server::builder()
+            .layer(count.into_inner())
+            .layer(RateLimitLayer::new(limiter))
+            .add_service(GreeterServer::new(hello::Hello))
+            .serve_with_incoming(TcpIncoming::from(listener));
+        tokio::spawn(server);
+
+        let channel = Endpoint::from_shared(format!("http://{addr}"))
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect");
+        let layer = RateLimitClientLayer::with_clock(clock.clone());
+        let mut greeter = GreeterClient::new(layer.layer(channel));
+        let hello = || HelloRequest {
+            name: "client".to_owned(),
+        };
+
+        greeter.say_hello(hello()).await.expect("admitted");
+        let refused = greeter.say_hello(hello()).await.expect_err("refused");
+        assert_eq!(refused.code(), Code::ResourceExhausted);
+        assert_eq!(arrived.load(Ordering::SeqCst), 2);
+
+        // Held: tonic reports the layer's error, and nothing reaches the server.
+        let held = greeter.say_hello(hello()).await.expect_err("held");
+        assert!(held.message().contains("request not sent"), "{held:?}");
+        assert_eq!(arrived.load(Ordering::SeqCst), 2);
+
+        clock.advance(Duration::from_secs(1));
+        greeter.say_hello(hello()).await.expect("admitted again");
+        assert_eq!(arrived.load(Ordering::SeqCst), 3);
+    }
+}
