@@ -58,7 +58,8 @@
 //!   [`metrics`](https://docs.rs/metrics) facade, for whichever recorder the application
 //!   installs; off, nothing is measured ([the list](guide::operations#metrics)).
 //! - `client`: `client::RateLimitClientLayer`, for clients: honours `Retry-After`, the
-//!   `X-Ratelimit-*` and IETF `RateLimit` fields and gRPC pushback.
+//!   `X-Ratelimit-*` and IETF `RateLimit` fields and gRPC pushback, and may retry
+//!   idempotent requests after the server's wait.
 //!
 //! The `tollgate` command (`tollgate check`, `tollgate explain`) is the separate
 //! `tollgate-cli` crate.

@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tollgate::client::{ClientError, RateLimitClient, RateLimitClientLayer};
+use tollgate::client::{ClientError, RateLimitClient, RateLimitClientLayer, Retry};
 use tollgate::clock::{Clock, ManualClock, SystemClock};
 use tollgate::rules::Rules;
 use tollgate::store::MemoryStore;
@@ -55,14 +55,12 @@ impl CountingServer {
         let layer = RateLimitLayer::new(Limiter::with_store(rules, MemoryStore::with_clock(clock)));
         let served = Arc::new(AtomicUsize::new(0));
         let counter = served.clone();
+        let handler = move || async move {
+            counter.fetch_add(1, Ordering::SeqCst);
+            "ok"
+        };
         let app = Router::new()
-            .route(
-                "/",
-                get(move || async move {
-                    counter.fetch_add(1, Ordering::SeqCst);
-                    "ok"
-                }),
-            )
+            .route("/", get(handler.clone()).post(handler))
             .layer(layer);
         let addr = common::server::serve(app).await;
         CountingServer { addr, served }
@@ -79,7 +77,17 @@ fn client(layer: RateLimitClientLayer) -> RateLimitClient<HttpClient> {
 }
 
 async fn get_from(client: &mut RateLimitClient<HttpClient>, addr: SocketAddr) -> Answer {
-    let request = Request::get(format!("http://{addr}/"))
+    send(client, http::Method::GET, addr).await
+}
+
+async fn send(
+    client: &mut RateLimitClient<HttpClient>,
+    method: http::Method,
+    addr: SocketAddr,
+) -> Answer {
+    let request = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}/"))
         .body(Empty::new())
         .expect("request");
     client.ready().await.expect("ready").call(request).await
@@ -246,6 +254,53 @@ async fn with_wait_up_to_a_held_request_waits_and_then_succeeds() {
         started.elapsed()
     );
     assert_eq!(server.served(), served_before + 1);
+}
+
+// Real time on both sides: the retry must really wait for the server's second.
+#[tokio::test]
+async fn a_refused_get_is_retried_after_the_retry_after_and_succeeds() {
+    let server = CountingServer::start(ONE_PER_SECOND, SystemClock).await;
+    let mut client = client(RateLimitClientLayer::new().retry(Retry::new().retries(1)));
+
+    assert_eq!(
+        status(&get_from(&mut client, server.addr).await),
+        StatusCode::OK
+    );
+    // The first request may have been the last one of a second: the next one may be admitted
+    // without a refusal, so send until one had to be retried (it took a second or so).
+    let mut retried = false;
+    for sent in 2..=4 {
+        let started = Instant::now();
+        let answer = get_from(&mut client, server.addr).await;
+        assert_eq!(status(&answer), StatusCode::OK, "retried, then admitted");
+        assert_eq!(server.served(), sent, "every GET admitted once");
+        if started.elapsed() >= Duration::from_millis(200) {
+            retried = true;
+            break;
+        }
+    }
+    assert!(
+        retried,
+        "one request a second: a quick second GET is refused"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_post_is_not_retried() {
+    let clock = ManualClock::new();
+    let server = CountingServer::start(ONE_PER_SECOND, clock.clone()).await;
+    let layer = RateLimitClientLayer::with_clock(clock.clone()).retry(Retry::new());
+    let mut client = client(layer);
+
+    let started = Instant::now();
+    assert_eq!(
+        status(&send(&mut client, http::Method::POST, server.addr).await),
+        StatusCode::OK
+    );
+    let refused = send(&mut client, http::Method::POST, server.addr).await;
+    assert_eq!(status(&refused), StatusCode::TOO_MANY_REQUESTS);
+    assert!(started.elapsed() < Duration::from_millis(500), "no wait");
+    assert_eq!(server.served(), 1);
 }
 
 /// gRPC: tollgate's trailers-only `RESOURCE_EXHAUSTED` with `grpc-retry-pushback-ms` holds a

@@ -1,6 +1,6 @@
 //! [`ResponseFuture`]: sending, waiting out a hold, or failing because of one.
 
-use super::service::Recorder;
+use super::service::{Recorder, Replay};
 use super::{ClientError, Held};
 use http::{Request, Response};
 use pin_project_lite::pin_project;
@@ -24,6 +24,7 @@ pin_project! {
         #[pin]
         state: State<S, B>,
         recorder: Option<Recorder>,
+        replay: Option<Replay<S>>,
     }
 }
 
@@ -45,10 +46,15 @@ pin_project! {
 }
 
 impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
-    pub(crate) fn sending(future: S::Future, recorder: Recorder) -> Self {
+    pub(crate) fn sending(
+        future: S::Future,
+        recorder: Recorder,
+        replay: Option<Replay<S>>,
+    ) -> Self {
         ResponseFuture {
             state: State::Sending { future },
             recorder: Some(recorder),
+            replay,
         }
     }
 
@@ -58,15 +64,12 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         request: Request<B>,
         inner: S,
         recorder: Recorder,
+        replay: Option<Replay<S>>,
     ) -> Self {
         ResponseFuture {
-            state: State::Waiting {
-                sleep: tokio::time::sleep(wait),
-                budget: wait_up_to.saturating_add(TIMER_SLACK).saturating_sub(wait),
-                request: Some(request),
-                inner,
-            },
+            state: State::waiting(wait, wait_up_to, request, inner),
             recorder: Some(recorder),
+            replay,
         }
     }
 
@@ -74,13 +77,28 @@ impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
         ResponseFuture {
             state: State::Held { held: Some(held) },
             recorder: None,
+            replay: None,
+        }
+    }
+}
+
+impl<S: Service<Request<B>>, B> State<S, B> {
+    /// Sleeps `wait`, then sends `request` through `inner`, unless the hold is extended by
+    /// more than `wait_up_to` allows.
+    fn waiting(wait: Duration, wait_up_to: Duration, request: Request<B>, inner: S) -> Self {
+        State::Waiting {
+            sleep: tokio::time::sleep(wait),
+            budget: wait_up_to.saturating_add(TIMER_SLACK).saturating_sub(wait),
+            request: Some(request),
+            inner,
         }
     }
 }
 
 impl<S, B, ResBody> Future for ResponseFuture<S, B>
 where
-    S: Service<Request<B>, Response = Response<ResBody>>,
+    S: Service<Request<B>, Response = Response<ResBody>> + Clone,
+    B: Default,
 {
     type Output = Result<Response<ResBody>, ClientError<S::Error>>;
 
@@ -90,10 +108,36 @@ where
             match this.state.as_mut().project() {
                 StateProj::Sending { future } => {
                     let response = ready!(future.poll(cx)).map_err(ClientError::Service)?;
-                    if let Some(recorder) = this.recorder.take() {
-                        recorder.record(&response);
-                    }
-                    return Poll::Ready(Ok(response));
+                    let Some(recorder) = this.recorder.as_ref() else {
+                        return Poll::Ready(Ok(response));
+                    };
+                    let refused_for = recorder.record(&response);
+                    let again = this.replay.as_mut().and_then(|replay| {
+                        let wait = refused_for?;
+                        let after = replay.retry.again(replay.retried, wait, recorder.now())?;
+                        replay.retried += 1;
+                        Some((wait, after, replay))
+                    });
+                    let Some((wait, after, replay)) = again else {
+                        return Poll::Ready(Ok(response));
+                    };
+                    tracing::debug!(
+                        origin = %recorder.origin(),
+                        retry = replay.retried,
+                        after = ?after,
+                        "request refused; retrying after the server's wait",
+                    );
+                    // Waits out the hold and its jitter, then sends the request again; a
+                    // hold extended beyond the retry's limit meanwhile fails it as held.
+                    // The jitter does not count against the retry's limit.
+                    let jitter = after.saturating_sub(wait);
+                    let state = State::waiting(
+                        after,
+                        replay.retry.longest_wait().saturating_add(jitter),
+                        replay.head.request(),
+                        replay.inner.clone(),
+                    );
+                    this.state.set(state);
                 }
                 StateProj::Held { held } => {
                     let held = held.take().expect("ResponseFuture polled after completion");

@@ -1,7 +1,7 @@
 //! [`RateLimitClientLayer`]: how a client is told to honour its servers' limits.
 
 use super::hold::Holds;
-use super::RateLimitClient;
+use super::{RateLimitClient, Retry};
 use crate::clock::{Clock, SystemClock};
 use std::fmt;
 use std::sync::Arc;
@@ -50,6 +50,7 @@ pub struct RateLimitClientLayer {
     holds: Arc<Holds>,
     clock: Arc<dyn Clock>,
     wait_up_to: Duration,
+    retry: Option<Retry>,
 }
 
 impl RateLimitClientLayer {
@@ -66,6 +67,7 @@ impl RateLimitClientLayer {
             holds: Arc::default(),
             clock: Arc::new(clock),
             wait_up_to: Duration::ZERO,
+            retry: None,
         }
     }
 
@@ -84,6 +86,23 @@ impl RateLimitClientLayer {
         self.wait_up_to = limit;
         self
     }
+
+    /// Sends refused requests again after the server's wait, as `retry` says: only
+    /// idempotent requests with an empty body, a bounded number of times, within a budget
+    /// (see [`Retry`]). Off by default: a refusal is the answer.
+    ///
+    /// Like a request that [waits](Self::wait_up_to), a retry sleeps on tokio's timer and
+    /// then reads the layer's clock: with a [`ManualClock`](crate::clock::ManualClock) that
+    /// has not moved, the retry finds the hold still there and fails as held.
+    ///
+    /// # Panics
+    ///
+    /// A retry sleeps on tokio's timer: retrying outside a tokio runtime panics.
+    #[must_use]
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.retry = Some(retry);
+        self
+    }
 }
 
 impl Default for RateLimitClientLayer {
@@ -97,6 +116,7 @@ impl fmt::Debug for RateLimitClientLayer {
         f.debug_struct("RateLimitClientLayer")
             .field("holds", &self.holds)
             .field("wait_up_to", &self.wait_up_to)
+            .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
 }
@@ -111,5 +131,6 @@ impl<S> Layer<S> for RateLimitClientLayer {
             self.clock.clone(),
             self.wait_up_to,
         )
+        .retrying(self.retry.clone())
     }
 }

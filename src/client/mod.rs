@@ -18,11 +18,16 @@
 //! [`wait_up_to`](RateLimitClientLayer::wait_up_to) and the wait is short enough. Other
 //! origins are not held. A refusal without a readable wait holds nothing.
 //!
+//! With [`retry`](RateLimitClientLayer::retry), a refused idempotent request with an empty
+//! body is sent again after the server's wait (see [`Retry`] for the rules and the budget).
+//!
 //! What is not read (yet): statuses in the trailers of a streamed gRPC response (only
 //! trailers-only answers), and `X-Ratelimit-Remaining: 0` without a reset time.
 //!
 //! ```
+//! use bytes::Bytes;
 //! use http::{Request, Response, StatusCode};
+//! use http_body_util::Empty;
 //! use std::time::Duration;
 //! use tollgate::client::{ClientError, RateLimitClientLayer};
 //! use tollgate::clock::ManualClock;
@@ -31,7 +36,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! // A server that refuses everything for two seconds.
-//! let server = service_fn(|_request: Request<()>| async {
+//! let server = service_fn(|_request: Request<Empty<Bytes>>| async {
 //!     let refused = Response::builder()
 //!         .status(StatusCode::TOO_MANY_REQUESTS)
 //!         .header("retry-after", "2")
@@ -41,7 +46,7 @@
 //! });
 //! let clock = ManualClock::new();
 //! let mut client = RateLimitClientLayer::with_clock(clock.clone()).layer(server);
-//! let get = || Request::get("http://api.example.com/").body(()).unwrap();
+//! let get = || Request::get("http://api.example.com/").body(Empty::new()).unwrap();
 //!
 //! // The first request is sent and refused.
 //! let response = client.ready().await.unwrap().call(get()).await.unwrap();
@@ -65,10 +70,12 @@ mod future;
 mod headers;
 mod hold;
 mod layer;
+mod retry;
 mod service;
 
 pub use error::{ClientError, Held};
 pub use future::ResponseFuture;
 pub use hold::{Origin, Partition};
 pub use layer::RateLimitClientLayer;
+pub use retry::Retry;
 pub use service::RateLimitClient;

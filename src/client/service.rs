@@ -1,7 +1,8 @@
 //! [`RateLimitClient`]: holds the requests a server would refuse, and reads every answer.
 
 use super::hold::{Holds, Origin, Partition};
-use super::{ClientError, Held, ResponseFuture};
+use super::retry::RequestHead;
+use super::{ClientError, Held, ResponseFuture, Retry};
 use crate::clock::Clock;
 use http::{HeaderValue, Request, Response, Uri};
 use std::fmt;
@@ -15,13 +16,18 @@ use tower_service::Service;
 ///
 /// The inner service must be `Clone` (hyper-util's client and tonic's `Channel` are): a
 /// request that waits out a hold takes a clone, and readies it only when the wait is over,
-/// so that it reserves nothing (a connection, a concurrency permit) while it sleeps.
+/// so that it reserves nothing (a connection, a concurrency permit) while it sleeps; a
+/// request that may be [retried](super::Retry) keeps a clone for its retries.
+///
+/// The request body must be an [`http_body::Body`] with a `Default`: a body-less request
+/// that is retried is sent again with the default (empty) body.
 #[derive(Clone)]
 pub struct RateLimitClient<S> {
     inner: S,
     holds: Arc<Holds>,
     clock: Arc<dyn Clock>,
     wait_up_to: Duration,
+    retry: Option<Retry>,
 }
 
 impl<S> RateLimitClient<S> {
@@ -36,7 +42,14 @@ impl<S> RateLimitClient<S> {
             holds,
             clock,
             wait_up_to,
+            retry: None,
         }
+    }
+
+    /// Retries as `retry` says, or never.
+    pub(crate) fn retrying(mut self, retry: Option<Retry>) -> Self {
+        self.retry = retry;
+        self
     }
 
     /// The inner service.
@@ -61,6 +74,7 @@ impl<S: fmt::Debug> fmt::Debug for RateLimitClient<S> {
             .field("inner", &self.inner)
             .field("holds", &self.holds)
             .field("wait_up_to", &self.wait_up_to)
+            .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
 }
@@ -101,14 +115,27 @@ impl Recorder {
             .remaining(&self.origin(), self.partition.as_ref(), self.clock.now())
     }
 
-    /// Holds the origin (or the partitions named) for the waits `response` announces.
-    pub(crate) fn record<B>(&self, response: &Response<B>) {
+    /// The layer clock's time.
+    pub(crate) fn now(&self) -> crate::clock::Nanos {
+        self.clock.now()
+    }
+
+    /// Holds the origin (or the partitions named) for the waits `response` announces; the
+    /// longest of them if `response` is a refusal.
+    pub(crate) fn record<B>(&self, response: &Response<B>) -> Option<Duration> {
         let now = self.clock.now();
         let wall_clock = std::time::UNIX_EPOCH + Duration::from_nanos(now.as_u64());
         let notices = super::headers::notices(response.status(), response.headers(), wall_clock);
         if notices.is_empty() {
-            return;
+            return None;
         }
+        let refused = response.status() == http::StatusCode::TOO_MANY_REQUESTS
+            || super::headers::is_resource_exhausted(response.headers());
+        let longest = notices
+            .iter()
+            .map(|notice| notice.wait)
+            .max()
+            .filter(|_| refused);
         let origin = self.origin();
         for notice in notices {
             tracing::debug!(
@@ -120,12 +147,14 @@ impl Recorder {
             let until = now.plus(crate::clock::saturating_nanos(notice.wait));
             self.holds.hold(&origin, notice.partition, until, now);
         }
+        longest
     }
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimitClient<S>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    ReqBody: http_body::Body + Default,
 {
     type Response = Response<ResBody>;
     type Error = ClientError<S::Error>;
@@ -138,8 +167,25 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let recorder = Recorder::of(&request, &self.holds, &self.clock);
+        let (request, head) = match &self.retry {
+            Some(retry) => retry.replayable(request),
+            None => (request, None),
+        };
+        let replay = |inner: &S| -> Option<Replay<S>> {
+            let retry = self.retry.clone()?;
+            retry.deposit();
+            Some(Replay {
+                head: head?,
+                retry,
+                retried: 0,
+                inner: inner.clone(),
+            })
+        };
         match recorder.remaining() {
-            None => ResponseFuture::sending(self.inner.call(request), recorder),
+            None => {
+                let replay = replay(&self.inner);
+                ResponseFuture::sending(self.inner.call(request), recorder, replay)
+            }
             // The ready service stays here for the next call; the clone readies itself
             // after the wait, so that it reserves nothing while it sleeps.
             Some(wait) if wait <= self.wait_up_to => ResponseFuture::waiting(
@@ -148,10 +194,21 @@ where
                 request,
                 self.inner.clone(),
                 recorder,
+                replay(&self.inner),
             ),
             Some(wait) => ResponseFuture::held(Held::new(wait, recorder.origin())),
         }
     }
+}
+
+/// What a request that may be retried keeps to be sent again.
+pub(crate) struct Replay<S> {
+    pub(crate) head: RequestHead,
+    pub(crate) retry: Retry,
+    /// How many times the request has been retried.
+    pub(crate) retried: u32,
+    /// A clone of the inner service, readied only when a retry is sent.
+    pub(crate) inner: S,
 }
 
 #[cfg(test)]
@@ -170,21 +227,22 @@ mod tests {
         }
     }
 
-    type Inner = tower::util::BoxCloneSyncService<Request<()>, Response<()>, Infallible>;
+    type Body = http_body_util::Empty<bytes::Bytes>;
+    type Inner = tower::util::BoxCloneSyncService<Request<Body>, Response<()>, Infallible>;
 
     /// A server that answers 200 and counts what reaches it.
     fn counting_server() -> (Inner, Arc<AtomicUsize>) {
         let served = Arc::new(AtomicUsize::new(0));
         let counter = served.clone();
-        let server = tower::service_fn(move |_: Request<()>| {
+        let server = tower::service_fn(move |_: Request<Body>| {
             counter.fetch_add(1, Ordering::SeqCst);
             async { Ok(Response::new(())) }
         });
         (Inner::new(server), served)
     }
 
-    fn request() -> Request<()> {
-        Request::get("http://a.example/").body(()).unwrap()
+    fn request() -> Request<Body> {
+        Request::get("http://a.example/").body(Body::new()).unwrap()
     }
 
     fn origin() -> Origin {
@@ -261,7 +319,7 @@ mod tests {
     async fn a_partition_hold_holds_that_partition_and_requests_that_name_none() {
         use tower::ServiceExt;
         // Refuses partition "a" (`YQ==`) for two seconds.
-        let server = tower::service_fn(|_: Request<()>| async {
+        let server = tower::service_fn(|_: Request<Body>| async {
             let refused = Response::builder()
                 .status(http::StatusCode::TOO_MANY_REQUESTS)
                 .header("ratelimit", r#""per-user";r=0;t=2;pk=:YQ==:"#)
@@ -299,5 +357,76 @@ mod tests {
         );
         let other = client.ready().await.unwrap().call(in_partition("b")).await;
         assert!(other.is_ok(), "partition b was not refused");
+    }
+
+    /// A server that refuses everything for a second, and counts what reaches it.
+    fn refusing_server() -> (Inner, Arc<AtomicUsize>) {
+        let arrived = Arc::new(AtomicUsize::new(0));
+        let counter = arrived.clone();
+        let server = tower::service_fn(move |_: Request<Body>| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async {
+                let refused = Response::builder()
+                    .status(http::StatusCode::TOO_MANY_REQUESTS)
+                    .header("retry-after", "1")
+                    .body(())
+                    .unwrap();
+                Ok(refused)
+            }
+        });
+        (Inner::new(server), arrived)
+    }
+
+    fn retrying_client(server: Inner, retry: Retry) -> RateLimitClient<Inner> {
+        let clock: Arc<dyn Clock> = Arc::new(TokioClock(tokio::time::Instant::now()));
+        RateLimitClient::new(server, Arc::default(), clock, Duration::ZERO).retrying(Some(retry))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_are_sent_after_the_wait_and_bounded() {
+        let (server, arrived) = refusing_server();
+        let mut client = retrying_client(server, Retry::new().retries(2).jitter(0.0));
+
+        let started = tokio::time::Instant::now();
+        let answer = send(&mut client).await.expect("the last refusal");
+        assert_eq!(answer.status(), http::StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            arrived.load(Ordering::SeqCst),
+            3,
+            "sent once, retried twice"
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_exhausted_budget_stops_retries() {
+        let (server, arrived) = refusing_server();
+        // One free retry a second, nothing saved from requests.
+        // One free retry a second, nothing saved from requests: of two requests refused in
+        // the same second, one is retried.
+        // Two clients (holding separately) with one retry, so one budget.
+        let retry = Retry::new().retries(1).budget(0.0, 1);
+        let mut first = retrying_client(server.clone(), retry.clone());
+        let mut second = retrying_client(server, retry);
+        let (one, two) = tokio::join!(send(&mut first), send(&mut second));
+        assert_eq!(one.unwrap().status(), http::StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(two.unwrap().status(), http::StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(arrived.load(Ordering::SeqCst), 3, "two sent, one retried");
+
+        let (server, arrived) = refusing_server();
+        let mut client = retrying_client(server, Retry::new().budget(0.0, 0));
+        let answer = send(&mut client).await.expect("the refusal");
+        assert_eq!(answer.status(), http::StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(arrived.load(Ordering::SeqCst), 1, "no budget, no retry");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_are_not_retried_without_a_retry() {
+        let (server, arrived) = refusing_server();
+        let clock: Arc<dyn Clock> = Arc::new(TokioClock(tokio::time::Instant::now()));
+        let mut client = RateLimitClient::new(server, Arc::default(), clock, Duration::ZERO);
+        let answer = send(&mut client).await.expect("the refusal");
+        assert_eq!(answer.status(), http::StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(arrived.load(Ordering::SeqCst), 1);
     }
 }

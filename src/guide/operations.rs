@@ -379,7 +379,8 @@
 //! On the other end of the wire, the client layer (feature `client`,
 //! `tollgate::client::RateLimitClientLayer`) reads exactly these answers: after a refusal,
 //! or an `ietf` answer with `r=0`, it does not send to that server again until the wait has
-//! passed (the module's documentation shows it on a hyper client).
+//! passed (the module's documentation shows it on a hyper client). With `retry`, it sends
+//! refused idempotent requests again once the wait is over, within a retry budget.
 //!
 //! # The `tollgate` command: `check` and `explain`
 //!
