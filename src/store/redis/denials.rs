@@ -71,15 +71,7 @@ impl Denials {
                     delay: Duration::ZERO,
                     booked_until: None,
                 },
-                None => Decision {
-                    allowed: true,
-                    capacity: check.quota.requests_per_period(),
-                    remaining: 0,
-                    reset_after: Duration::ZERO,
-                    retry_after: Duration::ZERO,
-                    delay: Duration::ZERO,
-                    booked_until: None,
-                },
+                None => super::unasked(check),
             })
             .collect();
         Some(decisions)

@@ -286,6 +286,20 @@ fn algorithm_code(algorithm: Algorithm) -> i64 {
     }
 }
 
+/// The decision reported for a limit Redis was not asked about (another denied): it had room
+/// as far as this request knows; the request is denied anyway.
+fn unasked(check: &LimitCheck<'_>) -> Decision {
+    Decision {
+        allowed: true,
+        capacity: check.quota.requests_per_period(),
+        remaining: 0,
+        reset_after: Duration::ZERO,
+        retry_after: Duration::ZERO,
+        delay: Duration::ZERO,
+        booked_until: None,
+    }
+}
+
 pub(super) fn int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }

@@ -3,7 +3,7 @@
 //! totals (see [`crate::store::sync`]).
 
 use super::keys::RedisKey;
-use super::{int, Inner, RedisPending, RedisStore};
+use super::{int, unasked, Inner, RedisPending, RedisStore};
 use crate::algorithm::Decision;
 use crate::clock::saturating_nanos;
 use crate::store::sync::{horizon, Admission, Bookings, Outgoing, Payload, SyncTable, Totals};
@@ -458,20 +458,6 @@ impl Inner {
             int(base),
             i64::try_from(present.as_millis()).unwrap_or(i64::MAX),
         )
-    }
-}
-
-/// The decision reported for a limit Redis was not asked about (another denied): it had room
-/// as far as this request knows; the request is denied anyway.
-pub(super) fn unasked(check: &LimitCheck<'_>) -> Decision {
-    Decision {
-        allowed: true,
-        capacity: check.quota.requests_per_period(),
-        remaining: 0,
-        reset_after: Duration::ZERO,
-        retry_after: Duration::ZERO,
-        delay: Duration::ZERO,
-        booked_until: None,
     }
 }
 
