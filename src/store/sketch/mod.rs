@@ -192,14 +192,17 @@ impl Sketch {
         };
         let decision = algorithm.peek(&state, now, quota, cost);
         let limit = quota.requests_per_period();
-        let used_after = limit.saturating_sub(decision.remaining);
-        let used_before = limit.saturating_sub(algorithm.peek(&state, now, quota, 0).remaining);
         let charged = current.saturating_add(cost);
+        // What the key has used: after this request if it fits, else before it (a request
+        // denied for its own cost alone leaves nothing to track).
+        let used = if decision.allowed {
+            limit.saturating_sub(decision.remaining)
+        } else {
+            limit.saturating_sub(algorithm.peek(&state, now, quota, 0).remaining)
+        };
         // Heavy: past half the limit, or a count the cells cannot hold (the exact state
-        // counts in 64 bits). A request denied for its own cost alone leaves nothing to track.
-        let heavy = charged >= u64::from(u32::MAX)
-            || (decision.allowed && used_after > limit / 2)
-            || (!decision.allowed && used_before > limit / 2);
+        // counts in 64 bits).
+        let heavy = charged >= u64::from(u32::MAX) || used > limit / 2;
         if heavy || !decision.allowed {
             if rolled {
                 locked.write();
