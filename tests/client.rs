@@ -219,6 +219,143 @@ async fn a_hold_longer_than_wait_up_to_fails_at_once() {
     );
 }
 
+/// The demo's per-client limit, 20 a second with bursts of 40, announced in the IETF fields
+/// (`"per-client";q=40;w=2`).
+const TWENTY_A_SECOND_BURSTS_OF_FORTY: &str = r"
+domain: client
+response: { headers: ietf }
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 20, algorithm: token_bucket, burst: 40, name: per-client }
+";
+
+/// What a client asking 200 a second for `seconds` (one request every 5 ms of the shared
+/// manual clock) got: (admitted, refused, held back).
+async fn ask_ten_times_the_rate(
+    layer: RateLimitClientLayer,
+    clock: &ManualClock,
+    addr: SocketAddr,
+    seconds: u64,
+) -> (usize, usize, usize) {
+    let mut client = client(layer);
+    let (mut admitted, mut refused, mut held) = (0, 0, 0);
+    for _ in 0..seconds * 200 {
+        match get_from(&mut client, addr).await {
+            Ok(response) if response.status() == StatusCode::OK => admitted += 1,
+            Ok(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => refused += 1,
+            Err(ClientError::Held(_)) => held += 1,
+            Ok(response) => panic!("unexpected {}", response.status()),
+            Err(error) => panic!("unexpected {error}"),
+        }
+        clock.advance(Duration::from_millis(5));
+    }
+    (admitted, refused, held)
+}
+
+#[tokio::test]
+async fn a_paced_client_asking_ten_times_its_quota_is_never_refused() {
+    let clock = ManualClock::new();
+    let server = CountingServer::start(TWENTY_A_SECOND_BURSTS_OF_FORTY, clock.clone()).await;
+    let first = get_from(&mut client(RateLimitClientLayer::new()), server.addr).await;
+    let first = first.expect("an answer");
+    assert_eq!(
+        first.headers()["ratelimit-policy"],
+        r#""per-client";q=40;w=2"#
+    );
+    clock.advance(Duration::from_secs(2));
+
+    let layer = RateLimitClientLayer::with_clock(clock.clone()).pace();
+    let (admitted, refused, held) = ask_ten_times_the_rate(layer, &clock, server.addr, 10).await;
+    // The bucket's 40 and 20 a second for 10 s: 240 at most (one second's 20 comes back
+    // 5 ms after the last request).
+    assert_eq!(refused, 0, "paced: nothing refused");
+    assert!(admitted >= 239, "admitted {admitted} of at most 240");
+    assert_eq!(admitted + held, 2000);
+}
+
+/// The same limit announced in `X-Ratelimit-*` only, as the demo server does by default.
+const TWENTY_A_SECOND_X_RATELIMIT: &str = r"
+domain: client
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 20, algorithm: token_bucket, burst: 40, name: per-client }
+";
+
+#[tokio::test]
+async fn without_pacing_the_same_client_is_held_in_bursts() {
+    // The IETF `r=0;t=2` that ends a burst holds the client until the bucket is full: 44
+    // every 2.2 s (the bucket's 40 and the 4 that come back as they are sent), and never a
+    // refusal, but less than the limit allows (240).
+    let clock = ManualClock::new();
+    let server = CountingServer::start(TWENTY_A_SECOND_BURSTS_OF_FORTY, clock.clone()).await;
+    let layer = RateLimitClientLayer::with_clock(clock.clone());
+    let (admitted, refused, _) = ask_ten_times_the_rate(layer, &clock, server.addr, 10).await;
+    assert_eq!((admitted, refused), (220, 0));
+
+    // With `X-Ratelimit-*` only, each refusal holds the client for the `Retry-After` of a
+    // whole second, after which it sends the second's 20 at once and is refused again.
+    let clock = ManualClock::new();
+    let server = CountingServer::start(TWENTY_A_SECOND_X_RATELIMIT, clock.clone()).await;
+    let layer = RateLimitClientLayer::with_clock(clock.clone());
+    let (admitted, refused, _) = ask_ten_times_the_rate(layer, &clock, server.addr, 10).await;
+    assert!((9..=11).contains(&refused), "refused {refused}");
+    assert!(admitted >= 220, "admitted {admitted}");
+}
+
+#[tokio::test]
+async fn without_the_layer_the_same_client_is_refused_most_of_the_time() {
+    let clock = ManualClock::new();
+    let server = CountingServer::start(TWENTY_A_SECOND_BURSTS_OF_FORTY, clock.clone()).await;
+    let mut bare = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let mut refused = 0;
+    for _ in 0..2000 {
+        let request = Request::get(format!("http://{}/", server.addr))
+            .body(Empty::new())
+            .expect("request");
+        let response = bare.ready().await.unwrap().call(request).await.unwrap();
+        refused += usize::from(response.status() == StatusCode::TOO_MANY_REQUESTS);
+        clock.advance(Duration::from_millis(5));
+    }
+    // 239 of the 240 the limit allows: the last second's 20th comes back 5 ms too late.
+    assert_eq!(refused, 2000 - 239);
+}
+
+#[tokio::test]
+async fn a_paced_client_meets_a_fixed_window_once() {
+    let clock = ManualClock::new();
+    let yaml = r"
+domain: client
+response: { headers: ietf }
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 20, algorithm: fixed_window }
+";
+    let server = CountingServer::start(yaml, clock.clone()).await;
+    let layer = RateLimitClientLayer::with_clock(clock.clone()).pace();
+    let (admitted, refused, _) = ask_ten_times_the_rate(layer, &clock, server.addr, 10).await;
+    // The first window's 20 at once, one more too early, then 20 a window evenly spread.
+    assert_eq!(refused, 1);
+    assert!(admitted >= 190, "admitted {admitted} of at most 200");
+}
+
+#[tokio::test]
+async fn a_paced_request_whose_turn_is_near_waits_for_it() {
+    let server = CountingServer::start(TWENTY_A_SECOND_BURSTS_OF_FORTY, SystemClock).await;
+    let layer = RateLimitClientLayer::new()
+        .pace()
+        .wait_up_to(Duration::from_secs(1));
+    let mut client = client(layer);
+    let started = Instant::now();
+    // The bucket's 40, then 10 more at 20 a second, each waiting for its turn.
+    for _ in 0..50 {
+        let answer = get_from(&mut client, server.addr).await;
+        assert_eq!(status(&answer), StatusCode::OK);
+    }
+    assert_eq!(server.served(), 50);
+    // Ten turns 50 ms apart; the first comes as soon as the 40 are spent.
+    assert!(started.elapsed() >= Duration::from_millis(450));
+}
+
 // Real time on both sides: the held request must really wait for the server's second.
 #[tokio::test]
 async fn with_wait_up_to_a_held_request_waits_and_then_succeeds() {

@@ -5,7 +5,8 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
-/// A request that was not sent: its server announced a wait that has not passed.
+/// A request that was not sent: its server announced a wait that has not passed, or (with
+/// [pacing](super::RateLimitClientLayer::pace)) a quota with nothing left of it until then.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Held {
     wait: Duration,

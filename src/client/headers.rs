@@ -136,24 +136,13 @@ pub(crate) struct ServiceLimit {
     pub(crate) partition: Option<Partition>,
 }
 
-/// One item of the `RateLimit-Policy` field: a quota policy.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct QuotaPolicy {
-    /// `q`: quota units per window.
-    pub(crate) quota: Option<u64>,
-    /// `w`: the window.
-    pub(crate) window: Option<Duration>,
-    /// `pk`: the partition the policy applies to.
-    pub(crate) partition: Option<Partition>,
-}
-
 /// The items of a `RateLimit` field line, e.g. `"api";r=0;t=30;pk=:dXNlcjE=:`; `None` if
 /// the line is not a structured-field list.
 pub(crate) fn service_limits(field: &str) -> Option<SmallVec<[ServiceLimit; 1]>> {
     let mut limits = SmallVec::new();
     for item in list_items(field)? {
         let mut limit = ServiceLimit::default();
-        for (key, value) in item {
+        for (key, value) in item.params {
             match key {
                 "r" => limit.remaining = integer(value),
                 "t" => limit.reset = integer(value).map(Duration::from_secs),
@@ -166,42 +155,118 @@ pub(crate) fn service_limits(field: &str) -> Option<SmallVec<[ServiceLimit; 1]>>
     Some(limits)
 }
 
-/// The items of a `RateLimit-Policy` field line, e.g. `"api";q=100;w=60`; `None` if the
-/// line is not a structured-field list.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "pacing (issue 26) sizes its bucket from the policy"
-    )
-)]
-pub(crate) fn quota_policies(field: &str) -> Option<SmallVec<[QuotaPolicy; 1]>> {
-    let mut policies = SmallVec::new();
-    for item in list_items(field)? {
-        let mut policy = QuotaPolicy::default();
-        for (key, value) in item {
-            match key {
-                "q" => policy.quota = integer(value),
-                "w" => policy.window = integer(value).map(Duration::from_secs),
-                "pk" => policy.partition = byte_sequence(value),
-                _ => {}
-            }
-        }
-        policies.push(policy);
-    }
-    Some(policies)
+/// A quota a response announces, `quota` units per `window`, and what is left of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AnnouncedQuota {
+    pub(crate) quota: u64,
+    pub(crate) window: Duration,
+    /// The units left, when the server said.
+    pub(crate) remaining: Option<u64>,
 }
 
-/// The parameters (`key`, raw value; `?1` for a bare key) of each item of an RFC 8941 list.
+/// The quotas `headers` announce: each `RateLimit-Policy` item with a `q` and a `w`, with the
+/// `r` of the `RateLimit` item of the same name; without any, the quota policies of
+/// `X-Ratelimit-Limit` in the form of draft-03 that Envoy sends (`10, 10;w=60`), with
+/// `X-Ratelimit-Remaining` for the one in force. A bare `X-Ratelimit-Limit: 10` names no
+/// window, and so no quota. A quota of 0 units or a window of 0 seconds is no quota either:
+/// what it refuses, the refusal's wait holds.
+pub(crate) fn announced_quotas(headers: &HeaderMap) -> SmallVec<[AnnouncedQuota; 1]> {
+    let ietf = ietf_quotas(headers);
+    if !ietf.is_empty() {
+        return ietf;
+    }
+    draft_03_quotas(headers)
+}
+
+/// The quotas of `RateLimit-Policy`, with what `RateLimit` says is left of each.
+fn ietf_quotas(headers: &HeaderMap) -> SmallVec<[AnnouncedQuota; 1]> {
+    let items = |name: &'static str| {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .filter_map(list_items)
+            .flatten()
+    };
+    let states: SmallVec<[Item<'_>; 1]> = items("ratelimit").collect();
+    items("ratelimit-policy")
+        .filter_map(|policy| {
+            let quota = integer(param(&policy, "q")?)?;
+            let window = integer(param(&policy, "w")?).map(Duration::from_secs)?;
+            let remaining = states
+                .iter()
+                .find(|state| state.value == policy.value)
+                .and_then(|state| integer(param(state, "r")?));
+            let quota = AnnouncedQuota {
+                quota,
+                window,
+                remaining,
+            };
+            is_paceable(&quota).then_some(quota)
+        })
+        .collect()
+}
+
+/// The quota policies of a draft-03 `X-Ratelimit-Limit` (`10, 10;w=60, 1000;w=3600`): each
+/// member with a `w`; `X-Ratelimit-Remaining` counts down the limit in force, the first
+/// member.
+fn draft_03_quotas(headers: &HeaderMap) -> SmallVec<[AnnouncedQuota; 1]> {
+    let Some(items) = headers
+        .get("x-ratelimit-limit")
+        .and_then(|value| value.to_str().ok())
+        .and_then(list_items)
+    else {
+        return SmallVec::new();
+    };
+    let in_force = items.first().and_then(|item| integer(item.value));
+    let remaining = headers
+        .get("x-ratelimit-remaining")
+        .and_then(|value| integer(value.to_str().ok()?.trim()));
+    items
+        .iter()
+        .filter_map(|item| {
+            let quota = integer(item.value)?;
+            let window = integer(param(item, "w")?).map(Duration::from_secs)?;
+            let quota = AnnouncedQuota {
+                quota,
+                window,
+                remaining: remaining.filter(|_| in_force == Some(quota)),
+            };
+            is_paceable(&quota).then_some(quota)
+        })
+        .collect()
+}
+
+/// The raw value of `item`'s parameter `key`.
+fn param<'a>(item: &Item<'a>, key: &str) -> Option<&'a str> {
+    item.params
+        .iter()
+        .find(|(name, _)| *name == key)
+        .map(|&(_, value)| value)
+}
+
+fn is_paceable(quota: &AnnouncedQuota) -> bool {
+    quota.quota > 0 && !quota.window.is_zero()
+}
+
+/// One member of an RFC 8941 list: its bare value (a policy's name, a number) and its
+/// parameters (`key`, raw value; `?1` for a bare key).
+struct Item<'a> {
+    value: &'a str,
+    params: Vec<(&'a str, &'a str)>,
+}
+
+/// The members of an RFC 8941 list.
 ///
-/// Enough of RFC 8941 for the two fields above: items are split at commas and parameters at
-/// semicolons outside quoted strings; the item's own value (the policy name) is skipped.
-/// `None` for an unterminated string, an empty item, or a parameter without a key.
-fn list_items(field: &str) -> Option<Vec<Vec<(&str, &str)>>> {
+/// Enough of RFC 8941 for the fields read here: members are split at commas and parameters
+/// at semicolons outside quoted strings. `None` for an unterminated string, an empty
+/// member, or a parameter without a key.
+fn list_items(field: &str) -> Option<Vec<Item<'_>>> {
     let mut items = Vec::new();
     for member in split_outside_strings(field, b',')? {
         let mut parts = split_outside_strings(member, b';')?.into_iter();
-        if parts.next()?.trim().is_empty() {
+        let value = parts.next()?.trim();
+        if value.is_empty() {
             return None;
         }
         let mut params = Vec::new();
@@ -213,7 +278,7 @@ fn list_items(field: &str) -> Option<Vec<Vec<(&str, &str)>>> {
             }
             params.push((key, value));
         }
-        items.push(params);
+        items.push(Item { value, params });
     }
     Some(items)
 }
@@ -380,16 +445,84 @@ mod tests {
     }
 
     #[test]
-    fn quota_policies_read_quota_window_and_partition() {
-        let policies = quota_policies(r#""api";q=100;qu="request";w=60;pk=:YQ==:"#).unwrap();
+    fn quotas_come_from_the_policy_with_the_state_of_the_same_name() {
+        let answer = headers(&[
+            (
+                "ratelimit-policy",
+                r#""burst";q=40;w=2, "day";q=1000;qu="request";w=86400"#,
+            ),
+            ("ratelimit", r#""day";r=7;t=60, "burst";r=39;t=1"#),
+        ]);
         assert_eq!(
-            policies.as_slice(),
-            [QuotaPolicy {
-                quota: Some(100),
-                window: Some(Duration::from_secs(60)),
-                partition: Some(Partition::new(&b"a"[..])),
-            }]
+            announced_quotas(&answer).as_slice(),
+            [
+                AnnouncedQuota {
+                    quota: 40,
+                    window: Duration::from_secs(2),
+                    remaining: Some(39),
+                },
+                AnnouncedQuota {
+                    quota: 1000,
+                    window: Duration::from_secs(86_400),
+                    remaining: Some(7),
+                },
+            ]
         );
+    }
+
+    #[test]
+    fn quotas_without_a_quota_or_a_window_are_not_announced() {
+        for policy in [
+            r#""a";q=10"#,
+            r#""a";w=10"#,
+            r#""a";q=0;w=1"#,
+            r#""a";q=5;w=0"#,
+        ] {
+            let answer = headers(&[("ratelimit-policy", policy)]);
+            assert!(announced_quotas(&answer).is_empty(), "{policy}");
+        }
+        let unnamed_state = headers(&[
+            ("ratelimit-policy", r#""a";q=10;w=1"#),
+            ("ratelimit", r#""b";r=0;t=1"#),
+        ]);
+        assert_eq!(announced_quotas(&unnamed_state)[0].remaining, None);
+    }
+
+    #[test]
+    fn envoy_draft_03_x_ratelimit_limit_announces_its_policies() {
+        let answer = headers(&[
+            (
+                "x-ratelimit-limit",
+                r#"10, 10;w=60;name="per-ip", 1000;w=3600"#,
+            ),
+            ("x-ratelimit-remaining", "4"),
+        ]);
+        assert_eq!(
+            announced_quotas(&answer).as_slice(),
+            [
+                AnnouncedQuota {
+                    quota: 10,
+                    window: Duration::from_secs(60),
+                    remaining: Some(4),
+                },
+                AnnouncedQuota {
+                    quota: 1000,
+                    window: Duration::from_secs(3600),
+                    remaining: None,
+                },
+            ]
+        );
+        let bare = headers(&[("x-ratelimit-limit", "10"), ("x-ratelimit-remaining", "4")]);
+        assert!(announced_quotas(&bare).is_empty(), "no window");
+    }
+
+    #[test]
+    fn ietf_quotas_win_over_x_ratelimit_limit() {
+        let answer = headers(&[
+            ("x-ratelimit-limit", "10, 10;w=60"),
+            ("ratelimit-policy", r#""a";q=5;w=1"#),
+        ]);
+        assert_eq!(announced_quotas(&answer)[0].quota, 5);
     }
 
     #[test]

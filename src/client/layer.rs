@@ -1,6 +1,7 @@
 //! [`RateLimitClientLayer`]: how a client is told to honour its servers' limits.
 
 use super::hold::Holds;
+use super::pace::Pacers;
 use super::{RateLimitClient, Retry};
 use crate::clock::{Clock, SystemClock};
 use std::fmt;
@@ -48,6 +49,7 @@ use tower_layer::Layer;
 #[derive(Clone)]
 pub struct RateLimitClientLayer {
     holds: Arc<Holds>,
+    pacers: Option<Arc<Pacers>>,
     clock: Arc<dyn Clock>,
     wait_up_to: Duration,
     retry: Option<Retry>,
@@ -65,6 +67,7 @@ impl RateLimitClientLayer {
     pub fn with_clock(clock: impl Clock) -> Self {
         RateLimitClientLayer {
             holds: Arc::default(),
+            pacers: None,
             clock: Arc::new(clock),
             wait_up_to: Duration::ZERO,
             retry: None,
@@ -103,6 +106,46 @@ impl RateLimitClientLayer {
         self.retry = Some(retry);
         self
     }
+
+    /// Spreads requests over the quotas their servers announce, so that a client asking for
+    /// more than its quota is not refused at all: the surplus is held back (or waits, with
+    /// [`wait_up_to`](Self::wait_up_to)) before it is sent. Off by default.
+    ///
+    /// A quota is read from `RateLimit-Policy` (`"api";q=40;w=2`: 40 units per 2 seconds),
+    /// or from `X-Ratelimit-Limit` in the form Envoy sends (`10, 10;w=60`); a bare
+    /// `X-Ratelimit-Limit: 10` names no window, and paces nothing. The layer keeps each quota
+    /// as a bucket of `q` that refills `q` per `w` (as GCRA does): what is left is sent at
+    /// once, then one request every `w / q`. Each response that says what is left
+    /// (`RateLimit: "api";r=7`, or `X-Ratelimit-Remaining` with Envoy's form) brings the
+    /// bucket down to the server's count when the server has less (another client spent
+    /// some), never up.
+    ///
+    /// A quota paces every later request to its origin in the same [`Partition`](super::Partition)
+    /// as the request it was announced to, and requests in any partition when that request
+    /// named none. Give requests to differently limited routes of one server their own
+    /// partition, or each is paced by the other's quota. A quota not announced again within
+    /// its window is forgotten.
+    ///
+    /// Pacing needs the server's quota to describe it: a token bucket of 20 a second with
+    /// bursts of 40 is `q=40;w=2` (tollgate's server layer announces it so with
+    /// `response.headers: ietf` or `both`). A server that announces its quota as larger than
+    /// it is still refuses, and its refusals still hold requests back.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::client::RateLimitClientLayer;
+    ///
+    /// // Send at the server's pace; a request whose turn is more than 100 ms away fails at
+    /// // once with `ClientError::Held`.
+    /// let layer = RateLimitClientLayer::new()
+    ///     .pace()
+    ///     .wait_up_to(Duration::from_millis(100));
+    /// ```
+    #[must_use]
+    pub fn pace(mut self) -> Self {
+        self.pacers = Some(Arc::default());
+        self
+    }
 }
 
 impl Default for RateLimitClientLayer {
@@ -115,6 +158,7 @@ impl fmt::Debug for RateLimitClientLayer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitClientLayer")
             .field("holds", &self.holds)
+            .field("pacers", &self.pacers)
             .field("wait_up_to", &self.wait_up_to)
             .field("retry", &self.retry)
             .finish_non_exhaustive()
@@ -132,5 +176,6 @@ impl<S> Layer<S> for RateLimitClientLayer {
             self.wait_up_to,
         )
         .retrying(self.retry.clone())
+        .pacing(self.pacers.clone())
     }
 }

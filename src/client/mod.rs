@@ -18,11 +18,17 @@
 //! [`wait_up_to`](RateLimitClientLayer::wait_up_to) and the wait is short enough. Other
 //! origins are not held. A refusal without a readable wait holds nothing.
 //!
+//! With [`pace`](RateLimitClientLayer::pace), the layer also keeps a copy of each quota the
+//! server announces (`RateLimit-Policy`, or Envoy's `X-Ratelimit-Limit: 10, 10;w=60`) and
+//! spreads requests over it, so that a client that asks for more than its quota holds the
+//! surplus back instead of being refused for it.
+//!
 //! With [`retry`](RateLimitClientLayer::retry), a refused idempotent request with an empty
 //! body is sent again after the server's wait (see [`Retry`] for the rules and the budget).
 //!
-//! What is not read (yet): statuses in the trailers of a streamed gRPC response (only
-//! trailers-only answers), and `X-Ratelimit-Remaining: 0` without a reset time.
+//! What is not read: statuses in the trailers of a streamed gRPC response (only
+//! trailers-only answers, which is how servers refuse a call before any message, tollgate's
+//! and tonic's alike), and `X-Ratelimit-Remaining: 0` without a reset time.
 //!
 //! ```
 //! use bytes::Bytes;
@@ -70,6 +76,7 @@ mod future;
 mod headers;
 mod hold;
 mod layer;
+mod pace;
 mod retry;
 mod service;
 

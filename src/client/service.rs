@@ -1,6 +1,7 @@
 //! [`RateLimitClient`]: holds the requests a server would refuse, and reads every answer.
 
 use super::hold::{Holds, Origin, Partition};
+use super::pace::Pacers;
 use super::retry::RequestHead;
 use super::{ClientError, Held, ResponseFuture, Retry};
 use crate::clock::Clock;
@@ -25,6 +26,7 @@ use tower_service::Service;
 pub struct RateLimitClient<S> {
     inner: S,
     holds: Arc<Holds>,
+    pacers: Option<Arc<Pacers>>,
     clock: Arc<dyn Clock>,
     wait_up_to: Duration,
     retry: Option<Retry>,
@@ -40,6 +42,7 @@ impl<S> RateLimitClient<S> {
         RateLimitClient {
             inner,
             holds,
+            pacers: None,
             clock,
             wait_up_to,
             retry: None,
@@ -49,6 +52,12 @@ impl<S> RateLimitClient<S> {
     /// Retries as `retry` says, or never.
     pub(crate) fn retrying(mut self, retry: Option<Retry>) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// Paces requests by the quotas in `pacers`, or not at all.
+    pub(crate) fn pacing(mut self, pacers: Option<Arc<Pacers>>) -> Self {
+        self.pacers = pacers;
         self
     }
 
@@ -73,6 +82,7 @@ impl<S: fmt::Debug> fmt::Debug for RateLimitClient<S> {
         f.debug_struct("RateLimitClient")
             .field("inner", &self.inner)
             .field("holds", &self.holds)
+            .field("pacers", &self.pacers)
             .field("wait_up_to", &self.wait_up_to)
             .field("retry", &self.retry)
             .finish_non_exhaustive()
@@ -82,6 +92,7 @@ impl<S: fmt::Debug> fmt::Debug for RateLimitClient<S> {
 /// Where a request goes, and the table its answer is written into.
 pub(crate) struct Recorder {
     holds: Arc<Holds>,
+    pacers: Option<Arc<Pacers>>,
     clock: Arc<dyn Clock>,
     // The origin is worked out only when it is needed (a hold, an announced wait), so that a
     // request to a client that holds nothing allocates nothing for it.
@@ -91,10 +102,11 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    fn of<B>(request: &Request<B>, holds: &Arc<Holds>, clock: &Arc<dyn Clock>) -> Self {
+    fn of<B, S>(request: &Request<B>, client: &RateLimitClient<S>) -> Self {
         Recorder {
-            holds: holds.clone(),
-            clock: clock.clone(),
+            holds: client.holds.clone(),
+            pacers: client.pacers.clone(),
+            clock: client.clock.clone(),
             uri: request.uri().clone(),
             host: request.headers().get(http::header::HOST).cloned(),
             partition: request.extensions().get::<Partition>().cloned(),
@@ -115,27 +127,52 @@ impl Recorder {
             .remaining(&self.origin(), self.partition.as_ref(), self.clock.now())
     }
 
+    /// Books the request's turn under the quotas its server announced: how long it must
+    /// wait for it, or, if longer than `up_to`, that wait as the error (and nothing booked).
+    fn book(&self, up_to: Duration) -> Result<Duration, Duration> {
+        let Some(pacers) = &self.pacers else {
+            return Ok(Duration::ZERO);
+        };
+        let now = self.clock.now();
+        pacers.book(&self.origin(), self.partition.as_ref(), now, up_to)
+    }
+
     /// The layer clock's time.
     pub(crate) fn now(&self) -> crate::clock::Nanos {
         self.clock.now()
     }
 
-    /// Holds the origin (or the partitions named) for the waits `response` announces; the
-    /// longest of them if `response` is a refusal.
+    /// Holds the origin (or the partitions named) for the waits `response` announces, and
+    /// takes in the quotas it announces when pacing; returns the longest wait if `response`
+    /// is a refusal.
     pub(crate) fn record<B>(&self, response: &Response<B>) -> Option<Duration> {
         let now = self.clock.now();
+        let headers = response.headers();
         let wall_clock = std::time::UNIX_EPOCH + Duration::from_nanos(now.as_u64());
-        let notices = super::headers::notices(response.status(), response.headers(), wall_clock);
-        if notices.is_empty() {
-            return None;
-        }
+        let mut notices = super::headers::notices(response.status(), headers, wall_clock);
         let refused = response.status() == http::StatusCode::TOO_MANY_REQUESTS
-            || super::headers::is_resource_exhausted(response.headers());
-        let longest = notices
+            || super::headers::is_resource_exhausted(headers);
+        let refused_for = notices
             .iter()
             .map(|notice| notice.wait)
             .max()
             .filter(|_| refused);
+        if let Some(pacers) = &self.pacers {
+            let quotas = super::headers::announced_quotas(headers);
+            if !quotas.is_empty() || refused_for.is_some() {
+                let partition = self.partition.as_ref();
+                pacers.learn(&self.origin(), partition, &quotas, refused_for, now);
+            }
+            if !refused && !quotas.is_empty() {
+                // An exhausted quota it paces by is not a hold: its copy sends the next
+                // request when the next unit is back, where the quota's reset may be the
+                // time it is full again.
+                notices.clear();
+            }
+        }
+        if notices.is_empty() {
+            return refused_for;
+        }
         let origin = self.origin();
         for notice in notices {
             tracing::debug!(
@@ -147,7 +184,7 @@ impl Recorder {
             let until = now.plus(crate::clock::saturating_nanos(notice.wait));
             self.holds.hold(&origin, notice.partition, until, now);
         }
-        longest
+        refused_for
     }
 }
 
@@ -166,7 +203,20 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        let recorder = Recorder::of(&request, &self.holds, &self.clock);
+        let recorder = Recorder::of(&request, self);
+        // Held by a refusal's wait, or paced by a quota, for longer than it may wait: not
+        // sent. Booking its turn under the quotas comes second, so that a request held
+        // back spends none of them.
+        let wait = match recorder.remaining() {
+            Some(hold) if hold > self.wait_up_to => Err(hold),
+            hold => recorder
+                .book(self.wait_up_to)
+                .map(|turn| turn.max(hold.unwrap_or_default())),
+        };
+        let wait = match wait {
+            Ok(wait) => wait,
+            Err(wait) => return ResponseFuture::held(Held::new(wait, recorder.origin())),
+        };
         let (request, head) = match &self.retry {
             Some(retry) => retry.replayable(request),
             None => (request, None),
@@ -181,23 +231,20 @@ where
                 inner: inner.clone(),
             })
         };
-        match recorder.remaining() {
-            None => {
-                let replay = replay(&self.inner);
-                ResponseFuture::sending(self.inner.call(request), recorder, replay)
-            }
-            // The ready service stays here for the next call; the clone readies itself
-            // after the wait, so that it reserves nothing while it sleeps.
-            Some(wait) if wait <= self.wait_up_to => ResponseFuture::waiting(
-                wait,
-                self.wait_up_to,
-                request,
-                self.inner.clone(),
-                recorder,
-                replay(&self.inner),
-            ),
-            Some(wait) => ResponseFuture::held(Held::new(wait, recorder.origin())),
+        if wait.is_zero() {
+            let replay = replay(&self.inner);
+            return ResponseFuture::sending(self.inner.call(request), recorder, replay);
         }
+        // The ready service stays here for the next call; the clone readies itself after
+        // the wait, so that it reserves nothing while it sleeps.
+        ResponseFuture::waiting(
+            wait,
+            self.wait_up_to,
+            request,
+            self.inner.clone(),
+            recorder,
+            replay(&self.inner),
+        )
     }
 }
 

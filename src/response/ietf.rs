@@ -1,15 +1,18 @@
 //! The IETF `RateLimit-Policy` and `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers).
 
 use super::wait::{seconds_rounded_up, whole_seconds_at_least_one};
-use crate::algorithm::Decision;
+use crate::algorithm::{Algorithm, Decision, Quota};
 use crate::rules::Limit;
 use http::HeaderValue;
+use std::time::Duration;
 
 /// `RateLimit-Policy` and `RateLimit` for `decision` of `limit`, e.g.
 /// `"api";q=100;w=60` and `"api";r=42;t=17`; `None` if they could not be written.
 pub(super) fn fields(limit: &Limit, decision: &Decision) -> Option<[HeaderValue; 2]> {
     let name = structured_string(limit.label());
-    let window = limit.quota().map_or(0, |q| q.period().as_secs().max(1));
+    let window = limit
+        .limited()
+        .map_or(0, |(algorithm, quota)| policy_window(algorithm, quota));
     let (remaining, reset) = if decision.allowed {
         (decision.remaining, seconds_rounded_up(decision.reset_after))
     } else {
@@ -22,6 +25,30 @@ pub(super) fn fields(limit: &Limit, decision: &Decision) -> Option<[HeaderValue;
         HeaderValue::try_from(policy).ok()?,
         HeaderValue::try_from(state).ok()?,
     ])
+}
+
+/// The `w` of `RateLimit-Policy`, in whole seconds, such that a client that spends
+/// `q = capacity` units at once and then `q` per `w` is never refused.
+///
+/// A window algorithm's window is its period. A bucket (token bucket, GCRA, leaky bucket)
+/// holds `capacity` and refills `requests_per_period` per period, so `capacity` units take
+/// `capacity × period / requests_per_period` to come back: with 20 a second and bursts of
+/// 40, `q=40;w=2`, not `w=1`, which would announce twice the rate. Rounded up to a whole
+/// second (at least 1), which announces a rate at most the real one.
+fn policy_window(algorithm: Algorithm, quota: &Quota) -> u64 {
+    let period = quota.period();
+    let refill = match algorithm {
+        Algorithm::FixedWindow | Algorithm::SlidingWindowLog | Algorithm::SlidingWindowCounter => {
+            period
+        }
+        Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket => {
+            let requests = u128::from(quota.requests_per_period().max(1));
+            let capacity = u128::from(algorithm.capacity(quota));
+            let nanos = (period.as_nanos() * capacity).div_ceil(requests);
+            Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+        }
+    };
+    seconds_rounded_up(refill).max(1)
 }
 
 /// An RFC 8941 sf-string: quoted, with `"` and `\` escaped and non-ASCII dropped.
@@ -41,6 +68,45 @@ fn structured_string(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn window(algorithm: Algorithm, quota: Quota) -> u64 {
+        policy_window(algorithm, &quota)
+    }
+
+    #[test]
+    fn windows_announce_their_period() {
+        let quota = Quota::new(100, Duration::from_secs(60)).unwrap();
+        for algorithm in [
+            Algorithm::FixedWindow,
+            Algorithm::SlidingWindowLog,
+            Algorithm::SlidingWindowCounter,
+        ] {
+            assert_eq!(window(algorithm, quota), 60);
+        }
+        let short = Quota::new(10, Duration::from_millis(100)).unwrap();
+        assert_eq!(
+            window(Algorithm::FixedWindow, short),
+            1,
+            "at least a second"
+        );
+    }
+
+    #[test]
+    fn buckets_announce_the_time_their_capacity_takes_to_refill() {
+        let per_second = |requests| Quota::new(requests, Duration::from_secs(1)).unwrap();
+        assert_eq!(
+            window(Algorithm::TokenBucket, per_second(20).with_burst(40)),
+            2
+        );
+        assert_eq!(window(Algorithm::Gcra, per_second(1).with_burst(3)), 3);
+        assert_eq!(window(Algorithm::TokenBucket, per_second(20)), 1);
+        // 30 take 1.5 s to come back: announced as 30 per 2 s, a little under the rate.
+        assert_eq!(window(Algorithm::Gcra, per_second(20).with_burst(30)), 2);
+        // A queue of 9 and the request being served: 10 at 5 a second.
+        let queue = per_second(5).with_queue(9);
+        assert_eq!(window(Algorithm::LeakyBucket, queue), 2);
+        assert_eq!(window(Algorithm::TokenBucket, per_second(0)), 1);
+    }
 
     #[test]
     fn structured_strings_escape_quotes() {
