@@ -4,13 +4,15 @@
 //! ```text
 //! cargo run --example server      # in another shell: 127.0.0.1:3000, per client 20/s, bursts of 40
 //! cargo run --example client --features client -- http://127.0.0.1:3000/ --rate 200 --seconds 5
+//! cargo run --example client --features client -- http://127.0.0.1:3000/ --rate 200 --seconds 5 --no-pace
 //! cargo run --example client --features client -- http://127.0.0.1:3000/ --rate 200 --seconds 5 --no-layer
 //! ```
 //!
 //! It sends `GET URL` `N` times a second (paced by a timer; each request runs on its own
 //! task, so a slow answer does not slow the pace) for `S` seconds, with hyper-util's legacy
-//! client behind a fail-fast `RateLimitClientLayer` (or none with `--no-layer`), waits for
-//! every answer, and prints one JSON line:
+//! client behind a `RateLimitClientLayer` that paces by the quota the server announces and
+//! fails fast (`--no-pace`: that only honours refusals and exhausted quotas; `--no-layer`:
+//! none), waits for every answer, and prints one JSON line:
 //!
 //! ```text
 //! {"sent":…,"ok":…,"limited":…,"failed_fast":…,"waited_ms":…}
@@ -18,7 +20,8 @@
 //!
 //! - `sent`: requests that reached the server (all but the `failed_fast` ones);
 //! - `ok`: 2xx answers; `limited`: 429 answers;
-//! - `failed_fast`: requests the layer refused with `ClientError::Held`, without sending them;
+//! - `failed_fast`: requests the layer refused with `ClientError::Held`, without sending them
+//!   (the server refused an earlier one for a while, or the quota's next unit is not back);
 //! - `waited_ms`: time requests spent waiting in the layer: always 0 here, since the layer
 //!   fails fast (it is built without `wait_up_to`).
 //!
@@ -38,31 +41,46 @@ use tokio::task::JoinSet;
 use tollgate::client::{ClientError, RateLimitClientLayer};
 use tower::{Layer, Service, ServiceExt};
 
-const USAGE: &str =
-    "usage: cargo run --example client --features client -- URL --rate N --seconds S [--no-layer]
+const USAGE: &str = "usage: cargo run --example client --features client -- URL --rate N --seconds S [--no-pace | --no-layer]
   URL          an http:// URL, requested with GET
   --rate N     requests a second, 1 to 100000
   --seconds S  how long to send, in seconds, 1 to 3600
+  --no-pace    send through tollgate's client layer without pacing
   --no-layer   send without tollgate's client layer";
+
+/// What the requests go through.
+#[derive(Clone, Copy, PartialEq)]
+enum Through {
+    /// The client layer, pacing.
+    Paced,
+    /// The client layer, not pacing.
+    Layer,
+    /// Nothing: the plain client.
+    Nothing,
+}
 
 struct Args {
     uri: Uri,
     rate: u32,
     seconds: u32,
-    layer: bool,
+    through: Through,
 }
 
 fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut uri = None;
     let mut rate = None;
     let mut seconds = None;
-    let mut layer = true;
+    let mut through = Through::Paced;
     let mut args = args;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--rate" => rate = Some(number(&mut args, "--rate", 100_000)?),
             "--seconds" => seconds = Some(number(&mut args, "--seconds", 3600)?),
-            "--no-layer" => layer = false,
+            "--no-pace" | "--no-layer" if through != Through::Paced => {
+                return Err("--no-pace and --no-layer exclude each other".to_owned())
+            }
+            "--no-pace" => through = Through::Layer,
+            "--no-layer" => through = Through::Nothing,
             "-h" | "--help" => return Err(String::new()),
             other if other.starts_with('-') => return Err(format!("unknown option {other}")),
             other if uri.is_none() => {
@@ -83,7 +101,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
         uri: uri.ok_or("missing URL")?,
         rate: rate.ok_or("missing --rate N")?,
         seconds: seconds.ok_or("missing --seconds S")?,
-        layer,
+        through,
     })
 }
 
@@ -197,12 +215,12 @@ async fn main() -> ExitCode {
         }
     };
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let counts = if args.layer {
-        // Fail fast: a request the server would refuse is not sent, and not waited for.
-        run(RateLimitClientLayer::new().layer(client), &args).await
-    } else {
+    // Fail fast: a request the server would refuse is not sent, and not waited for.
+    let counts = match args.through {
+        Through::Paced => run(RateLimitClientLayer::new().pace().layer(client), &args).await,
+        Through::Layer => run(RateLimitClientLayer::new().layer(client), &args).await,
         // The same counting, with the plain client's errors in the same shape.
-        run(client.map_err(ClientError::Service), &args).await
+        Through::Nothing => run(client.map_err(ClientError::Service), &args).await,
     };
     let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
     let errors = load(&counts.errors);

@@ -46,7 +46,8 @@
 //! - [`response`]: the headers and rejection bodies.
 //! - `reload` (feature `reload`): hot reload of the rules file.
 //! - `client` (feature `client`): the other end of the wire, a layer for clients that holds
-//!   the requests their servers announced they would refuse.
+//!   the requests their servers announced they would refuse, and paces itself by the
+//!   quotas they announce.
 //!
 //! # Features
 //!
@@ -58,8 +59,8 @@
 //!   [`metrics`](https://docs.rs/metrics) facade, for whichever recorder the application
 //!   installs; off, nothing is measured ([the list](guide::operations#metrics)).
 //! - `client`: `client::RateLimitClientLayer`, for clients: honours `Retry-After`, the
-//!   `X-Ratelimit-*` and IETF `RateLimit` fields and gRPC pushback, and may retry
-//!   idempotent requests after the server's wait.
+//!   `X-Ratelimit-*` and IETF `RateLimit` fields and gRPC pushback, may pace itself by the
+//!   announced quota, and may retry idempotent requests after the server's wait.
 //!
 //! The `tollgate` command (`tollgate check`, `tollgate explain`) is the separate
 //! `tollgate-cli` crate.

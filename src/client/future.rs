@@ -154,7 +154,7 @@ where
                     // Another answer may have extended the hold while this one slept.
                     if let Some(wait) = recorder.remaining() {
                         if wait > *budget {
-                            let held = Held::new(wait, recorder.origin());
+                            let held = Held::new(wait, recorder.origin().clone());
                             this.state.set(State::Held { held: Some(held) });
                             continue;
                         }

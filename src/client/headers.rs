@@ -4,8 +4,12 @@
 //! the field were absent.
 
 use super::Partition;
+use crate::response::{
+    GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT,
+    X_RATELIMIT_REMAINING, X_RATELIMIT_RETRY_AFTER,
+};
 use base64::Engine;
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use smallvec::SmallVec;
 use std::time::{Duration, SystemTime};
 
@@ -29,7 +33,7 @@ pub(crate) fn notices(
     now: SystemTime,
 ) -> SmallVec<[Notice; 1]> {
     let exhausted: SmallVec<[ServiceLimit; 1]> = headers
-        .get_all("ratelimit")
+        .get_all(RATELIMIT)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .filter_map(service_limits)
@@ -53,9 +57,7 @@ pub(crate) fn notices(
         headers
             .get(http::header::RETRY_AFTER)
             .and_then(|v| retry_after(v, now)),
-        headers
-            .get("x-ratelimit-retry-after")
-            .and_then(delta_seconds),
+        headers.get(X_RATELIMIT_RETRY_AFTER).and_then(delta_seconds),
         grpc_pushback(headers),
     ];
     let wait = announced
@@ -108,7 +110,7 @@ pub(crate) fn delta_seconds(value: &HeaderValue) -> Option<Duration> {
 /// carries its status in the headers).
 pub(crate) fn is_resource_exhausted(headers: &HeaderMap) -> bool {
     headers
-        .get("grpc-status")
+        .get(GRPC_STATUS)
         .is_some_and(|status| status.as_bytes().trim_ascii() == b"8")
 }
 
@@ -118,7 +120,7 @@ pub(crate) fn grpc_pushback(headers: &HeaderMap) -> Option<Duration> {
     if !is_resource_exhausted(headers) {
         return None;
     }
-    let millis = headers.get("grpc-retry-pushback-ms")?.to_str().ok()?.trim();
+    let millis = headers.get(GRPC_RETRY_PUSHBACK_MS)?.to_str().ok()?.trim();
     if millis.is_empty() || !millis.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -180,7 +182,7 @@ pub(crate) fn announced_quotas(headers: &HeaderMap) -> SmallVec<[AnnouncedQuota;
 
 /// The quotas of `RateLimit-Policy`, with what `RateLimit` says is left of each.
 fn ietf_quotas(headers: &HeaderMap) -> SmallVec<[AnnouncedQuota; 1]> {
-    let items = |name: &'static str| {
+    let items = |name: HeaderName| {
         headers
             .get_all(name)
             .iter()
@@ -188,8 +190,8 @@ fn ietf_quotas(headers: &HeaderMap) -> SmallVec<[AnnouncedQuota; 1]> {
             .filter_map(list_items)
             .flatten()
     };
-    let states: SmallVec<[Item<'_>; 1]> = items("ratelimit").collect();
-    items("ratelimit-policy")
+    let states: SmallVec<[Item<'_>; 1]> = items(RATELIMIT).collect();
+    items(RATELIMIT_POLICY)
         .filter_map(|policy| {
             let quota = integer(param(&policy, "q")?)?;
             let window = integer(param(&policy, "w")?).map(Duration::from_secs)?;
@@ -212,7 +214,7 @@ fn ietf_quotas(headers: &HeaderMap) -> SmallVec<[AnnouncedQuota; 1]> {
 /// member.
 fn draft_03_quotas(headers: &HeaderMap) -> SmallVec<[AnnouncedQuota; 1]> {
     let Some(items) = headers
-        .get("x-ratelimit-limit")
+        .get(X_RATELIMIT_LIMIT)
         .and_then(|value| value.to_str().ok())
         .and_then(list_items)
     else {
@@ -220,7 +222,7 @@ fn draft_03_quotas(headers: &HeaderMap) -> SmallVec<[AnnouncedQuota; 1]> {
     };
     let in_force = items.first().and_then(|item| integer(item.value));
     let remaining = headers
-        .get("x-ratelimit-remaining")
+        .get(X_RATELIMIT_REMAINING)
         .and_then(|value| integer(value.to_str().ok()?.trim()));
     items
         .iter()

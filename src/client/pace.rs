@@ -10,7 +10,7 @@ use super::headers::AnnouncedQuota;
 use super::hold::{Origin, Partition};
 use crate::clock::Nanos;
 use parking_lot::Mutex;
-use smallvec::SmallVec;
+use smallvec::{smallvec, SmallVec};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -18,9 +18,9 @@ use std::time::Duration;
 /// route, say) has the one announced longest ago forgotten.
 const MOST_QUOTAS: usize = 8;
 
-/// Whom a quota paces: requests to an origin in a partition (`None`: requests that name
-/// none).
-type Scope = (Origin, Option<Partition>);
+/// The quotas of one origin, by the partition of the requests they were announced to
+/// (`None`: requests that named none).
+type OriginPaces = HashMap<Option<Partition>, SmallVec<[Pace; 1]>>;
 
 /// One announced quota, kept as GCRA keeps a bucket.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,7 +98,7 @@ impl Pace {
 /// The quotas every origin announced; shared by the clones of a client layer.
 #[derive(Debug, Default)]
 pub(crate) struct Pacers {
-    scopes: Mutex<HashMap<Scope, SmallVec<[Pace; 1]>>>,
+    origins: Mutex<HashMap<Origin, OriginPaces>>,
 }
 
 impl Pacers {
@@ -115,16 +115,17 @@ impl Pacers {
         now: Nanos,
         up_to: Duration,
     ) -> Result<Duration, Duration> {
-        let mut scopes = self.scopes.lock();
-        if scopes.is_empty() {
+        let mut origins = self.origins.lock();
+        let Some(paces) = origins.get_mut(origin) else {
             return Ok(Duration::ZERO);
-        }
-        let unnamed = (origin.clone(), None);
-        let named = partition.map(|partition| (origin.clone(), Some(partition.clone())));
-        let wait = [Some(&unnamed), named.as_ref()]
-            .into_iter()
-            .flatten()
-            .filter_map(|scope| scopes.get(scope))
+        };
+        let scopes: SmallVec<[Option<Partition>; 2]> = match partition {
+            Some(partition) => smallvec![None, Some(partition.clone())],
+            None => smallvec![None],
+        };
+        let wait = scopes
+            .iter()
+            .filter_map(|scope| paces.get(scope))
             .flatten()
             .map(|pace| pace.wait(now))
             .max()
@@ -133,8 +134,8 @@ impl Pacers {
         if wait > up_to {
             return Err(wait);
         }
-        for scope in [Some(&unnamed), named.as_ref()].into_iter().flatten() {
-            if let Some(paces) = scopes.get_mut(scope) {
+        for scope in &scopes {
+            if let Some(paces) = paces.get_mut(scope) {
                 paces.iter_mut().for_each(|pace| pace.spend(now));
             }
         }
@@ -153,17 +154,23 @@ impl Pacers {
         refused_for: Option<Duration>,
         now: Nanos,
     ) {
-        let mut scopes = self.scopes.lock();
-        let scope = (origin.clone(), partition.cloned());
-        if !scopes.contains_key(&scope) {
-            // A new scope: first forget the scopes whose quotas all went stale, so that the
+        let mut origins = self.origins.lock();
+        if !origins.contains_key(origin) {
+            // A new origin: first forget the origins whose quotas all went stale, so that the
             // table holds only the servers that still announce theirs.
-            scopes.retain(|_, paces| {
-                paces.retain(|pace| !pace.is_stale(now));
-                !paces.is_empty()
+            origins.retain(|_, scopes| {
+                scopes.retain(|_, paces| {
+                    paces.retain(|pace| !pace.is_stale(now));
+                    !paces.is_empty()
+                });
+                !scopes.is_empty()
             });
+            origins.insert(origin.clone(), OriginPaces::default());
         }
-        let paces = scopes.entry(scope).or_default();
+        // Looked up again rather than through `entry`, which would take the origin by value:
+        // an allocation for each response.
+        let scopes = origins.get_mut(origin).expect("present: inserted above");
+        let paces = scopes.entry(partition.cloned()).or_default();
         paces.retain(|pace| !pace.is_stale(now));
         for quota in quotas {
             match paces.iter_mut().find(|pace| pace.is(quota)) {
@@ -185,10 +192,10 @@ impl Pacers {
         }
     }
 
-    /// The number of scopes kept (for tests).
+    /// The number of origins kept (for tests).
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.scopes.lock().len()
+        self.origins.lock().len()
     }
 }
 
@@ -356,7 +363,7 @@ mod tests {
     }
 
     #[test]
-    fn scopes_whose_quotas_went_stale_are_dropped() {
+    fn origins_whose_quotas_went_stale_are_dropped() {
         let pacers = Pacers::default();
         let now = Nanos::new(SECOND);
         let other = Origin::of(&"http://b.example/".parse().unwrap(), None);
@@ -378,8 +385,8 @@ mod tests {
         for n in 1..=9 {
             pacers.learn(&origin(), None, &[quota(n, 60, Some(n))], None, now.plus(n));
         }
-        let paces = pacers.scopes.lock();
-        let kept: Vec<u64> = paces[&(origin(), None)].iter().map(|p| p.quota).collect();
+        let origins = pacers.origins.lock();
+        let kept: Vec<u64> = origins[&origin()][&None].iter().map(|p| p.quota).collect();
         assert_eq!(kept, [2, 3, 4, 5, 6, 7, 8, 9]);
     }
 }

@@ -7,7 +7,7 @@ use super::{ClientError, Held, ResponseFuture, Retry};
 use crate::clock::Clock;
 use http::{HeaderValue, Request, Response, Uri};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tower_service::Service;
@@ -94,10 +94,12 @@ pub(crate) struct Recorder {
     holds: Arc<Holds>,
     pacers: Option<Arc<Pacers>>,
     clock: Arc<dyn Clock>,
-    // The origin is worked out only when it is needed (a hold, an announced wait), so that a
-    // request to a client that holds nothing allocates nothing for it.
+    // The origin is worked out only when it is needed (a hold, an announced wait, pacing),
+    // and then once, so that a request to a client that holds nothing allocates nothing for
+    // it.
     uri: Uri,
     host: Option<HeaderValue>,
+    origin: OnceLock<Origin>,
     partition: Option<Partition>,
 }
 
@@ -109,13 +111,15 @@ impl Recorder {
             clock: client.clock.clone(),
             uri: request.uri().clone(),
             host: request.headers().get(http::header::HOST).cloned(),
+            origin: OnceLock::new(),
             partition: request.extensions().get::<Partition>().cloned(),
         }
     }
 
     /// The origin the request goes to.
-    pub(crate) fn origin(&self) -> Origin {
-        Origin::of(&self.uri, self.host.as_ref())
+    pub(crate) fn origin(&self) -> &Origin {
+        self.origin
+            .get_or_init(|| Origin::of(&self.uri, self.host.as_ref()))
     }
 
     /// How long the request is still held, if at all.
@@ -124,7 +128,7 @@ impl Recorder {
             return None;
         }
         self.holds
-            .remaining(&self.origin(), self.partition.as_ref(), self.clock.now())
+            .remaining(self.origin(), self.partition.as_ref(), self.clock.now())
     }
 
     /// Books the request's turn under the quotas its server announced: how long it must
@@ -134,7 +138,7 @@ impl Recorder {
             return Ok(Duration::ZERO);
         };
         let now = self.clock.now();
-        pacers.book(&self.origin(), self.partition.as_ref(), now, up_to)
+        pacers.book(self.origin(), self.partition.as_ref(), now, up_to)
     }
 
     /// The layer clock's time.
@@ -161,7 +165,7 @@ impl Recorder {
             let quotas = super::headers::announced_quotas(headers);
             if !quotas.is_empty() || refused_for.is_some() {
                 let partition = self.partition.as_ref();
-                pacers.learn(&self.origin(), partition, &quotas, refused_for, now);
+                pacers.learn(self.origin(), partition, &quotas, refused_for, now);
             }
             if !refused && !quotas.is_empty() {
                 // An exhausted quota it paces by is not a hold: its copy sends the next
@@ -182,7 +186,7 @@ impl Recorder {
                 "server announced a wait; holding requests",
             );
             let until = now.plus(crate::clock::saturating_nanos(notice.wait));
-            self.holds.hold(&origin, notice.partition, until, now);
+            self.holds.hold(origin, notice.partition, until, now);
         }
         refused_for
     }
@@ -215,7 +219,7 @@ where
         };
         let wait = match wait {
             Ok(wait) => wait,
-            Err(wait) => return ResponseFuture::held(Held::new(wait, recorder.origin())),
+            Err(wait) => return ResponseFuture::held(Held::new(wait, recorder.origin().clone())),
         };
         let (request, head) = match &self.retry {
             Some(retry) => retry.replayable(request),

@@ -113,6 +113,13 @@
 //! | `leaky_bucket` | the queue's places plus the request being served (fewer when `max_delay` cuts the queue short) |
 //! | the windows | `requests_per_unit` |
 //!
+//! The IETF `RateLimit-Policy` (`response.headers: ietf` or `both`) gives that number as
+//! `q`, and as `w` the time `q` takes to come back: a window's period, and a bucket's
+//! capacity over its rate, rounded up to a whole second (20 a second with bursts of 40 is
+//! `q=40;w=2`). A client that spends `q` at once and then `q` per `w`, as tollgate's client
+//! layer does when it paces, is never refused by a bucket. `RateLimit`'s `t` is the time
+//! until the limit is full again.
+//!
 //! `X-Ratelimit-Remaining` never overstates what the client may still send. `Retry-After`
 //! is exact, rounded up to whole seconds: a retry after that long is admitted. A limit that
 //! can never admit the request (`requests_per_unit: 0`, or a `cost` larger than the limit)

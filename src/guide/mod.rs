@@ -11,6 +11,8 @@
 //! - [`operations`]: running it: hot reload, Redis and the failure policy, metrics and
 //!   tracing, the client IP behind proxies, the headers and gRPC answers, and the `tollgate`
 //!   command (`tollgate check`, `tollgate explain`).
+//! - `client` (feature `client`): the other end of the wire, a layer for clients that holds
+//!   back what their servers would refuse and paces itself by the quotas they announce.
 //!
 //! # One request, start to end
 //!
@@ -53,6 +55,8 @@
 //! # }).unwrap();
 //! ```
 
+#[cfg(feature = "client")]
+pub mod client;
 pub mod algorithms;
 pub mod operations;
 pub mod rules;

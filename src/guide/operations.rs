@@ -356,7 +356,7 @@
 //! |---|---|
 //! | admitted | `X-Ratelimit-Limit`, `X-Ratelimit-Remaining` of the most restrictive limit (none when no limit applied) |
 //! | denied (`429`) | `X-Ratelimit-Limit`, `X-Ratelimit-Remaining: 0`, `X-Ratelimit-Retry-After`, `Retry-After`; body `application/problem+json` (RFC 9457) |
-//! | optional | `X-Ratelimit-Reset` (`response.reset_header: true`); `RateLimit-Policy: "name";q=100;w=60` and `RateLimit: "name";r=42;t=17` (`response.headers: ietf` or `both`, draft-ietf-httpapi-ratelimit-headers) |
+//! | optional | `X-Ratelimit-Reset` (`response.reset_header: true`); `RateLimit-Policy: "name";q=100;w=60` and `RateLimit: "name";r=42;t=17` (`response.headers: ietf` or `both`, draft-ietf-httpapi-ratelimit-headers; a bucket's `w` is the time its `q` takes to come back, see [algorithms](super::algorithms#what-the-headers-report)) |
 //!
 //! That is the default set, `response.headers: x_ratelimit`. `ietf` sends the IETF fields
 //! instead, `both` sends both, and `none` sends no rate-limit header on admitted responses;
@@ -379,8 +379,11 @@
 //! On the other end of the wire, the client layer (feature `client`,
 //! `tollgate::client::RateLimitClientLayer`) reads exactly these answers: after a refusal,
 //! or an `ietf` answer with `r=0`, it does not send to that server again until the wait has
-//! passed (the module's documentation shows it on a hyper client). With `retry`, it sends
-//! refused idempotent requests again once the wait is over, within a retry budget.
+//! passed (the module's documentation shows it on a hyper client). With `pace`, it spreads
+//! its requests over the quota that `RateLimit-Policy` announces, and is not refused at
+//! all. With `retry`, it sends refused idempotent requests again once the wait is over,
+//! within a retry budget. The guide's `client` chapter (built with the feature) has the
+//! details and figures.
 //!
 //! # The `tollgate` command: `check` and `explain`
 //!

@@ -5,9 +5,9 @@ use http::header::{HeaderName, HeaderValue, CONTENT_TYPE};
 use http::{HeaderMap, Response};
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 
-const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+pub(crate) const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
-pub(super) const GRPC_RETRY_PUSHBACK_MS: HeaderName =
+pub(crate) const GRPC_RETRY_PUSHBACK_MS: HeaderName =
     HeaderName::from_static("grpc-retry-pushback-ms");
 /// RESOURCE_EXHAUSTED.
 pub(super) const RESOURCE_EXHAUSTED: HeaderValue = HeaderValue::from_static("8");

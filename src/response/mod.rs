@@ -31,6 +31,8 @@ mod rejection;
 mod wait;
 
 pub(crate) use grpc::is_grpc;
+#[cfg(feature = "client")]
+pub(crate) use grpc::{GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS};
 pub(crate) use headers::{headers, RateLimitHeaders};
 pub use headers::{
     RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
