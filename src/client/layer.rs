@@ -120,6 +120,11 @@ impl RateLimitClientLayer {
     /// bucket down to the server's count when the server has less (another client spent
     /// some), never up.
     ///
+    /// An answer whose quota is spent (`r=0`) does not hold the origin while pacing, as it
+    /// does without: the copy sends the next request when the next unit is back, where the
+    /// answer's reset (`t`) may be the time the whole quota is. A refusal still holds for
+    /// its wait, after which the copy starts empty.
+    ///
     /// A quota paces every later request to its origin in the same [`Partition`](super::Partition)
     /// as the request it was announced to, and requests in any partition when that request
     /// named none. Give requests to differently limited routes of one server their own

@@ -155,6 +155,17 @@ impl Pacers {
         now: Nanos,
     ) {
         let mut origins = self.origins.lock();
+        if quotas.is_empty() {
+            // A refusal that announces no quota: only the quotas already known empty.
+            let known = origins
+                .get_mut(origin)
+                .and_then(|scopes| scopes.get_mut(&partition.cloned()));
+            if let (Some(paces), Some(wait)) = (known, refused_for) {
+                let wait_ends = now.plus(crate::clock::saturating_nanos(wait));
+                paces.iter_mut().for_each(|pace| pace.empty_at(wait_ends));
+            }
+            return;
+        }
         if !origins.contains_key(origin) {
             // A new origin: first forget the origins whose quotas all went stale, so that the
             // table holds only the servers that still announce theirs.

@@ -55,8 +55,8 @@
 //! # }).unwrap();
 //! ```
 
+pub mod algorithms;
 #[cfg(feature = "client")]
 pub mod client;
-pub mod algorithms;
 pub mod operations;
 pub mod rules;
