@@ -15,6 +15,8 @@
 
 mod describe;
 mod request;
+#[cfg(feature = "server")]
+mod serve;
 mod table;
 
 use clap::{Parser, Subcommand};
