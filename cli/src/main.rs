@@ -15,6 +15,7 @@
 
 mod describe;
 mod request;
+mod simulate;
 mod table;
 
 use clap::{Parser, Subcommand};

@@ -254,6 +254,46 @@ impl<St: Store> Limiter<St> {
         }
     }
 
+    /// Decides an HTTP request as [`RateLimitLayer`](crate::RateLimitLayer) decides it: the
+    /// same sources, client address, matching and algorithms, and the same weight (1, for
+    /// limits that set no `cost` of their own). Nothing is sent and nothing waits: a
+    /// [`delay`](Verdict::delay) is the wait the layer would have made, its queue place
+    /// booked. For tools that replay traffic (`tollgate simulate`) and for tests.
+    ///
+    /// ```
+    /// use tollgate::{rules::Rules, source::PeerAddr, Limiter};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let rules = Rules::from_yaml(r#"
+    /// domain: api
+    /// descriptors:
+    ///   - key: remote_address
+    ///     rate_limit: { unit: minute, requests_per_unit: 1 }
+    /// "#)?;
+    /// let limiter = Limiter::new(rules);
+    /// let mut request = http::Request::get("/").body(())?;
+    /// request.extensions_mut().insert(PeerAddr("203.0.113.9:4000".parse()?));
+    /// assert!(limiter.check_request(&request).await?.is_allowed());
+    /// assert!(!limiter.check_request(&request).await?.is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`MissingPeerAddr`] when a limit needs the client address and the request carries no
+    /// socket peer (the layer answers `500` then).
+    pub async fn check_request<B>(
+        &self,
+        request: &http::Request<B>,
+    ) -> Result<Verdict, MissingPeerAddr> {
+        let mut deciding = self.deciding(RequestView::of(request), 1)?;
+        let ruling = deciding.settle().await;
+        let verdict = Verdict::new(ruling, deciding.rules());
+        deciding.go_ahead();
+        Ok(verdict)
+    }
+
     /// Starts deciding the request `view` shows, of weight `cost`, under the rules in force
     /// now: the layer's way in.
     pub(crate) fn deciding(

@@ -188,6 +188,33 @@ impl Limit {
         cost.max(1)
     }
 
+    /// This limit decided by `algorithm` instead, with its quota kept (see
+    /// [`Rules::with_algorithm`](super::Rules::with_algorithm)).
+    pub(super) fn with_algorithm(&self, algorithm: Algorithm) -> Limit {
+        let mut limit = self.clone();
+        let Rate::Limited {
+            quota,
+            algorithm: was,
+        } = self.rate
+        else {
+            return limit;
+        };
+        // The capacity carried over: the token bucket's and GCRA's burst, the leaky bucket's
+        // queue and the request being served (the windows take neither).
+        let capacity = was.capacity(&quota);
+        let quota = quota
+            .with_burst(capacity)
+            .with_queue(capacity.saturating_sub(1));
+        limit.rate = Rate::Limited { quota, algorithm };
+        if !super::compile::SYNCABLE.contains(&algorithm) {
+            limit.sync_every = None;
+        }
+        if !super::compile::APPROXIMABLE.contains(&algorithm) {
+            limit.approximate = None;
+        }
+        limit
+    }
+
     /// The names of the limits this one replaces when both apply.
     pub fn replaces(&self) -> &[String] {
         &self.replaces

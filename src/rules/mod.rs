@@ -44,6 +44,7 @@ pub(crate) use limit::Cost;
 pub use limit::{Limit, Rate};
 pub use response_options::{ResponseOptions, XRatelimitHeader};
 
+use crate::algorithm::Algorithm;
 use crate::source::{ClientIpResolver, MissingPeerAddr, Source};
 use serde_saphyr::{Budget, Location, Options};
 use smallvec::SmallVec;
@@ -159,6 +160,39 @@ impl Rules {
     /// Every rate limit, in the order of the file.
     pub fn limits(&self) -> &[Limit] {
         &self.limits
+    }
+
+    /// These rules with every limit decided by `algorithm`, each keeping its quota: the
+    /// same requests per period, and the same capacity (what a client may send at once: the
+    /// token bucket's and GCRA's `burst`, the leaky bucket's `queue` and the request being
+    /// served; a window's is its limit). For comparing algorithms on the same traffic, as
+    /// `tollgate simulate --compare-algorithms` does.
+    ///
+    /// A limit's `sync_every` is dropped where `algorithm` cannot be decided local-first,
+    /// and `approximate` where it cannot be counted in a sketch. `unlimited` entries stay.
+    ///
+    /// ```
+    /// use tollgate::algorithm::Algorithm;
+    /// use tollgate::rules::{Rate, Rules};
+    ///
+    /// let rules = Rules::from_yaml(r#"
+    /// domain: api
+    /// descriptors:
+    ///   - key: remote_address
+    ///     rate_limit: { unit: second, requests_per_unit: 20, algorithm: token_bucket, burst: 40 }
+    /// "#)?;
+    /// let leaky = rules.with_algorithm(Algorithm::LeakyBucket);
+    /// let Rate::Limited { quota, algorithm } = leaky.limits()[0].rate() else { panic!() };
+    /// assert_eq!(algorithm, Algorithm::LeakyBucket);
+    /// assert_eq!((quota.requests_per_period(), quota.queue()), (20, 39));
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    pub fn with_algorithm(&self, algorithm: Algorithm) -> Rules {
+        let mut rules = self.clone();
+        for limit in &mut rules.limits {
+            *limit = limit.with_algorithm(algorithm);
+        }
+        rules
     }
 
     /// How the client address is found.

@@ -23,7 +23,7 @@ const MAX_COUNT: u64 = i64::MAX as u64;
 /// shared store, and much shorter ones would save little over asking it each time.
 const MIN_SYNC_EVERY: Duration = Duration::from_millis(10);
 /// The algorithms a shared store can decide local-first (`sync_every`).
-const SYNCABLE: [Algorithm; 4] = [
+pub(in crate::rules) const SYNCABLE: [Algorithm; 4] = [
     Algorithm::FixedWindow,
     Algorithm::SlidingWindowCounter,
     Algorithm::TokenBucket,
@@ -40,7 +40,8 @@ const MIN_SKETCH_MEMORY: u128 = 64 * 1024;
 /// limit, and more than this is likelier a slip (`4GiB` for `4MiB`) than a need.
 const MAX_SKETCH_MEMORY: u128 = 1024 * 1024 * 1024;
 /// The algorithms the memory store can count in a sketch (`approximate`).
-const APPROXIMABLE: [Algorithm; 2] = [Algorithm::FixedWindow, Algorithm::SlidingWindowCounter];
+pub(in crate::rules) const APPROXIMABLE: [Algorithm; 2] =
+    [Algorithm::FixedWindow, Algorithm::SlidingWindowCounter];
 /// Why `approximate` and `sync_every` exclude each other.
 const APPROXIMATE_OR_LOCAL_FIRST: &str = "a limit is either approximate (counted in this process's memory) or local-first (sync_every, shared through Redis), not both";
 
