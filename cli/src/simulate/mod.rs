@@ -1,6 +1,237 @@
-//! `tollgate simulate`: replays traffic through the real limiter on a manual clock.
+//! `tollgate simulate`: replays traffic through the real limiter on a manual clock, and
+//! shows what each limit made of it.
+//!
+//! The traffic comes from a trace file ([`trace`]) or a synthetic pattern ([`synthetic`]).
+//! Each request goes through [`Limiter::check_request`](tollgate::Limiter::check_request),
+//! the layer's own way in, at its instant: an hour of traffic replays in seconds. Several
+//! replays run side by side over one pass of the traffic: the rules as written, each
+//! algorithm (`--compare-algorithms`), and other rules (`--against`).
 
 mod plot;
+mod replay;
+mod report;
 mod synthetic;
 mod trace;
 mod traffic;
+
+use clap::Args;
+use replay::{Replay, Verdict};
+use report::{Change, Report, Run};
+use std::fs::File;
+use std::io::{BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use synthetic::{Pattern, Synthetic};
+use tollgate::algorithm::Algorithm;
+use tollgate::rules::Rules;
+use trace::{Format, TraceError, TraceReader};
+use traffic::TraceRequest;
+
+/// Bad input: rules, a trace, or a file that cannot be written.
+const FAILED: u8 = 1;
+
+/// Where synthetic traffic starts: a fixed instant, so that runs repeat.
+const SYNTHETIC_START: u64 = 1_798_761_600 * 1_000_000_000; // 2027-01-01T00:00:00Z
+
+/// The traffic, the comparisons and the output of `tollgate simulate`.
+#[derive(Debug, Args)]
+pub(crate) struct SimulateArgs {
+    /// A trace: nginx/Apache combined log lines, JSON lines or CSV (see --format).
+    #[arg(long, value_name = "FILE", conflicts_with = "synthetic")]
+    trace: Option<PathBuf>,
+    /// The trace's format: combined, jsonl or csv; detected from its first line if not given.
+    #[arg(long, requires = "trace")]
+    format: Option<Format>,
+    /// Stop at the first line that cannot be read, instead of reporting and skipping it.
+    #[arg(long, requires = "trace")]
+    strict: bool,
+    /// Generated traffic instead of a trace: steady, burst, ramp, spikes or zipf.
+    #[arg(long, value_name = "PATTERN", required_unless_present = "trace")]
+    synthetic: Option<Pattern>,
+    /// Synthetic traffic: mean requests a second.
+    #[arg(long, default_value_t = 100.0, requires = "synthetic")]
+    rate: f64,
+    /// Synthetic traffic: how long, in seconds.
+    #[arg(long, default_value_t = 60, requires = "synthetic")]
+    seconds: u64,
+    /// Synthetic traffic: how many clients (addresses 10.0.0.1, 10.0.0.2, ...).
+    #[arg(long, default_value_t = 1, requires = "synthetic")]
+    clients: u32,
+    /// Synthetic traffic: the period of `burst` and `spikes`, in seconds.
+    #[arg(long, default_value_t = 10, requires = "synthetic")]
+    period: u64,
+    /// Synthetic traffic: the exponent of `zipf`.
+    #[arg(long, default_value_t = 1.0, requires = "synthetic")]
+    exponent: f64,
+    /// Synthetic traffic: the seed; the same seed gives the same traffic.
+    #[arg(long, default_value_t = 1, requires = "synthetic")]
+    seed: u64,
+    /// Synthetic traffic: the method and path every request asks for.
+    #[arg(long, default_value = "GET", requires = "synthetic")]
+    method: http::Method,
+    /// Synthetic traffic: the path (and query) every request asks for.
+    #[arg(long, default_value = "/", requires = "synthetic")]
+    path: String,
+    /// Also replay the traffic under each algorithm, every limit keeping its quota.
+    #[arg(long)]
+    compare_algorithms: bool,
+    /// Also replay the traffic under these rules, and show which requests change verdict.
+    #[arg(long, value_name = "OTHER_RULES")]
+    against: Option<PathBuf>,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Also show every request's verdict.
+    #[arg(long)]
+    verbose: bool,
+    /// Draw admitted, denied and delayed requests per second for each limit: .svg, .png or .html.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// How many of each limit's most denied keys to show.
+    #[arg(long, default_value_t = 5)]
+    top: usize,
+}
+
+/// Runs `tollgate simulate` on the rules in `file`.
+pub(crate) fn run(file: &Path, rules: Rules, args: &SimulateArgs) -> ExitCode {
+    match simulate(file, rules, args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(FAILED)
+        }
+    }
+}
+
+fn simulate(file: &Path, rules: Rules, args: &SimulateArgs) -> Result<(), String> {
+    let plot_format = args
+        .plot
+        .as_deref()
+        .map(plot::PlotFormat::from_path)
+        .transpose()?;
+    let other = match &args.against {
+        Some(path) => Some((path.clone(), load_other(path)?)),
+        None => None,
+    };
+    let mut runs = vec![Run::new(file.display().to_string(), None, rules.clone())];
+    if args.compare_algorithms {
+        for algorithm in Algorithm::ALL {
+            let label = format!("{} as {}", file.display(), algorithm.name());
+            runs.push(Run::new(
+                label,
+                Some(algorithm),
+                rules.with_algorithm(algorithm),
+            ));
+        }
+    }
+    let mut against = other.map(|(path, rules)| (path, Replay::new(rules)));
+    let mut report = Report::new(args.top, args.verbose);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|error| format!("cannot start: {error}"))?;
+    runtime.block_on(async {
+        let mut traffic = traffic(args)?;
+        let mut ordinal = 0_u64;
+        while let Some(request) = traffic.next_request(args.strict, &mut report)? {
+            ordinal += 1;
+            let mut first: Option<Verdict> = None;
+            for run in &mut runs {
+                let verdict = run.replay.decide(&request).await.map_err(no_address)?;
+                first.get_or_insert(verdict);
+            }
+            let Some(verdict) = first else { continue };
+            if let Some((_, other)) = &mut against {
+                let theirs = other.decide(&request).await.map_err(no_address)?;
+                if theirs != verdict {
+                    report.change(Change::new(ordinal, &request, &verdict, &theirs));
+                }
+            }
+            report.request(ordinal, &request, &verdict);
+        }
+        Ok::<(), String>(())
+    })?;
+    let against = against.map(|(path, replay)| (path.display().to_string(), replay));
+    let output = if args.json {
+        report.json(&runs, against.as_ref())
+    } else {
+        report.text(&runs, against.as_ref())
+    };
+    std::io::stdout()
+        .write_all(output.as_bytes())
+        .map_err(|error| format!("cannot write the report: {error}"))?;
+    if let (Some(path), Some(format)) = (&args.plot, plot_format) {
+        let plot = report.plot(&runs)?;
+        let bytes = plot::render(&plot, format)?;
+        std::fs::write(path, bytes)
+            .map_err(|error| format!("cannot write {}: {error}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The rules to compare with, or every error in them.
+fn load_other(path: &Path) -> Result<Rules, String> {
+    Rules::from_file(path).map_err(|errors| format!("--against {}:\n{errors}", path.display()))
+}
+
+fn no_address(_: tollgate::source::MissingPeerAddr) -> String {
+    "a request has no client address".to_owned()
+}
+
+/// The traffic to replay: a trace file, or a synthetic pattern.
+enum Traffic {
+    Trace(TraceReader<BufReader<File>>),
+    Synthetic(Box<dyn Iterator<Item = TraceRequest>>),
+}
+
+fn traffic(args: &SimulateArgs) -> Result<Traffic, String> {
+    if let Some(path) = &args.trace {
+        let file = File::open(path)
+            .map_err(|error| format!("cannot read the trace {}: {error}", path.display()))?;
+        let reader = TraceReader::new(BufReader::new(file), args.format)
+            .map_err(|error| format!("{}: {error}", path.display()))?;
+        return Ok(Traffic::Trace(reader));
+    }
+    let pattern = args
+        .synthetic
+        .ok_or("give a trace (--trace FILE) or a synthetic pattern (--synthetic PATTERN)")?;
+    let synthetic = Synthetic {
+        pattern,
+        rate: args.rate,
+        seconds: args.seconds,
+        clients: args.clients,
+        period: args.period,
+        exponent: args.exponent,
+        seed: args.seed,
+        start: SYNTHETIC_START,
+        target: args.path.clone(),
+        method: args.method.clone(),
+    };
+    synthetic.validate()?;
+    Ok(Traffic::Synthetic(Box::new(synthetic.into_requests())))
+}
+
+impl Traffic {
+    /// The next request; an unreadable line is reported on standard error and skipped,
+    /// unless `strict`.
+    fn next_request(
+        &mut self,
+        strict: bool,
+        report: &mut Report,
+    ) -> Result<Option<TraceRequest>, String> {
+        let reader = match self {
+            Traffic::Synthetic(requests) => return Ok(requests.next()),
+            Traffic::Trace(reader) => reader,
+        };
+        loop {
+            match reader.next() {
+                None => return Ok(None),
+                Some(Ok(request)) => return Ok(Some(request)),
+                Some(Err(error @ TraceError::Unreadable { .. })) if !strict => {
+                    eprintln!("{error} (skipped)");
+                    report.skipped();
+                }
+                Some(Err(error)) => return Err(error.to_string()),
+            }
+        }
+    }
+}

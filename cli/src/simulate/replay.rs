@@ -1,0 +1,246 @@
+//! One replay: the traffic through one set of rules, on a manual clock, and what each limit
+//! made of it.
+
+use super::traffic::TraceRequest;
+use http::{HeaderName, HeaderValue, Request};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tollgate::algorithm::Algorithm;
+use tollgate::clock::{ManualClock, Nanos};
+use tollgate::rules::{Rate, Rules};
+use tollgate::source::{MissingPeerAddr, PeerAddr};
+use tollgate::store::MemoryStore;
+use tollgate::Limiter;
+
+/// What the limiter decided for one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Admitted at once.
+    Admitted,
+    /// Admitted after this wait in a shaping leaky bucket's queue.
+    Delayed(Duration),
+    /// Refused (the layer's `429`).
+    Denied,
+}
+
+impl Outcome {
+    /// `admitted`, `delayed` or `denied`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Outcome::Admitted => "admitted",
+            Outcome::Delayed(_) => "delayed",
+            Outcome::Denied => "denied",
+        }
+    }
+}
+
+/// The verdict on one request, and which limit it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    pub(crate) outcome: Outcome,
+    /// The limit the verdict names: the one that refused; for an admitted request, the one
+    /// with the least room left. `None` when no limit applied.
+    pub(crate) limit: Option<Arc<str>>,
+}
+
+/// What one limit made of the traffic.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct LimitFigures {
+    /// Requests it applied to.
+    pub(crate) seen: u64,
+    /// Of those, admitted (at once or delayed).
+    pub(crate) admitted: u64,
+    /// Refused by this limit (the limit the refusal names, when several refuse). For a
+    /// shadow-mode limit: requests it would have refused.
+    pub(crate) denied: u64,
+    /// Admitted after a wait in this limit's queue.
+    pub(crate) delayed: u64,
+    /// The waits of the delayed requests, in nanoseconds.
+    pub(crate) delays: Vec<u64>,
+    /// Requests per state key (the client, user, ...), and how many of them it refused.
+    pub(crate) keys: HashMap<String, KeyFigures>,
+    /// Per second from the start of the traffic: admitted, denied, delayed.
+    pub(crate) per_second: Vec<[u64; 3]>,
+}
+
+/// One state key's requests under a limit.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KeyFigures {
+    pub(crate) requests: u64,
+    pub(crate) denied: u64,
+}
+
+impl LimitFigures {
+    /// Counts a request that this limit applied to, with state key `key`, at second
+    /// `second` of the traffic: admitted, delayed by its queue, or refused by it (or not
+    /// refused by it, when another limit refused the request).
+    fn count(&mut self, key: String, second: usize, outcome: Count) {
+        self.seen += 1;
+        let figures = self.keys.entry(key).or_default();
+        figures.requests += 1;
+        if self.per_second.len() <= second {
+            self.per_second.resize(second + 1, [0; 3]);
+        }
+        let per_second = &mut self.per_second[second];
+        match outcome {
+            Count::Admitted => {
+                self.admitted += 1;
+                per_second[0] += 1;
+            }
+            Count::Delayed(delay) => {
+                self.admitted += 1;
+                self.delayed += 1;
+                self.delays.push(delay);
+                per_second[0] += 1;
+                per_second[2] += 1;
+            }
+            Count::DeniedHere => {
+                self.denied += 1;
+                figures.denied += 1;
+                per_second[1] += 1;
+            }
+            Count::DeniedElsewhere => {}
+        }
+    }
+}
+
+/// How a request counts for one limit.
+enum Count {
+    Admitted,
+    Delayed(u64),
+    DeniedHere,
+    DeniedElsewhere,
+}
+
+/// The traffic through one set of rules: a limiter with an in-memory store on a manual
+/// clock, set to each request's instant.
+pub(crate) struct Replay {
+    limiter: Limiter<MemoryStore<ManualClock>>,
+    clock: ManualClock,
+    rules: Arc<Rules>,
+    /// The instant of the traffic's first request (second 0 of the per-second figures).
+    start: Option<u64>,
+    /// Per limit, in the rules' order.
+    figures: Vec<LimitFigures>,
+    /// Requests no limit applied to.
+    unlimited: u64,
+}
+
+impl Replay {
+    pub(crate) fn new(rules: Rules) -> Self {
+        let clock = ManualClock::new();
+        let figures = vec![LimitFigures::default(); rules.limits().len()];
+        let limiter = Limiter::with_clock(rules, clock.clone());
+        let rules = limiter.rules();
+        Replay {
+            limiter,
+            clock,
+            rules,
+            start: None,
+            figures,
+            unlimited: 0,
+        }
+    }
+
+    /// The rules replayed.
+    pub(crate) fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// What each limit made of the traffic so far, in the rules' order.
+    pub(crate) fn figures(&self) -> &[LimitFigures] {
+        &self.figures
+    }
+
+    /// Requests that no limit applied to.
+    pub(crate) fn unlimited(&self) -> u64 {
+        self.unlimited
+    }
+
+    /// Decides `traffic` at its instant, as the layer would, and counts it.
+    ///
+    /// # Errors
+    ///
+    /// [`MissingPeerAddr`] never happens (every request has its client's address), but is
+    /// passed on rather than hidden.
+    pub(crate) async fn decide(
+        &mut self,
+        traffic: &TraceRequest,
+    ) -> Result<Verdict, MissingPeerAddr> {
+        let request = http_request(traffic);
+        self.clock.set(Nanos::new(traffic.at));
+        let start = *self.start.get_or_insert(traffic.at);
+        let second = usize::try_from((traffic.at.saturating_sub(start)) / 1_000_000_000)
+            .unwrap_or(usize::MAX);
+        let explanation = self.rules.explain(&request)?;
+        let verdict = self.limiter.check_request(&request).await?;
+        let outcome = match (verdict.is_allowed(), verdict.delay()) {
+            (false, _) => Outcome::Denied,
+            (true, delay) if delay.is_zero() => Outcome::Admitted,
+            (true, delay) => Outcome::Delayed(delay),
+        };
+        let named = verdict.limit();
+        if explanation.applied().is_empty() {
+            self.unlimited += 1;
+        }
+        for applied in explanation.applied() {
+            let limit = applied.limit();
+            let Some(index) = self
+                .rules
+                .limits()
+                .iter()
+                .position(|l| std::ptr::eq(l, limit))
+            else {
+                continue;
+            };
+            let shadow = limit.is_shadow() || self.rules.shadow_mode();
+            let count = match outcome {
+                _ if shadow && verdict.is_shadow_denied() => Count::DeniedHere,
+                _ if shadow => Count::Admitted,
+                Outcome::Denied if named == Some(limit.label()) => Count::DeniedHere,
+                Outcome::Denied => Count::DeniedElsewhere,
+                Outcome::Delayed(delay) if is_shaping(limit.rate()) => {
+                    Count::Delayed(u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX))
+                }
+                Outcome::Delayed(_) | Outcome::Admitted => Count::Admitted,
+            };
+            self.figures[index].count(applied.state_key(), second, count);
+        }
+        Ok(Verdict {
+            outcome,
+            limit: named.map(Arc::from),
+        })
+    }
+}
+
+/// Whether a limit of `rate` delays requests: a leaky bucket that shapes.
+fn is_shaping(rate: Rate) -> bool {
+    matches!(
+        rate,
+        Rate::Limited { algorithm: Algorithm::LeakyBucket, quota } if quota.is_shaping()
+    )
+}
+
+/// `traffic` as the request a server would have received from its client.
+fn http_request(traffic: &TraceRequest) -> Request<()> {
+    let mut request = Request::new(());
+    *request.method_mut() = traffic.method.clone();
+    // The readers check the target; one that still does not parse is asked for as `/`.
+    *request.uri_mut() = traffic.target.parse().unwrap_or_default();
+    let headers = request.headers_mut();
+    for (name, value) in &traffic.headers {
+        let (Ok(name), Ok(value)) = (
+            HeaderName::try_from(name.as_str()),
+            HeaderValue::try_from(value.as_str()),
+        ) else {
+            continue;
+        };
+        headers.append(name, value);
+    }
+    request
+        .extensions_mut()
+        .insert(PeerAddr(SocketAddr::new(traffic.ip, 0)));
+    request
+}
