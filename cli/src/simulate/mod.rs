@@ -21,7 +21,7 @@ use std::fs::File;
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use synthetic::{Pattern, Synthetic};
+use synthetic::{Pattern, Requests, Synthetic};
 use tollgate::algorithm::Algorithm;
 use tollgate::rules::Rules;
 use trace::{Format, TraceError, TraceReader};
@@ -129,8 +129,9 @@ fn simulate(file: &Path, rules: Rules, args: &SimulateArgs) -> Result<(), String
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|error| format!("cannot start: {error}"))?;
+    let mut source = source(args)?;
     runtime.block_on(async {
-        let mut traffic = traffic(args)?;
+        let mut traffic = source.traffic();
         let mut ordinal = 0_u64;
         while let Some(request) = traffic.next_request(args.strict, &mut report)? {
             ordinal += 1;
@@ -177,19 +178,35 @@ fn no_address(_: tollgate::source::MissingPeerAddr) -> String {
     "a request has no client address".to_owned()
 }
 
-/// The traffic to replay: a trace file, or a synthetic pattern.
-enum Traffic {
+/// Where the traffic comes from: a trace file, or a synthetic pattern.
+enum Source {
     Trace(TraceReader<BufReader<File>>),
-    Synthetic(Box<dyn Iterator<Item = TraceRequest>>),
+    Synthetic(Synthetic),
 }
 
-fn traffic(args: &SimulateArgs) -> Result<Traffic, String> {
+impl Source {
+    /// The traffic, request by request.
+    fn traffic(&mut self) -> Traffic<'_> {
+        match self {
+            Source::Trace(reader) => Traffic::Trace(reader),
+            Source::Synthetic(synthetic) => Traffic::Synthetic(synthetic.requests()),
+        }
+    }
+}
+
+/// The traffic being replayed.
+enum Traffic<'s> {
+    Trace(&'s mut TraceReader<BufReader<File>>),
+    Synthetic(Requests<'s>),
+}
+
+fn source(args: &SimulateArgs) -> Result<Source, String> {
     if let Some(path) = &args.trace {
         let file = File::open(path)
             .map_err(|error| format!("cannot read the trace {}: {error}", path.display()))?;
         let reader = TraceReader::new(BufReader::new(file), args.format)
             .map_err(|error| format!("{}: {error}", path.display()))?;
-        return Ok(Traffic::Trace(reader));
+        return Ok(Source::Trace(reader));
     }
     let pattern = args
         .synthetic
@@ -207,10 +224,10 @@ fn traffic(args: &SimulateArgs) -> Result<Traffic, String> {
         method: args.method.clone(),
     };
     synthetic.validate()?;
-    Ok(Traffic::Synthetic(Box::new(synthetic.into_requests())))
+    Ok(Source::Synthetic(synthetic))
 }
 
-impl Traffic {
+impl Traffic<'_> {
     /// The next request; an unreadable line is reported on standard error and skipped,
     /// unless `strict`.
     fn next_request(
