@@ -133,6 +133,7 @@ const HEADER_COLUMNS: &str = "columns other than ts, method, path and ip are req
 struct Columns {
     /// The number of columns.
     count: usize,
+    /// The columns of the request's fields, when the header row names them.
     ts: Option<usize>,
     method: Option<usize>,
     path: Option<usize>,

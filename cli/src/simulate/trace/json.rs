@@ -23,12 +23,15 @@ struct JsonRequest<'a> {
     /// As written: a number's digits are read exactly, not through an `f64`.
     #[serde(borrow)]
     ts: Option<&'a RawValue>,
+    /// GET when absent.
     #[serde(borrow)]
     method: Option<Text<'a>>,
+    /// The target; `/` when absent.
     #[serde(borrow)]
     path: Option<Text<'a>>,
     #[serde(borrow)]
     ip: Option<Text<'a>>,
+    /// None when absent.
     headers: Option<JsonHeaders>,
 }
 

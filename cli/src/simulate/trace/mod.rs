@@ -161,6 +161,13 @@ impl<R: BufRead> TraceReader<R> {
             line: 0,
             pending: false,
         };
+        // The first line, without the byte order mark spreadsheets start their CSV with.
+        if lines.read_line()? {
+            if lines.buffer.starts_with(BYTE_ORDER_MARK) {
+                lines.buffer.drain(..BYTE_ORDER_MARK.len());
+            }
+            lines.pending = !lines.buffer.trim_ascii().is_empty();
+        }
         let first = lines.advance()?.ok_or(TraceError::Empty)?;
         lines.pending = true;
         let format = match format {
@@ -227,6 +234,9 @@ impl<R: BufRead> Iterator for TraceReader<R> {
     }
 }
 
+/// UTF-8's byte order mark, which may open a file.
+const BYTE_ORDER_MARK: &[u8] = b"\xef\xbb\xbf";
+
 /// The format of a trace whose first non-blank line is `line`.
 fn detect(line: &str) -> Option<Format> {
     if line.starts_with('{') {
@@ -253,7 +263,7 @@ enum Parser {
     Csv(Box<CsvParser>),
 }
 
-/// The non-blank lines of a trace, read one at a time into the same buffer.
+/// A trace's lines, read one at a time into the same buffer.
 struct Lines<R> {
     reader: R,
     /// The line read last, with its line ending.
@@ -298,12 +308,16 @@ impl<R: BufRead> Lines<R> {
         let Some(line) = self.advance()? else {
             return Ok(None);
         };
-        let request = match std::str::from_utf8(self.buffer.trim_ascii()) {
+        let text = self.buffer.trim_ascii();
+        let request = match std::str::from_utf8(text) {
             Ok(text) => parse(text),
-            Err(error) => Err(format!(
-                "not UTF-8: an invalid byte at column {}",
-                error.valid_up_to() + 1
-            )),
+            Err(error) => {
+                let indent = self.buffer.len() - self.buffer.trim_ascii_start().len();
+                Err(format!(
+                    "not UTF-8: an invalid byte at column {}",
+                    indent + error.valid_up_to() + 1
+                ))
+            }
         };
         Ok(Some((line, request)))
     }
@@ -603,6 +617,17 @@ mod tests {
     }
 
     #[test]
+    fn a_byte_order_mark_is_skipped() {
+        let trace = "\u{feff}ts,ip\n1,::1\n";
+        assert_eq!(detected(trace), Ok(Format::Csv));
+        assert_eq!(times(trace, None), [Ok(SECOND)]);
+        assert_eq!(
+            times("\u{feff}\n{\"ts\": 1, \"ip\": \"::1\"}", None),
+            [Ok(SECOND)]
+        );
+    }
+
+    #[test]
     fn a_given_format_is_not_detected() {
         let reader = TraceReader::new("ts,ip\n".as_bytes(), Some(Format::JsonLines));
         assert_eq!(
@@ -629,7 +654,7 @@ mod tests {
 
     #[test]
     fn a_line_that_is_not_utf8_is_unreadable_and_the_next_is_read() {
-        let mut trace = b"{\"ts\": 1, \"ip\": \"::1\", \"path\": \"/".to_vec();
+        let mut trace = b"  {\"ts\": 1, \"ip\": \"::1\", \"path\": \"/".to_vec();
         trace.extend_from_slice(b"\xe9\"}\n{\"ts\": 2, \"ip\": \"::1\"}\n");
         let rows: Vec<_> = TraceReader::new(&trace[..], None)
             .map(|reader| {
@@ -641,7 +666,7 @@ mod tests {
         assert_eq!(
             rows,
             [
-                Err("line 1: not UTF-8: an invalid byte at column 34".to_owned()),
+                Err("line 1: not UTF-8: an invalid byte at column 36".to_owned()),
                 Ok(2 * SECOND)
             ]
         );
@@ -852,7 +877,8 @@ mod tests {
         type Generator = fn(u64) -> String;
         let formats: [(Format, &str, Generator); 3] = [
             (Format::Combined, "", |i| {
-                let (minute, second) = (i / 20_000 % 60, i / 400 % 60);
+                // 400 requests a second.
+                let (minute, second) = (i / 400 / 60, i / 400 % 60);
                 format!(
                     "203.0.113.{} - - [27/Nov/2026:10:{minute:02}:{second:02} +0000] \"GET /search?q={i} HTTP/1.1\" 200 512 \"https://example.com/\" \"Mozilla/5.0 (X11; Linux x86_64; rv:140.0) Gecko/20100101 Firefox/140.0\"\n",
                     i % 256
