@@ -416,8 +416,8 @@ fn unix_seconds(text: &str) -> Result<u64, String> {
 }
 
 /// A decimal number of seconds, with an optional sign, fraction and exponent, in nanoseconds:
-/// exactly, digits below the nanosecond dropped, saturated beyond `i128`. `None` when it is
-/// not a number.
+/// exactly, digits below the nanosecond dropped, saturated beyond `u64`. `None` when it is not
+/// a number.
 fn decimal_nanoseconds(text: &str) -> Option<i128> {
     let (negative, unsigned) = match text.strip_prefix('-') {
         Some(unsigned) => (true, unsigned),
@@ -434,23 +434,24 @@ fn decimal_nanoseconds(text: &str) -> Option<i128> {
     }
     // The digits before the decimal point once the number is in nanoseconds.
     let point = i64::try_from(whole.len()).ok()? + i64::from(exponent) + 9;
-    let mut nanoseconds: i128 = 0;
+    let mut nanoseconds: Option<u64> = Some(0);
     let mut taken: i64 = 0;
     for digit in whole.bytes().chain(fraction.bytes()) {
         if taken >= point {
             break;
         }
         nanoseconds = nanoseconds
-            .saturating_mul(10)
-            .saturating_add(i128::from(digit - b'0'));
+            .and_then(|n| n.checked_mul(10))
+            .and_then(|n| n.checked_add(u64::from(digit - b'0')));
         taken += 1;
     }
-    // Zeros up to the point; once zero or saturated, the number stays what it is.
-    while taken < point && nanoseconds != 0 && nanoseconds != i128::MAX {
-        nanoseconds = nanoseconds.saturating_mul(10);
+    // Zeros up to the point; zero stays zero, and too large stays too large.
+    while taken < point && nanoseconds.is_some_and(|n| n != 0) {
+        nanoseconds = nanoseconds.and_then(|n| n.checked_mul(10));
         taken += 1;
     }
-    Some(if negative { -nanoseconds } else { nanoseconds })
+    let magnitude = nanoseconds.map_or(i128::from(u64::MAX) + 1, i128::from);
+    Some(if negative { -magnitude } else { magnitude })
 }
 
 /// Nanoseconds since the Unix epoch as a request's time: from 1970 to 2554, as a `u64` holds.
