@@ -125,11 +125,11 @@ fn simulate(file: &Path, rules: Rules, args: &SimulateArgs) -> Result<(), String
         }
     }
     let mut against = other.map(|(path, rules)| (path, Replay::new(rules)));
-    let mut report = Report::new(args.top, args.verbose);
+    let mut source = source(args)?;
+    let mut report = Report::new(source.describe(args), args.top, args.verbose);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .map_err(|error| format!("cannot start: {error}"))?;
-    let mut source = source(args)?;
     runtime.block_on(async {
         let mut traffic = source.traffic();
         let mut ordinal = 0_u64;
@@ -185,6 +185,24 @@ enum Source {
 }
 
 impl Source {
+    /// What the traffic is, e.g. `trace access.log (combined)`.
+    fn describe(&self, args: &SimulateArgs) -> String {
+        match self {
+            Source::Trace(reader) => {
+                let path = args.trace.as_deref().unwrap_or(Path::new("-"));
+                format!("trace {} ({})", path.display(), reader.format())
+            }
+            Source::Synthetic(synthetic) => format!(
+                "synthetic {} at {}/s for {} s from {} client(s), seed {}",
+                synthetic.pattern,
+                synthetic.rate,
+                synthetic.seconds,
+                synthetic.clients,
+                synthetic.seed
+            ),
+        }
+    }
+
     /// The traffic, request by request.
     fn traffic(&mut self) -> Traffic<'_> {
         match self {

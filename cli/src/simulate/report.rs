@@ -117,6 +117,8 @@ struct RequestLine {
 
 /// Everything the traffic came to, gathered as it is replayed.
 pub(crate) struct Report {
+    /// What the traffic is: a trace and its format, or a synthetic pattern.
+    traffic: String,
     top: usize,
     verbose: bool,
     requests: u64,
@@ -137,8 +139,11 @@ struct Changes {
 }
 
 impl Report {
-    pub(crate) fn new(top: usize, verbose: bool) -> Self {
+    /// A report on `traffic`, with each limit's `top` most denied keys, and every request's
+    /// verdict if `verbose`.
+    pub(crate) fn new(traffic: String, top: usize, verbose: bool) -> Self {
         Report {
+            traffic,
             top,
             verbose,
             requests: 0,
@@ -275,7 +280,10 @@ impl Report {
             0 => String::new(),
             n => format!("; {n} unreadable line(s) skipped"),
         };
-        format!("{} request(s){span}{skipped}\n", self.requests)
+        format!(
+            "{} request(s){span}{skipped}\ntraffic: {}\n",
+            self.requests, self.traffic
+        )
     }
 
     /// Each limit's figures in every run, limit by limit: (limit index, [(run, figures)]).
@@ -399,6 +407,7 @@ impl Report {
             limit_count: other.rules().limits().len(),
         });
         let report = JsonReport {
+            traffic: &self.traffic,
             requests: self.requests,
             skipped: self.skipped,
             first: self.first.map(rfc3339),
@@ -523,6 +532,7 @@ fn rfc3339(nanos: u64) -> String {
 
 #[derive(Serialize)]
 struct JsonReport<'a> {
+    traffic: &'a str,
     requests: u64,
     skipped: u64,
     first: Option<String>,
