@@ -161,7 +161,7 @@ fn simulate(file: &Path, rules: Rules, args: &SimulateArgs) -> Result<(), String
         .write_all(output.as_bytes())
         .map_err(|error| format!("cannot write the report: {error}"))?;
     if let (Some(path), Some(format)) = (&args.plot, plot_format) {
-        let plot = report.plot(&runs)?;
+        let plot = report.plot(&runs, against.as_ref())?;
         let bytes = plot::render(&plot, format)?;
         std::fs::write(path, bytes)
             .map_err(|error| format!("cannot write {}: {error}", path.display()))?;

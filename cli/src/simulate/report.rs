@@ -9,7 +9,7 @@ use crate::table::Table;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use tollgate::algorithm::Algorithm;
-use tollgate::rules::Rules;
+use tollgate::rules::{Limit, Rules};
 
 /// How many requests that change verdict are shown as examples, per limit.
 const EXAMPLES: usize = 3;
@@ -204,10 +204,9 @@ impl Report {
         }
         let mut table = Table::new([
             "LIMIT",
-            "RULES",
             "ALGORITHM",
             "QUOTA",
-            "SAW",
+            "SEEN",
             "ADMITTED",
             "DENIED",
             "DELAYED",
@@ -215,17 +214,19 @@ impl Report {
             "DELAY P99",
             "KEYS",
         ]);
+        let comparing = runs.len() > 1;
         for (limit, rows) in self.rows(runs) {
             for (run, figures) in rows {
                 let summary = Summary::of(figures);
-                let limit_spec = &run.replay.rules().limits()[limit];
+                let spec = &run.replay.rules().limits()[limit];
+                let mut algorithm = describe::algorithm(spec).to_owned();
+                if comparing && run.algorithm.is_none() {
+                    algorithm.push_str(" (as written)");
+                }
                 table.row([
-                    limit_spec.label().to_owned(),
-                    run.algorithm
-                        .map_or("as written", |_| "compared")
-                        .to_owned(),
-                    describe::algorithm(limit_spec).to_owned(),
-                    describe::quota(limit_spec),
+                    spec.label().to_owned(),
+                    algorithm,
+                    describe::quota(spec),
                     summary.seen.to_string(),
                     summary.admitted.to_string(),
                     summary.denied.to_string(),
@@ -422,8 +423,13 @@ impl Report {
         text
     }
 
-    /// Admitted, denied and delayed per second, a panel per limit and run.
-    pub(crate) fn plot(&self, runs: &[Run]) -> Result<Plot, String> {
+    /// Admitted, denied and delayed per second: a panel per limit of each run, then per
+    /// limit of the other rules.
+    pub(crate) fn plot(
+        &self,
+        runs: &[Run],
+        against: Option<&(String, Replay)>,
+    ) -> Result<Plot, String> {
         let (Some(first), Some(last)) = (self.first, self.last) else {
             return Err("no request to plot".to_owned());
         };
@@ -433,27 +439,23 @@ impl Report {
                 "--plot draws at most 7 days of traffic; this trace spans {seconds} s"
             ));
         }
+        let comparing = runs.len() > 1;
         let mut panels = Vec::new();
         for (limit, rows) in self.rows(runs) {
             for (run, figures) in rows {
                 let spec = &run.replay.rules().limits()[limit];
-                let column = |i: usize| -> Vec<u64> {
-                    let mut values: Vec<u64> =
-                        figures.per_second.iter().map(|second| second[i]).collect();
-                    values.resize(seconds, 0);
-                    values
+                let written = if comparing && run.algorithm.is_none() {
+                    ", as written"
+                } else {
+                    ""
                 };
-                panels.push(Panel {
-                    title: format!(
-                        "{} ({}, {})",
-                        spec.label(),
-                        describe::algorithm(spec),
-                        describe::quota(spec)
-                    ),
-                    admitted: column(0),
-                    denied: column(1),
-                    delayed: column(2),
-                });
+                panels.push(panel(spec, figures, seconds, written));
+            }
+        }
+        if let Some((path, other)) = against {
+            let limits = other.rules().limits().iter().zip(other.figures());
+            for (spec, figures) in limits {
+                panels.push(panel(spec, figures, seconds, &format!(", {path}")));
             }
         }
         Ok(Plot {
@@ -461,6 +463,26 @@ impl Report {
             start: first / 1_000_000_000,
             panels,
         })
+    }
+}
+
+/// The panel of limit `spec`'s `figures` over `seconds`, its title ending with `note`.
+fn panel(spec: &Limit, figures: &LimitFigures, seconds: usize, note: &str) -> Panel {
+    let column = |i: usize| -> Vec<u64> {
+        let mut values: Vec<u64> = figures.per_second.iter().map(|second| second[i]).collect();
+        values.resize(seconds, 0);
+        values
+    };
+    Panel {
+        title: format!(
+            "{} ({}, {}{note})",
+            spec.label(),
+            describe::algorithm(spec),
+            describe::quota(spec)
+        ),
+        admitted: column(0),
+        denied: column(1),
+        delayed: column(2),
     }
 }
 
