@@ -358,3 +358,48 @@ fn a_missing_trace_and_pattern_is_a_usage_error() {
     let (code, _, err) = tollgate(&["simulate", path(&rules), "--synthetic", "sawtooth"]);
     assert_eq!(code, Some(2), "{err}");
 }
+
+/// The guide's worked example (`tollgate::guide::simulate`) shows what the command prints
+/// and draws today. `UPDATE_GUIDE=1 cargo test -p tollgate-cli --test simulate` rewrites it.
+#[test]
+fn the_guide_s_worked_example_is_what_simulate_shows() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let traces = root.join("examples/traces");
+    let guide = root.join("src/guide");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let plot = dir.path().join("bursty.svg");
+    let run = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .current_dir(&traces)
+            .args(args)
+            .output()
+            .expect("the tollgate binary runs");
+        assert!(output.status.success(), "{output:?}");
+        output.stdout
+    };
+    let common = ["simulate", "per-client.yaml", "--trace", "bursty.jsonl"];
+    let compare = run(&[&common[..], &["--compare-algorithms"]].concat());
+    let plot_arg = plot.to_str().expect("a UTF-8 path");
+    let against = run(&[
+        &common[..],
+        &["--against", "per-client-burst.yaml", "--plot", plot_arg],
+    ]
+    .concat());
+    let drawn = std::fs::read(&plot).expect("the plot is written");
+    let shown = [
+        ("simulate-compare.txt", compare),
+        ("simulate-against.txt", against),
+        ("simulate-bursty.svg", drawn),
+    ];
+    for (name, now) in shown {
+        let path = guide.join(name);
+        if std::env::var_os("UPDATE_GUIDE").is_some() {
+            std::fs::write(&path, &now).expect("the guide is written");
+        }
+        let written = std::fs::read(&path).expect("the guide's file");
+        assert!(
+            written == now,
+            "src/guide/{name} is not what tollgate simulate shows now: run UPDATE_GUIDE=1 cargo test -p tollgate-cli --test simulate"
+        );
+    }
+}
