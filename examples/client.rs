@@ -48,6 +48,8 @@ const USAGE: &str = "usage: cargo run --example client --features client -- URL 
   --no-pace    send through tollgate's client layer without pacing
   --no-layer   send without tollgate's client layer";
 
+const EXCLUSIVE: &str = "--no-pace and --no-layer exclude each other";
+
 /// What the requests go through.
 #[derive(Clone, Copy, PartialEq)]
 enum Through {
@@ -76,9 +78,8 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
         match arg.as_str() {
             "--rate" => rate = Some(number(&mut args, "--rate", 100_000)?),
             "--seconds" => seconds = Some(number(&mut args, "--seconds", 3600)?),
-            "--no-pace" | "--no-layer" if through != Through::Paced => {
-                return Err("--no-pace and --no-layer exclude each other".to_owned())
-            }
+            "--no-pace" if through == Through::Nothing => return Err(EXCLUSIVE.to_owned()),
+            "--no-layer" if through == Through::Layer => return Err(EXCLUSIVE.to_owned()),
             "--no-pace" => through = Through::Layer,
             "--no-layer" => through = Through::Nothing,
             "-h" | "--help" => return Err(String::new()),

@@ -282,7 +282,7 @@ descriptors:
 ";
 
 #[tokio::test]
-async fn without_pacing_the_same_client_is_held_in_bursts() {
+async fn without_pacing_an_ietf_client_is_held_until_the_bucket_is_full() {
     // The IETF `r=0;t=2` that ends a burst holds the client until the bucket is full: 44
     // every 2.2 s (the bucket's 40 and the 4 that come back as they are sent), and never a
     // refusal, but less than the limit allows (240).
@@ -291,9 +291,12 @@ async fn without_pacing_the_same_client_is_held_in_bursts() {
     let layer = RateLimitClientLayer::with_clock(clock.clone());
     let (admitted, refused, _) = ask_ten_times_the_rate(layer, &clock, server.addr, 10).await;
     assert_eq!((admitted, refused), (220, 0));
+}
 
-    // With `X-Ratelimit-*` only, each refusal holds the client for the `Retry-After` of a
-    // whole second, after which it sends the second's 20 at once and is refused again.
+#[tokio::test]
+async fn with_x_ratelimit_only_a_client_is_refused_about_once_a_second() {
+    // Each refusal holds the client for the `Retry-After` of a whole second, after which it
+    // sends the second's 20 at once and is refused again.
     let clock = ManualClock::new();
     let server = CountingServer::start(TWENTY_A_SECOND_X_RATELIMIT, clock.clone()).await;
     let layer = RateLimitClientLayer::with_clock(clock.clone());

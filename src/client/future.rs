@@ -115,8 +115,16 @@ where
                     let again = this.replay.as_mut().and_then(|replay| {
                         let wait = refused_for?;
                         let after = replay.retry.again(replay.retried, wait, recorder.now())?;
+                        // The retry takes its turn under the quotas it is paced by, if that
+                        // comes soon enough; else the refusal is the answer (and the budget
+                        // the retry took stays spent).
+                        let limit = replay
+                            .retry
+                            .longest_wait()
+                            .saturating_add(after.saturating_sub(wait));
+                        let turn = recorder.book(after, limit.saturating_sub(after)).ok()?;
                         replay.retried += 1;
-                        Some((wait, after, replay))
+                        Some((wait, after + turn, replay))
                     });
                     let Some((wait, after, replay)) = again else {
                         return Poll::Ready(Ok(response));

@@ -1,90 +1,17 @@
-//! Reading what a response says about when to send again: pure functions over header values.
+//! Reading the rate-limit fields of a response, one by one: pure functions over header
+//! values.
 //!
 //! Nothing here panics on what a server sends: a value that cannot be read is ignored, as if
 //! the field were absent.
 
 use super::Partition;
 use crate::response::{
-    GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT,
-    X_RATELIMIT_REMAINING, X_RATELIMIT_RETRY_AFTER,
+    GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
 };
 use base64::Engine;
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use smallvec::SmallVec;
 use std::time::{Duration, SystemTime};
-
-/// A wait the server announced, for its whole origin (`partition: None`) or one partition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Notice {
-    pub(crate) partition: Option<Partition>,
-    pub(crate) wait: Duration,
-}
-
-/// The waits that `status` and `headers` announce, read at wall-clock time `now`.
-///
-/// A refusal (HTTP 429, or gRPC `RESOURCE_EXHAUSTED` in the headers of a trailers-only
-/// answer) holds for the longest wait any field gives; for the partitions named by the
-/// exhausted `RateLimit` items when every one of them names one, else for the whole origin.
-/// A refusal that gives no wait announces nothing. Any other response announces the reset of
-/// each `RateLimit` item whose remaining quota is 0: the next request would be refused.
-pub(crate) fn notices(
-    status: StatusCode,
-    headers: &HeaderMap,
-    now: SystemTime,
-) -> SmallVec<[Notice; 1]> {
-    let exhausted: SmallVec<[ServiceLimit; 1]> = headers
-        .get_all(RATELIMIT)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .filter_map(service_limits)
-        .flatten()
-        .filter(|limit| limit.remaining == Some(0))
-        .collect();
-    let refused = status == StatusCode::TOO_MANY_REQUESTS || is_resource_exhausted(headers);
-    if !refused {
-        return exhausted
-            .into_iter()
-            .filter_map(|limit| {
-                let wait = limit.reset.filter(|wait| !wait.is_zero())?;
-                Some(Notice {
-                    partition: limit.partition,
-                    wait,
-                })
-            })
-            .collect();
-    }
-    let announced = [
-        headers
-            .get(http::header::RETRY_AFTER)
-            .and_then(|v| retry_after(v, now)),
-        headers.get(X_RATELIMIT_RETRY_AFTER).and_then(delta_seconds),
-        grpc_pushback(headers),
-    ];
-    let wait = announced
-        .into_iter()
-        .flatten()
-        .chain(exhausted.iter().filter_map(|limit| limit.reset))
-        .max();
-    let Some(wait) = wait.filter(|wait| !wait.is_zero()) else {
-        return SmallVec::new();
-    };
-    let every_one_partitioned =
-        !exhausted.is_empty() && exhausted.iter().all(|limit| limit.partition.is_some());
-    if every_one_partitioned {
-        exhausted
-            .into_iter()
-            .map(|limit| Notice {
-                partition: limit.partition,
-                wait,
-            })
-            .collect()
-    } else {
-        smallvec::smallvec![Notice {
-            partition: None,
-            wait
-        }]
-    }
-}
 
 /// `Retry-After` (RFC 9110, 10.2.3): delta-seconds, or an HTTP-date read relative to `now`
 /// (a date in the past is no wait).
@@ -129,7 +56,9 @@ pub(crate) fn grpc_pushback(headers: &HeaderMap) -> Option<Duration> {
 
 /// One item of the `RateLimit` field: the state of a quota policy.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct ServiceLimit {
+pub(crate) struct ServiceLimit<'a> {
+    /// The policy's name, as written (a quoted string or a token).
+    pub(crate) name: &'a str,
     /// `r`: quota units left.
     pub(crate) remaining: Option<u64>,
     /// `t`: until the quota resets.
@@ -140,10 +69,13 @@ pub(crate) struct ServiceLimit {
 
 /// The items of a `RateLimit` field line, e.g. `"api";r=0;t=30;pk=:dXNlcjE=:`; `None` if
 /// the line is not a structured-field list.
-pub(crate) fn service_limits(field: &str) -> Option<SmallVec<[ServiceLimit; 1]>> {
+pub(crate) fn service_limits(field: &str) -> Option<SmallVec<[ServiceLimit<'_>; 1]>> {
     let mut limits = SmallVec::new();
     for item in list_items(field)? {
-        let mut limit = ServiceLimit::default();
+        let mut limit = ServiceLimit {
+            name: item.value,
+            ..ServiceLimit::default()
+        };
         for (key, value) in item.params {
             match key {
                 "r" => limit.remaining = integer(value),
@@ -157,62 +89,64 @@ pub(crate) fn service_limits(field: &str) -> Option<SmallVec<[ServiceLimit; 1]>>
     Some(limits)
 }
 
-/// A quota a response announces, `quota` units per `window`, and what is left of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct AnnouncedQuota {
-    pub(crate) quota: u64,
-    pub(crate) window: Duration,
-    /// The units left, when the server said.
-    pub(crate) remaining: Option<u64>,
+/// One item of the `RateLimit-Policy` field: a quota policy.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct QuotaPolicy<'a> {
+    /// The policy's name, as written (a quoted string or a token).
+    pub(crate) name: &'a str,
+    /// `q`: quota units per window.
+    pub(crate) quota: Option<u64>,
+    /// `w`: the window.
+    pub(crate) window: Option<Duration>,
+    /// `pk`: the partition the quota belongs to.
+    pub(crate) partition: Option<Partition>,
 }
 
-/// The quotas `headers` announce: each `RateLimit-Policy` item with a `q` and a `w`, with the
-/// `r` of the `RateLimit` item of the same name; without any, the quota policies of
-/// `X-Ratelimit-Limit` in the form of draft-03 that Envoy sends (`10, 10;w=60`), with
-/// `X-Ratelimit-Remaining` for the one in force. A bare `X-Ratelimit-Limit: 10` names no
-/// window, and so no quota. A quota of 0 units or a window of 0 seconds is no quota either:
-/// what it refuses, the refusal's wait holds.
-pub(crate) fn announced_quotas(headers: &HeaderMap) -> SmallVec<[AnnouncedQuota; 1]> {
-    let ietf = ietf_quotas(headers);
-    if !ietf.is_empty() {
-        return ietf;
+/// The items of a `RateLimit-Policy` field line, e.g. `"api";q=100;w=60`; `None` if the
+/// line is not a structured-field list.
+pub(crate) fn quota_policies(field: &str) -> Option<SmallVec<[QuotaPolicy<'_>; 1]>> {
+    let mut policies = SmallVec::new();
+    for item in list_items(field)? {
+        let mut policy = QuotaPolicy {
+            name: item.value,
+            ..QuotaPolicy::default()
+        };
+        for (key, value) in item.params {
+            match key {
+                "q" => policy.quota = integer(value),
+                "w" => policy.window = integer(value).map(Duration::from_secs),
+                "pk" => policy.partition = byte_sequence(value),
+                _ => {}
+            }
+        }
+        policies.push(policy);
     }
-    draft_03_quotas(headers)
+    Some(policies)
 }
 
-/// The quotas of `RateLimit-Policy`, with what `RateLimit` says is left of each.
-fn ietf_quotas(headers: &HeaderMap) -> SmallVec<[AnnouncedQuota; 1]> {
-    let items = |name: HeaderName| {
-        headers
-            .get_all(name)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .filter_map(list_items)
-            .flatten()
-    };
-    let states: SmallVec<[Item<'_>; 1]> = items(RATELIMIT).collect();
-    items(RATELIMIT_POLICY)
-        .filter_map(|policy| {
-            let quota = integer(param(&policy, "q")?)?;
-            let window = integer(param(&policy, "w")?).map(Duration::from_secs)?;
-            let remaining = states
-                .iter()
-                .find(|state| state.value == policy.value)
-                .and_then(|state| integer(param(state, "r")?));
-            let quota = AnnouncedQuota {
-                quota,
-                window,
-                remaining,
-            };
-            is_paceable(&quota).then_some(quota)
-        })
+/// The items of every line of the structured-field list `name` in `headers`; lines that
+/// are not lists are left out.
+pub(crate) fn field_items<'h, T>(
+    headers: &'h HeaderMap,
+    name: HeaderName,
+    items: fn(&'h str) -> Option<SmallVec<[T; 1]>>,
+) -> SmallVec<[T; 1]> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .filter_map(items)
+        .flatten()
         .collect()
 }
 
-/// The quota policies of a draft-03 `X-Ratelimit-Limit` (`10, 10;w=60, 1000;w=3600`): each
-/// member with a `w`; `X-Ratelimit-Remaining` counts down the limit in force, the first
-/// member.
-fn draft_03_quotas(headers: &HeaderMap) -> SmallVec<[AnnouncedQuota; 1]> {
+/// The quota policies of `X-Ratelimit-Limit` in the form of draft-03 that Envoy sends
+/// (`10, 10;w=60, 1000;w=3600`): each member with a `w`, as (quota, window, remaining);
+/// `X-Ratelimit-Remaining` counts down the limit in force, the first member. A bare
+/// `X-Ratelimit-Limit: 10` names no window, and so no policy.
+pub(crate) fn draft_03_policies(
+    headers: &HeaderMap,
+) -> SmallVec<[(u64, Duration, Option<u64>); 1]> {
     let Some(items) = headers
         .get(X_RATELIMIT_LIMIT)
         .and_then(|value| value.to_str().ok())
@@ -228,27 +162,11 @@ fn draft_03_quotas(headers: &HeaderMap) -> SmallVec<[AnnouncedQuota; 1]> {
         .iter()
         .filter_map(|item| {
             let quota = integer(item.value)?;
-            let window = integer(param(item, "w")?).map(Duration::from_secs)?;
-            let quota = AnnouncedQuota {
-                quota,
-                window,
-                remaining: remaining.filter(|_| in_force == Some(quota)),
-            };
-            is_paceable(&quota).then_some(quota)
+            let (_, window) = item.params.iter().find(|(key, _)| *key == "w")?;
+            let window = Duration::from_secs(integer(window)?);
+            Some((quota, window, remaining.filter(|_| in_force == Some(quota))))
         })
         .collect()
-}
-
-/// The raw value of `item`'s parameter `key`.
-fn param<'a>(item: &Item<'a>, key: &str) -> Option<&'a str> {
-    item.params
-        .iter()
-        .find(|(name, _)| *name == key)
-        .map(|&(_, value)| value)
-}
-
-fn is_paceable(quota: &AnnouncedQuota) -> bool {
-    quota.quota > 0 && !quota.window.is_zero()
 }
 
 /// One member of an RFC 8941 list: its bare value (a policy's name, a number) and its
@@ -410,11 +328,13 @@ mod tests {
             limits.as_slice(),
             [
                 ServiceLimit {
+                    name: r#""default""#,
                     remaining: Some(0),
                     reset: Some(Duration::from_secs(30)),
                     partition: Some(Partition::new(&b"user1"[..])),
                 },
                 ServiceLimit {
+                    name: r#""burst""#,
                     remaining: Some(5),
                     reset: Some(Duration::from_secs(1)),
                     partition: None,
@@ -427,6 +347,8 @@ mod tests {
     fn service_limits_take_token_names_and_quoted_separators() {
         let limits = service_limits(r#"day;r=1;t=9, "a,b;c";r=0;t=2"#).unwrap();
         assert_eq!(limits.len(), 2);
+        assert_eq!(limits[0].name, "day");
+        assert_eq!(limits[1].name, r#""a,b;c""#);
         assert_eq!(limits[1].remaining, Some(0));
         assert_eq!(limits[1].reset, Some(Duration::from_secs(2)));
     }
@@ -441,53 +363,27 @@ mod tests {
     #[test]
     fn service_limits_ignore_malformed_parameters() {
         let limits = service_limits(r#""p";r=-1;t=1.5;pk=:not base64:;pk2"#).unwrap();
-        assert_eq!(limits.as_slice(), [ServiceLimit::default()]);
+        let nothing_read = ServiceLimit {
+            name: r#""p""#,
+            ..ServiceLimit::default()
+        };
+        assert_eq!(limits.as_slice(), [nothing_read]);
         let limits = service_limits(r#""p";r=0;t=9999999999999999"#).unwrap();
         assert_eq!(limits[0].reset, None, "more than 15 digits");
     }
 
     #[test]
-    fn quotas_come_from_the_policy_with_the_state_of_the_same_name() {
-        let answer = headers(&[
-            (
-                "ratelimit-policy",
-                r#""burst";q=40;w=2, "day";q=1000;qu="request";w=86400"#,
-            ),
-            ("ratelimit", r#""day";r=7;t=60, "burst";r=39;t=1"#),
-        ]);
+    fn quota_policies_read_quota_window_and_partition() {
+        let policies = quota_policies(r#""api";q=100;qu="request";w=60;pk=:YQ==:"#).unwrap();
         assert_eq!(
-            announced_quotas(&answer).as_slice(),
-            [
-                AnnouncedQuota {
-                    quota: 40,
-                    window: Duration::from_secs(2),
-                    remaining: Some(39),
-                },
-                AnnouncedQuota {
-                    quota: 1000,
-                    window: Duration::from_secs(86_400),
-                    remaining: Some(7),
-                },
-            ]
+            policies.as_slice(),
+            [QuotaPolicy {
+                name: r#""api""#,
+                quota: Some(100),
+                window: Some(Duration::from_secs(60)),
+                partition: Some(Partition::new(&b"a"[..])),
+            }]
         );
-    }
-
-    #[test]
-    fn quotas_without_a_quota_or_a_window_are_not_announced() {
-        for policy in [
-            r#""a";q=10"#,
-            r#""a";w=10"#,
-            r#""a";q=0;w=1"#,
-            r#""a";q=5;w=0"#,
-        ] {
-            let answer = headers(&[("ratelimit-policy", policy)]);
-            assert!(announced_quotas(&answer).is_empty(), "{policy}");
-        }
-        let unnamed_state = headers(&[
-            ("ratelimit-policy", r#""a";q=10;w=1"#),
-            ("ratelimit", r#""b";r=0;t=1"#),
-        ]);
-        assert_eq!(announced_quotas(&unnamed_state)[0].remaining, None);
     }
 
     #[test]
@@ -500,98 +396,13 @@ mod tests {
             ("x-ratelimit-remaining", "4"),
         ]);
         assert_eq!(
-            announced_quotas(&answer).as_slice(),
+            draft_03_policies(&answer).as_slice(),
             [
-                AnnouncedQuota {
-                    quota: 10,
-                    window: Duration::from_secs(60),
-                    remaining: Some(4),
-                },
-                AnnouncedQuota {
-                    quota: 1000,
-                    window: Duration::from_secs(3600),
-                    remaining: None,
-                },
+                (10, Duration::from_secs(60), Some(4)),
+                (1000, Duration::from_secs(3600), None),
             ]
         );
         let bare = headers(&[("x-ratelimit-limit", "10"), ("x-ratelimit-remaining", "4")]);
-        assert!(announced_quotas(&bare).is_empty(), "no window");
-    }
-
-    #[test]
-    fn ietf_quotas_win_over_x_ratelimit_limit() {
-        let answer = headers(&[
-            ("x-ratelimit-limit", "10, 10;w=60"),
-            ("ratelimit-policy", r#""a";q=5;w=1"#),
-        ]);
-        assert_eq!(announced_quotas(&answer)[0].quota, 5);
-    }
-
-    #[test]
-    fn a_429_holds_the_origin_for_the_longest_wait() {
-        let answer = headers(&[
-            ("retry-after", "2"),
-            ("x-ratelimit-retry-after", "3"),
-            ("ratelimit", r#""api";r=0;t=1"#),
-        ]);
-        let notices = notices(StatusCode::TOO_MANY_REQUESTS, &answer, rfc_date());
-        assert_eq!(
-            notices.as_slice(),
-            [Notice {
-                partition: None,
-                wait: Duration::from_secs(3)
-            }]
-        );
-    }
-
-    #[test]
-    fn a_429_for_named_partitions_holds_only_them() {
-        let answer = headers(&[
-            ("retry-after", "4"),
-            ("ratelimit", r#""api";r=0;t=4;pk=:YQ==:, "all";r=7;t=60"#),
-        ]);
-        let notices = notices(StatusCode::TOO_MANY_REQUESTS, &answer, rfc_date());
-        assert_eq!(
-            notices.as_slice(),
-            [Notice {
-                partition: Some(Partition::new(&b"a"[..])),
-                wait: Duration::from_secs(4)
-            }]
-        );
-    }
-
-    #[test]
-    fn a_429_without_a_wait_announces_nothing() {
-        let answer = headers(&[("retry-after", "later")]);
-        assert!(notices(StatusCode::TOO_MANY_REQUESTS, &answer, rfc_date()).is_empty());
-        let zero = headers(&[("retry-after", "0")]);
-        assert!(notices(StatusCode::TOO_MANY_REQUESTS, &zero, rfc_date()).is_empty());
-    }
-
-    #[test]
-    fn grpc_resource_exhausted_holds_for_the_pushback() {
-        let answer = headers(&[("grpc-status", "8"), ("grpc-retry-pushback-ms", "250")]);
-        let notices = notices(StatusCode::OK, &answer, rfc_date());
-        assert_eq!(notices[0].wait, Duration::from_millis(250));
-    }
-
-    #[test]
-    fn an_admitted_response_with_no_quota_left_holds_until_the_reset() {
-        let answer = headers(&[("ratelimit", r#""api";r=0;t=5, "b";r=3;t=9"#)]);
-        let notices = notices(StatusCode::OK, &answer, rfc_date());
-        assert_eq!(
-            notices.as_slice(),
-            [Notice {
-                partition: None,
-                wait: Duration::from_secs(5)
-            }]
-        );
-    }
-
-    #[test]
-    fn other_responses_announce_nothing() {
-        let answer = headers(&[("retry-after", "5"), ("x-ratelimit-remaining", "0")]);
-        assert!(notices(StatusCode::SERVICE_UNAVAILABLE, &answer, rfc_date()).is_empty());
-        assert!(notices(StatusCode::OK, &answer, rfc_date()).is_empty());
+        assert!(draft_03_policies(&bare).is_empty(), "no window");
     }
 }

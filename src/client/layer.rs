@@ -108,28 +108,32 @@ impl RateLimitClientLayer {
     }
 
     /// Spreads requests over the quotas their servers announce, so that a client asking for
-    /// more than its quota is not refused at all: the surplus is held back (or waits, with
-    /// [`wait_up_to`](Self::wait_up_to)) before it is sent. Off by default.
+    /// more than its quota holds the surplus back (or lets it wait, with
+    /// [`wait_up_to`](Self::wait_up_to)) instead of sending it to be refused. Off by default.
     ///
     /// A quota is read from `RateLimit-Policy` (`"api";q=40;w=2`: 40 units per 2 seconds),
     /// or from `X-Ratelimit-Limit` in the form Envoy sends (`10, 10;w=60`); a bare
     /// `X-Ratelimit-Limit: 10` names no window, and paces nothing. The layer keeps each quota
     /// as a bucket of `q` that refills `q` per `w` (as GCRA does): what is left is sent at
     /// once, then one request every `w / q`. Each response that says what is left
-    /// (`RateLimit: "api";r=7`, or `X-Ratelimit-Remaining` with Envoy's form) brings the
-    /// bucket down to the server's count when the server has less (another client spent
-    /// some), never up.
+    /// (`RateLimit: "api";r=7` of the same name, or `X-Ratelimit-Remaining` with Envoy's
+    /// form) brings the bucket down to the server's count when the server has less (another
+    /// client spent some), never up.
     ///
-    /// An answer whose quota is spent (`r=0`) does not hold the origin while pacing, as it
-    /// does without: the copy sends the next request when the next unit is back, where the
-    /// answer's reset (`t`) may be the time the whole quota is. A refusal still holds for
-    /// its wait, after which the copy starts empty.
+    /// An answer that spends a paced quota (`r=0`) does not hold the origin, as it does
+    /// without pacing: the copy sends the next request when the next unit is back, where
+    /// the answer's reset (`t`) may be when the whole quota is. A refusal still holds for
+    /// its wait, and the quotas it says are spent start empty when the wait ends. A request
+    /// held back takes its turn under the quotas when the hold ends. Requests sent before
+    /// the first answer are not paced, and a quota that comes back all at once (a fixed
+    /// window) may see one request too early, once: its refusal lines the client up with
+    /// the window.
     ///
-    /// A quota paces every later request to its origin in the same [`Partition`](super::Partition)
-    /// as the request it was announced to, and requests in any partition when that request
-    /// named none. Give requests to differently limited routes of one server their own
-    /// partition, or each is paced by the other's quota. A quota not announced again within
-    /// its window is forgotten.
+    /// Quotas belong to their origin, and to the partition the server names (`pk`), as holds
+    /// do: a request is paced by the quotas of the whole origin and of its
+    /// [`Partition`](super::Partition), or by every quota of the origin if it names none. A
+    /// quota not announced again within its window is forgotten. The quotas of every origin
+    /// are kept in one table behind one lock, taken twice per request.
     ///
     /// Pacing needs the server's quota to describe it: a token bucket of 20 a second with
     /// bursts of 40 is `q=40;w=2` (tollgate's server layer announces it so with

@@ -10,7 +10,7 @@
 //! - gRPC `RESOURCE_EXHAUSTED` (`grpc-status: 8`) with `grpc-retry-pushback-ms`, in the
 //!   headers of a trailers-only answer (as tollgate's server layer sends it);
 //! - any answer whose `RateLimit` field says no quota is left (`r=0`): the next request would
-//!   be refused until the reset `t`.
+//!   be refused until the reset `t` (unless the layer paces by that quota, see below).
 //!
 //! Requests to the same origin (scheme, host and port), and the same [`Partition`] where the
 //! server named one, are then held until the wait has passed: they fail at once with
@@ -71,6 +71,7 @@
 //! # }
 //! ```
 
+mod announcement;
 mod error;
 mod future;
 mod headers;

@@ -5,22 +5,24 @@
 //! `w`: one timestamp, the time at which the bucket would be full again. Each response that
 //! says how much is left (`r`) moves that time to no earlier than the server's, so the copy
 //! never thinks it has more than the server does.
+//!
+//! Quotas belong to an origin, and to a partition of it when the server names one (`pk`),
+//! as holds do.
 
-use super::headers::AnnouncedQuota;
+use super::announcement::AnnouncedQuota;
 use super::hold::{Origin, Partition};
-use crate::clock::Nanos;
+use crate::clock::{saturating_nanos, Nanos};
 use parking_lot::Mutex;
-use smallvec::{smallvec, SmallVec};
+use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// The most quotas kept for one origin and partition; a server announcing more (a quota per
-/// route, say) has the one announced longest ago forgotten.
+/// The most quotas kept for one partition of an origin (or for the origin as a whole); a
+/// server announcing more has the one announced longest ago forgotten.
 const MOST_QUOTAS: usize = 8;
 
-/// The quotas of one origin, by the partition of the requests they were announced to
-/// (`None`: requests that named none).
-type OriginPaces = HashMap<Option<Partition>, SmallVec<[Pace; 1]>>;
+/// The fewest partitions of one origin at which stale ones are looked for.
+const FIRST_SWEEP: usize = 16;
 
 /// One announced quota, kept as GCRA keeps a bucket.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,64 +36,91 @@ struct Pace {
     /// nanoseconds more after rounding).
     span: u64,
     /// When the bucket is full again (GCRA's theoretical arrival time); at most `span`
-    /// ahead of now once a send is booked without a wait.
+    /// ahead of a send booked without a wait.
     full_at: Nanos,
-    /// When a response last announced this quota.
+    /// When a response last announced this quota, or a refusal's wait for it ends.
     announced: Nanos,
 }
 
 impl Pace {
+    /// A copy of `quota`, announced at `now` by the answer to a request that spent a unit
+    /// of it (so one unit is spent when the server does not say what is left).
     fn new(quota: &AnnouncedQuota, now: Nanos) -> Self {
-        let window = crate::clock::saturating_nanos(quota.window);
+        let window = saturating_nanos(quota.window);
         let interval = window.div_ceil(quota.quota);
-        Pace {
+        let mut pace = Pace {
             quota: quota.quota,
             window,
             interval,
             span: interval.saturating_mul(quota.quota),
             full_at: now,
             announced: now,
-        }
+        };
+        pace.learn(Some(quota.remaining.unwrap_or(quota.quota - 1)), now);
+        pace
     }
 
-    fn is(&self, quota: &AnnouncedQuota) -> bool {
-        self.quota == quota.quota && self.window == crate::clock::saturating_nanos(quota.window)
+    fn is_same_quota(&self, quota: &AnnouncedQuota) -> bool {
+        self.quota == quota.quota && self.window == saturating_nanos(quota.window)
     }
 
-    /// How long from `now` until one more unit is there.
-    fn wait(&self, now: Nanos) -> u64 {
-        let after_send = self.full_at.max(now).plus(self.interval);
+    /// How long after `at` one more unit is there.
+    fn wait(&self, at: Nanos) -> u64 {
+        let after_send = self.full_at.max(at).plus(self.interval);
         after_send
             .as_u64()
-            .saturating_sub(now.as_u64().saturating_add(self.span))
+            .saturating_sub(at.as_u64().saturating_add(self.span))
     }
 
-    /// Spends one unit, at `now` or as soon as one is there.
-    fn spend(&mut self, now: Nanos) {
-        self.full_at = self.full_at.max(now).plus(self.interval);
+    /// Spends one unit, at `at` or as soon as one is there.
+    fn spend(&mut self, at: Nanos) {
+        self.full_at = self.full_at.max(at).plus(self.interval);
     }
 
-    /// Takes in what a response says of this quota at `now`.
-    fn learn(&mut self, quota: &AnnouncedQuota, now: Nanos) {
-        self.announced = now;
-        if let Some(remaining) = quota.remaining {
+    /// Takes in that the server had `remaining` units left at `now`.
+    fn learn(&mut self, remaining: Option<u64>, now: Nanos) {
+        self.announced = self.announced.max(now);
+        if let Some(remaining) = remaining {
             // `q - r` units are spent: the server's bucket is full again that much later.
-            let spent = quota.quota.saturating_sub(remaining);
+            let spent = self.quota.saturating_sub(remaining);
             let servers = now.plus(spent.saturating_mul(self.interval));
             self.full_at = self.full_at.max(servers);
         }
     }
 
-    /// Makes the bucket empty at `then` (a refusal's wait ends then).
+    /// Makes the bucket empty at `then`, when a refusal's wait ends.
     fn empty_at(&mut self, then: Nanos) {
         self.full_at = self.full_at.max(then.plus(self.span));
+        self.announced = self.announced.max(then);
     }
 
-    /// Whether the quota is full and was last announced more than its window ago (the
-    /// server stopped announcing it, or changed it). While not full, it still paces: a
-    /// client held back by a refusal hears nothing of its quotas.
+    /// Whether the quota was last announced (or its refusal's wait ended) more than its
+    /// window ago: the server stopped announcing it, or changed it.
     fn is_stale(&self, now: Nanos) -> bool {
-        now >= self.full_at && now.as_u64() > self.announced.as_u64().saturating_add(self.window)
+        now.as_u64() > self.announced.as_u64().saturating_add(self.window)
+    }
+}
+
+/// The quotas of one partition of an origin, or of the whole origin.
+type Paces = SmallVec<[Pace; 1]>;
+
+/// The quotas of one origin, by partition (`None`: the whole origin's).
+#[derive(Debug, Default)]
+struct OriginPaces {
+    scopes: HashMap<Option<Partition>, Paces>,
+    /// At how many partitions the stale ones are looked for next: twice as many as were
+    /// left after the last look, so that each look is paid for by the partitions added.
+    sweep_at: usize,
+}
+
+impl OriginPaces {
+    /// Forgets the stale quotas at `now`, and the partitions left with none.
+    fn sweep(&mut self, now: Nanos) {
+        self.scopes.retain(|_, paces| {
+            paces.retain(|pace| !pace.is_stale(now));
+            !paces.is_empty()
+        });
+        self.sweep_at = (2 * self.scopes.len()).max(FIRST_SWEEP);
     }
 }
 
@@ -102,104 +131,108 @@ pub(crate) struct Pacers {
 }
 
 impl Pacers {
-    /// Books a send at `now` to `origin` for a request in `partition`, and returns how long
-    /// the request must wait for its turn; if that is longer than `up_to`, books nothing
-    /// and returns the wait as the error.
+    /// Books a send at `at` to `origin` for a request in `partition`, and returns how long
+    /// after `at` its turn comes; if that is longer than `up_to`, books nothing and returns
+    /// the wait as the error.
     ///
-    /// A request in a partition is paced by its partition's quotas and by those announced to
-    /// requests that named none; a request that names none, by those only.
+    /// A request is paced by its origin's quotas that belong to no partition and by those
+    /// of its partition; a request that names no partition, by every quota of its origin
+    /// (it may be in any of them), as holds hold it.
     pub(crate) fn book(
         &self,
         origin: &Origin,
         partition: Option<&Partition>,
-        now: Nanos,
+        at: Nanos,
         up_to: Duration,
     ) -> Result<Duration, Duration> {
         let mut origins = self.origins.lock();
-        let Some(paces) = origins.get_mut(origin) else {
+        let Some(origin) = origins.get_mut(origin) else {
             return Ok(Duration::ZERO);
         };
-        let scopes: SmallVec<[Option<Partition>; 2]> = match partition {
-            Some(partition) => smallvec![None, Some(partition.clone())],
-            None => smallvec![None],
-        };
-        let wait = scopes
-            .iter()
-            .filter_map(|scope| paces.get(scope))
-            .flatten()
-            .map(|pace| pace.wait(now))
-            .max()
-            .unwrap_or(0);
+        let scopes = &mut origin.scopes;
+        let mut wait = 0;
+        match partition {
+            Some(partition) => {
+                for scope in [None, Some(partition.clone())] {
+                    let paces = scopes.get(&scope).into_iter().flatten();
+                    wait = paces.map(|pace| pace.wait(at)).fold(wait, u64::max);
+                }
+            }
+            None => {
+                let paces = scopes.values().flatten();
+                wait = paces.map(|pace| pace.wait(at)).fold(wait, u64::max);
+            }
+        }
         let wait = Duration::from_nanos(wait);
         if wait > up_to {
             return Err(wait);
         }
-        for scope in &scopes {
-            if let Some(paces) = paces.get_mut(scope) {
-                paces.iter_mut().for_each(|pace| pace.spend(now));
+        match partition {
+            Some(partition) => {
+                for scope in [None, Some(partition.clone())] {
+                    let paces = scopes.get_mut(&scope).into_iter().flatten();
+                    paces.for_each(|pace| pace.spend(at));
+                }
             }
+            None => scopes
+                .values_mut()
+                .flatten()
+                .for_each(|pace| pace.spend(at)),
         }
         Ok(wait)
     }
 
-    /// Takes in the quotas a response to a request to `origin` in `partition` announced,
-    /// and, if it was refused for `refused_for`, that each quota of that scope is empty when
-    /// the wait ends: from then on the client sends at the quota's pace, where a window that
-    /// opens again would otherwise see the whole quota at once.
+    /// Takes in the quotas an answer from `origin` announced at `now`, and, if it was a
+    /// refusal for `refused_for`, that each quota it says is spent is empty when the wait
+    /// ends: from then on the client sends at the quota's pace, where a window that opens
+    /// again would otherwise see the whole quota at once.
     pub(crate) fn learn(
         &self,
         origin: &Origin,
-        partition: Option<&Partition>,
         quotas: &[AnnouncedQuota],
         refused_for: Option<Duration>,
         now: Nanos,
     ) {
         let mut origins = self.origins.lock();
-        if quotas.is_empty() {
-            // A refusal that announces no quota: only the quotas already known empty.
-            let known = origins
-                .get_mut(origin)
-                .and_then(|scopes| scopes.get_mut(&partition.cloned()));
-            if let (Some(paces), Some(wait)) = (known, refused_for) {
-                let wait_ends = now.plus(crate::clock::saturating_nanos(wait));
-                paces.iter_mut().for_each(|pace| pace.empty_at(wait_ends));
-            }
-            return;
-        }
         if !origins.contains_key(origin) {
-            // A new origin: first forget the origins whose quotas all went stale, so that the
-            // table holds only the servers that still announce theirs.
-            origins.retain(|_, scopes| {
-                scopes.retain(|_, paces| {
-                    paces.retain(|pace| !pace.is_stale(now));
-                    !paces.is_empty()
-                });
-                !scopes.is_empty()
+            // A new origin: first forget the origins whose quotas all went stale, so that
+            // the table holds only the servers that still announce theirs.
+            origins.retain(|_, paces| {
+                paces.sweep(now);
+                !paces.scopes.is_empty()
             });
             origins.insert(origin.clone(), OriginPaces::default());
         }
         // Looked up again rather than through `entry`, which would take the origin by value:
-        // an allocation for each response.
-        let scopes = origins.get_mut(origin).expect("present: inserted above");
-        let paces = scopes.entry(partition.cloned()).or_default();
-        paces.retain(|pace| !pace.is_stale(now));
+        // an allocation for each answer.
+        let paces = origins.get_mut(origin).expect("present: inserted above");
+        let wait_ends = refused_for.map(|wait| now.plus(saturating_nanos(wait)));
         for quota in quotas {
-            match paces.iter_mut().find(|pace| pace.is(quota)) {
-                Some(pace) => pace.learn(quota, now),
-                None => {
-                    if paces.len() == MOST_QUOTAS {
-                        let oldest = (0..paces.len()).min_by_key(|&i| paces[i].announced);
-                        oldest.map(|i| paces.remove(i));
-                    }
-                    let mut pace = Pace::new(quota, now);
-                    pace.learn(quota, now);
-                    paces.push(pace);
+            let scope = paces.scopes.entry(quota.partition.clone()).or_default();
+            scope.retain(|pace| !pace.is_stale(now));
+            let pace = match scope.iter().position(|pace| pace.is_same_quota(quota)) {
+                Some(known) => {
+                    scope[known].learn(quota.remaining, now);
+                    &mut scope[known]
                 }
+                None => {
+                    if scope.len() == MOST_QUOTAS {
+                        let oldest = (0..scope.len()).min_by_key(|&i| scope[i].announced);
+                        if let Some(oldest) = oldest {
+                            scope.remove(oldest);
+                        }
+                    }
+                    scope.push(Pace::new(quota, now));
+                    let last = scope.len() - 1;
+                    &mut scope[last]
+                }
+            };
+            if let (Some(then), Some(0)) = (wait_ends, quota.remaining) {
+                pace.empty_at(then);
             }
         }
-        if let Some(wait) = refused_for {
-            let wait_ends = now.plus(crate::clock::saturating_nanos(wait));
-            paces.iter_mut().for_each(|pace| pace.empty_at(wait_ends));
+        if paces.scopes.len() >= paces.sweep_at {
+            paces.sweep(now);
         }
     }
 
@@ -207,6 +240,16 @@ impl Pacers {
     #[cfg(test)]
     fn len(&self) -> usize {
         self.origins.lock().len()
+    }
+
+    /// The quotas (`q`) kept for `origin`'s `partition` (for tests).
+    #[cfg(test)]
+    fn quotas(&self, origin: &Origin, partition: Option<Partition>) -> Vec<u64> {
+        let origins = self.origins.lock();
+        let scope = origins
+            .get(origin)
+            .and_then(|paces| paces.scopes.get(&partition));
+        scope.into_iter().flatten().map(|pace| pace.quota).collect()
     }
 }
 
@@ -226,14 +269,20 @@ mod tests {
             quota,
             window: Duration::from_secs(window_secs),
             remaining,
+            partition: None,
         }
     }
 
-    /// Books sends at `now` until one would wait; how many were booked.
-    fn sends_now(pacers: &Pacers, partition: Option<&Partition>, now: Nanos) -> usize {
+    fn in_partition(mut quota: AnnouncedQuota, key: &'static str) -> AnnouncedQuota {
+        quota.partition = Some(Partition::new(key));
+        quota
+    }
+
+    /// Books sends at `at` until one would wait; how many were booked.
+    fn sends_at(pacers: &Pacers, partition: Option<&Partition>, at: Nanos) -> usize {
         let mut sent = 0;
         while pacers
-            .book(&origin(), partition, now, Duration::ZERO)
+            .book(&origin(), partition, at, Duration::ZERO)
             .is_ok()
         {
             sent += 1;
@@ -259,25 +308,33 @@ mod tests {
         let pacers = Pacers::default();
         let now = Nanos::new(10 * SECOND);
         // 40 per 2 s (20 a second, bursts of 40), 39 left after the first request.
-        pacers.learn(&origin(), None, &[quota(40, 2, Some(39))], None, now);
-        assert_eq!(sends_now(&pacers, None, now), 39);
+        pacers.learn(&origin(), &[quota(40, 2, Some(39))], None, now);
+        assert_eq!(sends_at(&pacers, None, now), 39);
         assert_eq!(
             pacers.book(&origin(), None, now, Duration::ZERO),
             Err(Duration::from_millis(50))
         );
-        assert_eq!(sends_now(&pacers, None, now.plus(50 * MS)), 1);
+        assert_eq!(sends_at(&pacers, None, now.plus(50 * MS)), 1);
         // Over the next second, 20 more: the sustained rate.
         let sent: usize = (1..=20)
-            .map(|i| sends_now(&pacers, None, now.plus(50 * MS + i * 50 * MS)))
+            .map(|i| sends_at(&pacers, None, now.plus(50 * MS + i * 50 * MS)))
             .sum();
         assert_eq!(sent, 20);
+    }
+
+    #[test]
+    fn a_new_quota_without_what_is_left_counts_the_request_that_brought_it() {
+        let pacers = Pacers::default();
+        let now = Nanos::new(SECOND);
+        pacers.learn(&origin(), &[quota(5, 1, None)], None, now);
+        assert_eq!(sends_at(&pacers, None, now), 4);
     }
 
     #[test]
     fn a_booked_wait_is_returned_and_spent() {
         let pacers = Pacers::default();
         let now = Nanos::new(SECOND);
-        pacers.learn(&origin(), None, &[quota(10, 1, Some(0))], None, now);
+        pacers.learn(&origin(), &[quota(10, 1, Some(0))], None, now);
         let up_to = Duration::from_millis(250);
         let waits: Vec<_> = (0..3)
             .map(|_| pacers.book(&origin(), None, now, up_to))
@@ -298,31 +355,64 @@ mod tests {
     }
 
     #[test]
-    fn the_server_s_remaining_count_only_ever_lowers_the_copy() {
+    fn a_send_booked_later_waits_from_then() {
         let pacers = Pacers::default();
         let now = Nanos::new(SECOND);
-        pacers.learn(&origin(), None, &[quota(10, 1, Some(10))], None, now);
-        // Another client spent 8 of the quota: the server says 2 are left.
-        pacers.learn(&origin(), None, &[quota(10, 1, Some(2))], None, now);
-        assert_eq!(sends_now(&pacers, None, now), 2);
-        // An answer to a request sent before those two says 9 were left: not believed.
-        pacers.learn(&origin(), None, &[quota(10, 1, Some(9))], None, now);
-        assert_eq!(sends_now(&pacers, None, now), 0);
+        pacers.learn(&origin(), &[quota(10, 1, Some(0))], None, now);
+        // Booked for 1 s from now, when the bucket is full again: no further wait.
+        let later = now.plus(SECOND);
+        assert_eq!(
+            pacers.book(&origin(), None, later, Duration::ZERO),
+            Ok(Duration::ZERO)
+        );
+        // And it was spent then: 9 more at that instant, not 10.
+        assert_eq!(sends_at(&pacers, None, later), 9);
     }
 
     #[test]
-    fn a_refusal_empties_the_quotas_when_its_wait_ends() {
+    fn the_server_s_remaining_count_only_ever_lowers_the_copy() {
+        let pacers = Pacers::default();
+        let now = Nanos::new(SECOND);
+        pacers.learn(&origin(), &[quota(10, 1, Some(10))], None, now);
+        // Another client spent 8 of the quota: the server says 2 are left.
+        pacers.learn(&origin(), &[quota(10, 1, Some(2))], None, now);
+        assert_eq!(sends_at(&pacers, None, now), 2);
+        // An answer to a request sent before those two says 9 were left: not believed.
+        pacers.learn(&origin(), &[quota(10, 1, Some(9))], None, now);
+        assert_eq!(sends_at(&pacers, None, now), 0);
+    }
+
+    #[test]
+    fn a_refusal_empties_the_spent_quota_when_its_wait_ends() {
         let pacers = Pacers::default();
         let now = Nanos::new(SECOND);
         // A window of 20 a second, spent; refused for the 400 ms left of it.
-        pacers.learn(&origin(), None, &[quota(20, 1, Some(0))], None, now);
+        pacers.learn(&origin(), &[quota(20, 1, Some(0))], None, now);
         let refused_for = Some(Duration::from_millis(400));
-        pacers.learn(&origin(), None, &[quota(20, 1, Some(0))], refused_for, now);
+        pacers.learn(&origin(), &[quota(20, 1, Some(0))], refused_for, now);
         // When the window opens again, one request every 50 ms, not 20 at once.
         let opens = now.plus(400 * MS);
-        assert_eq!(sends_now(&pacers, None, opens), 0);
-        assert_eq!(sends_now(&pacers, None, opens.plus(50 * MS)), 1);
-        assert_eq!(sends_now(&pacers, None, opens.plus(100 * MS)), 1);
+        assert_eq!(sends_at(&pacers, None, opens), 0);
+        assert_eq!(sends_at(&pacers, None, opens.plus(50 * MS)), 1);
+        assert_eq!(sends_at(&pacers, None, opens.plus(100 * MS)), 1);
+    }
+
+    #[test]
+    fn a_refusal_leaves_the_quotas_it_does_not_say_are_spent() {
+        let pacers = Pacers::default();
+        let now = Nanos::new(SECOND);
+        // Refused by the burst quota; the day's quota has plenty left.
+        let refusal = [quota(40, 2, Some(0)), quota(1000, 86_400, Some(900))];
+        pacers.learn(&origin(), &refusal, Some(Duration::from_millis(50)), now);
+        let later = now.plus(SECOND);
+        // A second later the burst quota has given back 20 (less its 50 ms): the day's
+        // quota does not stand in the way.
+        assert_eq!(sends_at(&pacers, None, later), 19);
+        // A refusal that says nothing of the quotas empties none.
+        let pacers = Pacers::default();
+        pacers.learn(&origin(), &[quota(10, 1, Some(10))], None, now);
+        pacers.learn(&origin(), &[], Some(Duration::from_secs(1)), now);
+        assert_eq!(sends_at(&pacers, None, now), 10);
     }
 
     #[test]
@@ -330,8 +420,8 @@ mod tests {
         let pacers = Pacers::default();
         let now = Nanos::new(SECOND);
         let quotas = [quota(100, 1, Some(100)), quota(5, 60, Some(3))];
-        pacers.learn(&origin(), None, &quotas, None, now);
-        assert_eq!(sends_now(&pacers, None, now), 3);
+        pacers.learn(&origin(), &quotas, None, now);
+        assert_eq!(sends_at(&pacers, None, now), 3);
         assert_eq!(
             pacers.book(&origin(), None, now, Duration::ZERO),
             Err(Duration::from_secs(12))
@@ -339,65 +429,86 @@ mod tests {
     }
 
     #[test]
-    fn partitions_are_paced_apart_and_by_the_unnamed_quotas() {
+    fn a_partition_s_quota_paces_its_requests_and_those_that_name_none() {
         let pacers = Pacers::default();
         let now = Nanos::new(SECOND);
         let (one, two) = (Partition::new("one"), Partition::new("two"));
-        pacers.learn(&origin(), Some(&one), &[quota(2, 1, Some(2))], None, now);
+        pacers.learn(
+            &origin(),
+            &[in_partition(quota(2, 1, Some(2)), "one")],
+            None,
+            now,
+        );
         for _ in 0..100 {
             let unpaced = pacers.book(&origin(), Some(&two), now, Duration::ZERO);
             assert_eq!(unpaced, Ok(Duration::ZERO), "partition two has no quota");
         }
-        assert_eq!(sends_now(&pacers, Some(&one), now), 2);
-        pacers.learn(&origin(), None, &[quota(3, 1, Some(3))], None, now);
-        assert_eq!(sends_now(&pacers, Some(&one), now.plus(SECOND)), 2);
-        assert_eq!(
-            sends_now(&pacers, None, now.plus(SECOND)),
-            1,
-            "3 less the 2 above"
-        );
+        assert_eq!(sends_at(&pacers, Some(&one), now), 2);
+        // A request in no partition may be in partition one.
+        assert!(pacers.book(&origin(), None, now, Duration::ZERO).is_err());
     }
 
     #[test]
-    fn a_quota_no_longer_announced_is_forgotten_after_its_window() {
+    fn a_quota_of_the_whole_origin_paces_every_partition_together() {
         let pacers = Pacers::default();
         let now = Nanos::new(SECOND);
-        pacers.learn(&origin(), None, &[quota(1, 10, Some(0))], None, now);
-        // The server raised the quota: the old one still paces within its window...
-        let later = now.plus(5 * SECOND);
-        pacers.learn(&origin(), None, &[quota(100, 10, Some(100))], None, later);
-        assert_eq!(sends_now(&pacers, None, later), 0);
-        // ...and is forgotten once its window has passed without it.
-        let after = now.plus(11 * SECOND);
-        pacers.learn(&origin(), None, &[quota(100, 10, None)], None, after);
-        assert_eq!(sends_now(&pacers, None, after), 100);
+        let (one, two) = (Partition::new("one"), Partition::new("two"));
+        pacers.learn(&origin(), &[quota(3, 1, Some(3))], None, now);
+        assert_eq!(sends_at(&pacers, Some(&one), now), 3);
+        assert_eq!(sends_at(&pacers, Some(&two), now), 0, "one bucket for all");
     }
 
     #[test]
-    fn origins_whose_quotas_went_stale_are_dropped() {
+    fn a_quota_no_longer_announced_is_forgotten_after_its_window_even_while_busy() {
+        let pacers = Pacers::default();
+        let mut now = Nanos::new(SECOND);
+        // 40 per 2 s, and a client asking 100 a second for 5 s.
+        pacers.learn(&origin(), &[quota(40, 2, Some(0))], None, now);
+        let mut sent = 0;
+        for _ in 0..500 {
+            now = now.plus(10 * MS);
+            if pacers.book(&origin(), None, now, Duration::ZERO).is_ok() {
+                sent += 1;
+                // The server announces 400 per 2 s now.
+                pacers.learn(&origin(), &[quota(400, 2, Some(399))], None, now);
+            }
+        }
+        // 20 a second until the old quota went stale, 2 s after its announcement; then
+        // all 100 a second. Kept, it would have allowed 100 in all.
+        assert!(sent >= 300, "sent {sent}");
+        assert_eq!(pacers.quotas(&origin(), None), [400]);
+    }
+
+    #[test]
+    fn stale_origins_and_partitions_are_dropped() {
         let pacers = Pacers::default();
         let now = Nanos::new(SECOND);
         let other = Origin::of(&"http://b.example/".parse().unwrap(), None);
-        pacers.learn(&origin(), None, &[quota(5, 1, None)], None, now);
-        pacers.learn(
-            &other,
-            None,
-            &[quota(5, 1, None)],
-            None,
-            now.plus(2 * SECOND),
-        );
+        pacers.learn(&origin(), &[quota(5, 1, None)], None, now);
+        pacers.learn(&other, &[quota(5, 1, None)], None, now.plus(2 * SECOND));
         assert_eq!(pacers.len(), 1);
+
+        // 10,000 users of one origin, each announced once a second apart: the stale ones
+        // are swept as new ones come.
+        let pacers = Pacers::default();
+        for user in 0..10_000_u64 {
+            let quota = AnnouncedQuota {
+                partition: Some(Partition::new(user.to_be_bytes().to_vec())),
+                ..quota(5, 1, None)
+            };
+            pacers.learn(&origin(), &[quota], None, now.plus(user * SECOND));
+        }
+        let kept = pacers.origins.lock()[&origin()].scopes.len();
+        assert!(kept <= FIRST_SWEEP, "{kept} partitions kept");
     }
 
     #[test]
-    fn at_most_eight_quotas_are_kept_per_scope() {
+    fn at_most_eight_quotas_are_kept_per_partition() {
         let pacers = Pacers::default();
         let now = Nanos::new(SECOND);
         for n in 1..=9 {
-            pacers.learn(&origin(), None, &[quota(n, 60, Some(n))], None, now.plus(n));
+            pacers.learn(&origin(), &[quota(n, 60, Some(n))], None, now.plus(n));
         }
-        let origins = pacers.origins.lock();
-        let kept: Vec<u64> = origins[&origin()][&None].iter().map(|p| p.quota).collect();
-        assert_eq!(kept, [2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(pacers.quotas(&origin(), None), [2, 3, 4, 5, 6, 7, 8, 9]);
     }
 }

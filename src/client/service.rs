@@ -1,10 +1,11 @@
 //! [`RateLimitClient`]: holds the requests a server would refuse, and reads every answer.
 
+use super::announcement;
 use super::hold::{Holds, Origin, Partition};
 use super::pace::Pacers;
 use super::retry::RequestHead;
 use super::{ClientError, Held, ResponseFuture, Retry};
-use crate::clock::Clock;
+use crate::clock::{saturating_nanos, Clock};
 use http::{HeaderValue, Request, Response, Uri};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -131,14 +132,15 @@ impl Recorder {
             .remaining(self.origin(), self.partition.as_ref(), self.clock.now())
     }
 
-    /// Books the request's turn under the quotas its server announced: how long it must
-    /// wait for it, or, if longer than `up_to`, that wait as the error (and nothing booked).
-    fn book(&self, up_to: Duration) -> Result<Duration, Duration> {
+    /// Books the request's send `after` from now under the quotas its server announced:
+    /// how much longer it must wait for its turn then, or, if more than `up_to`, that wait
+    /// as the error (and nothing booked).
+    pub(crate) fn book(&self, after: Duration, up_to: Duration) -> Result<Duration, Duration> {
         let Some(pacers) = &self.pacers else {
             return Ok(Duration::ZERO);
         };
-        let now = self.clock.now();
-        pacers.book(self.origin(), self.partition.as_ref(), now, up_to)
+        let at = self.clock.now().plus(saturating_nanos(after));
+        pacers.book(self.origin(), self.partition.as_ref(), at, up_to)
     }
 
     /// The layer clock's time.
@@ -151,41 +153,32 @@ impl Recorder {
     /// is a refusal.
     pub(crate) fn record<B>(&self, response: &Response<B>) -> Option<Duration> {
         let now = self.clock.now();
-        let headers = response.headers();
         let wall_clock = std::time::UNIX_EPOCH + Duration::from_nanos(now.as_u64());
-        let mut notices = super::headers::notices(response.status(), headers, wall_clock);
-        let refused = response.status() == http::StatusCode::TOO_MANY_REQUESTS
-            || super::headers::is_resource_exhausted(headers);
-        let refused_for = notices
-            .iter()
-            .map(|notice| notice.wait)
-            .max()
-            .filter(|_| refused);
+        let pacing = self.pacers.is_some();
+        let mut announced =
+            announcement::read(response.status(), response.headers(), wall_clock, pacing);
+        let refused_for = announced.refused_for();
         if let Some(pacers) = &self.pacers {
-            let quotas = super::headers::announced_quotas(headers);
-            if !quotas.is_empty() || refused_for.is_some() {
-                let partition = self.partition.as_ref();
-                pacers.learn(self.origin(), partition, &quotas, refused_for, now);
+            if !announced.quotas.is_empty() || refused_for.is_some() {
+                pacers.learn(self.origin(), &announced.quotas, refused_for, now);
             }
-            if !refused && !quotas.is_empty() {
-                // An exhausted quota it paces by is not a hold: its copy sends the next
-                // request when the next unit is back, where the quota's reset may be the
-                // time it is full again.
-                notices.clear();
-            }
+            // A paced quota that this answer spent does not hold the origin: its copy sends
+            // the next request when the next unit is back, where the quota's reset may be
+            // the time it is full again.
+            announced.notices.retain(|notice| !notice.paced);
         }
-        if notices.is_empty() {
+        if announced.notices.is_empty() {
             return refused_for;
         }
         let origin = self.origin();
-        for notice in notices {
+        for notice in announced.notices {
             tracing::debug!(
                 origin = %origin,
                 partitioned = notice.partition.is_some(),
                 wait = ?notice.wait,
                 "server announced a wait; holding requests",
             );
-            let until = now.plus(crate::clock::saturating_nanos(notice.wait));
+            let until = now.plus(saturating_nanos(notice.wait));
             self.holds.hold(origin, notice.partition, until, now);
         }
         refused_for
@@ -209,13 +202,16 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let recorder = Recorder::of(&request, self);
         // Held by a refusal's wait, or paced by a quota, for longer than it may wait: not
-        // sent. Booking its turn under the quotas comes second, so that a request held
-        // back spends none of them.
-        let wait = match recorder.remaining() {
-            Some(hold) if hold > self.wait_up_to => Err(hold),
-            hold => recorder
-                .book(self.wait_up_to)
-                .map(|turn| turn.max(hold.unwrap_or_default())),
+        // sent. Its turn under the quotas is booked for when the hold ends, and not at all
+        // if it is held back.
+        let hold = recorder.remaining().unwrap_or_default();
+        let wait = if hold > self.wait_up_to {
+            Err(hold)
+        } else {
+            recorder
+                .book(hold, self.wait_up_to - hold)
+                .map(|turn| hold + turn)
+                .map_err(|turn| hold + turn)
         };
         let wait = match wait {
             Ok(wait) => wait,
@@ -274,7 +270,7 @@ mod tests {
 
     impl Clock for TokioClock {
         fn now(&self) -> Nanos {
-            ManualClock::START.plus(crate::clock::saturating_nanos(self.0.elapsed()))
+            ManualClock::START.plus(saturating_nanos(self.0.elapsed()))
         }
     }
 
@@ -479,5 +475,134 @@ mod tests {
         let answer = send(&mut client).await.expect("the refusal");
         assert_eq!(answer.status(), http::StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(arrived.load(Ordering::SeqCst), 1);
+    }
+
+    /// An answer: its status and headers.
+    type Answer = (http::StatusCode, &'static [(&'static str, &'static str)]);
+
+    /// A server that answers the `n`th request (from 0) with `answer(n)` 10 ms after it
+    /// arrived, and records when each arrived, from tokio's (paused) start.
+    fn recording_server(
+        answer: fn(usize) -> Answer,
+    ) -> (Inner, Arc<parking_lot::Mutex<Vec<Duration>>>) {
+        let started = tokio::time::Instant::now();
+        let arrivals = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let record = arrivals.clone();
+        let server = tower::service_fn(move |_: Request<Body>| {
+            let (status, headers) = {
+                let mut arrivals = record.lock();
+                arrivals.push(started.elapsed());
+                answer(arrivals.len() - 1)
+            };
+            let mut response = Response::builder().status(status);
+            for (name, value) in headers {
+                response = response.header(*name, *value);
+            }
+            let response = response.body(()).unwrap();
+            async move {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                Ok(response)
+            }
+        });
+        (Inner::new(server), arrivals)
+    }
+
+    fn pacing_client(server: Inner, wait_up_to: Duration) -> RateLimitClient<Inner> {
+        let clock: Arc<dyn Clock> = Arc::new(TokioClock(tokio::time::Instant::now()));
+        RateLimitClient::new(server, Arc::default(), clock, wait_up_to).pacing(Some(Arc::default()))
+    }
+
+    /// Sends `count` requests at once, each through its own clone of `client`.
+    async fn send_together(client: &RateLimitClient<Inner>, count: usize) {
+        let mut sends = tokio::task::JoinSet::new();
+        for _ in 0..count {
+            let mut client = client.clone();
+            sends.spawn(async move { send(&mut client).await });
+        }
+        while sends.join_next().await.is_some() {}
+    }
+
+    fn millis(arrivals: &[Duration]) -> Vec<u128> {
+        arrivals.iter().map(Duration::as_millis).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_request_takes_its_paced_turn_when_the_hold_ends() {
+        // 2 a second, 1 left after the first request.
+        let (server, arrivals) = recording_server(|_| {
+            let fields = &[
+                ("ratelimit-policy", r#""q";q=2;w=1"#),
+                ("ratelimit", r#""q";r=1;t=1"#),
+            ];
+            (http::StatusCode::OK, fields)
+        });
+        let mut client = pacing_client(server, Duration::from_secs(3));
+        send(&mut client).await.expect("admitted");
+        // Held for a second by a refusal that said nothing of the quota.
+        let now = client.clock.now();
+        client
+            .holds
+            .hold(&origin(), None, now.plus(1_000_000_000), now);
+
+        send_together(&client, 3).await;
+        // At the hold's end the quota is full again: two at once, the third 500 ms later.
+        // (Booked when sent rather than when the hold ends, all three would go at once.)
+        assert_eq!(millis(&arrivals.lock()), [0, 1010, 1010, 1510]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn paced_retries_take_their_turns() {
+        // The first three requests refused for a second by a spent quota of 2 a second,
+        // the others admitted.
+        let (server, arrivals) = recording_server(|n| match n {
+            0..3 => (
+                http::StatusCode::TOO_MANY_REQUESTS,
+                &[
+                    ("retry-after", "1"),
+                    ("ratelimit-policy", r#""q";q=2;w=1"#),
+                    ("ratelimit", r#""q";r=0;t=1"#),
+                ],
+            ),
+            _ => (http::StatusCode::OK, &[]),
+        });
+        let client = pacing_client(server, Duration::ZERO)
+            .retrying(Some(Retry::new().retries(1).jitter(0.0).budget(1.0, 10)));
+        send_together(&client, 3).await;
+        // The three retries take the quota's turns once the wait is over: the copy is empty
+        // then, so one every 500 ms.
+        assert_eq!(millis(&arrivals.lock()), [0, 0, 0, 1510, 2010, 2510]);
+    }
+
+    #[tokio::test]
+    async fn a_spent_quota_that_is_not_paced_still_holds() {
+        use tower::ServiceExt;
+        let answer = (
+            http::StatusCode::OK,
+            &[
+                ("ratelimit-policy", r#""burst";q=40;w=2"#),
+                ("ratelimit", r#""burst";r=39;t=1, "day";r=0;t=3600"#),
+            ][..],
+        );
+        let server = tower::service_fn(move |_: Request<Body>| {
+            let (status, headers) = answer;
+            let mut response = Response::builder().status(status);
+            for (name, value) in headers {
+                response = response.header(*name, *value);
+            }
+            std::future::ready(Ok::<_, Infallible>(response.body(()).unwrap()))
+        });
+        let clock = ManualClock::new();
+        let mut client = RateLimitClient::new(
+            Inner::new(server),
+            Arc::default(),
+            Arc::new(clock),
+            Duration::ZERO,
+        )
+        .pacing(Some(Arc::default()));
+        let first = client.ready().await.unwrap().call(request()).await;
+        assert!(first.is_ok());
+        let second = client.ready().await.unwrap().call(request()).await;
+        let held = second.expect_err("the day's quota is spent");
+        assert_eq!(held.as_held().unwrap().wait(), Duration::from_secs(3600));
     }
 }

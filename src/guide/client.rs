@@ -18,7 +18,7 @@
 //! | the server says | the layer |
 //! |---|---|
 //! | `429` with `Retry-After` (seconds or a date), `X-Ratelimit-Retry-After`, or an exhausted `RateLimit` item; gRPC `RESOURCE_EXHAUSTED` with `grpc-retry-pushback-ms` | holds every request to that origin (scheme, host, port) until the longest wait given has passed; only the partitions named (`pk`), when every exhausted item names one |
-//! | `RateLimit: "name";r=0;t=5` on an admitted answer | holds the origin for `t`: the next request would be refused |
+//! | `RateLimit: "name";r=0;t=5` on an admitted answer | holds the origin for `t`: the next request would be refused (while pacing by that quota, its copy decides instead) |
 //! | `RateLimit-Policy: "name";q=40;w=2`, or Envoy's `X-Ratelimit-Limit: 10, 10;w=60` | with [`pace`](crate::client::RateLimitClientLayer::pace), spreads requests over the quota |
 //!
 //! A held request fails at once with
@@ -43,6 +43,9 @@
 //! `both`; see [the rules file](super::rules#response)). tollgate's server layer announces
 //! a bucket by the time its capacity takes to come back: a token bucket of 20 a second with
 //! bursts of 40 is `"per-client";q=40;w=2`, so that a client's copy matches it exactly.
+//! `w` is whole seconds, rounded up: where the capacity comes back in less than a second
+//! (100 a second with bursts of 10 is `q=10;w=1`) or in no whole number of seconds, the
+//! announced rate is below the real one, and a paced client sends less than it may.
 //!
 //! Against the demo server's per-client limit (that token bucket), a client asking 200
 //! requests a second for 10 s (`examples/client.rs`; figures in `BENCHMARKS.md`):
@@ -51,12 +54,13 @@
 //! |---|---:|---:|
 //! | without the layer | 239 | 1,761 |
 //! | the layer, not pacing | 220 | 0 |
-//! | the layer, pacing | 238 | 0 |
+//! | the layer, pacing | 236–238 | 0 |
 //!
 //! Without pacing, the layer honours the `r=0;t=2` of the answer that empties the bucket,
 //! and waits for the bucket to be full again: bursts, and 8 % less served. Against a fixed
-//! window a paced client meets one refusal in all, at the end of the first window (its copy
-//! sends one unit early); that refusal's wait then lines it up with the windows.
+//! window a paced client meets one refusal in all, early in the first window, once it has
+//! spent the window's quota (its copy gives a unit back before the window does); that
+//! refusal's wait then lines it up with the windows.
 //!
 //! Pacing in a test, on a [`ManualClock`](crate::clock::ManualClock), against a server
 //! that announces 2 requests a second:
@@ -134,16 +138,20 @@
 //! # }
 //! ```
 //!
-//! # Partitions and routes
+//! # Partitions
 //!
 //! Holds and quotas belong to an origin. A server that limits each user or API key apart
-//! names the partition in `pk` (`RateLimit: "per-user";r=0;t=5;pk=:dXNlcjE=:`); a client
-//! that sends for several users tells the layer which partition each request is in with a
-//! [`Partition`](crate::client::Partition) in its extensions, so that one user's refusal
-//! does not hold the others. Requests that name no partition are held by every hold of
-//! their origin. Pacing follows the request's own partition: give requests to routes that
-//! are limited apart their own `Partition` (`Partition::new("search")`), or each is paced by
-//! the other's quota too.
+//! names the partition in `pk` (`RateLimit: "per-user";r=0;t=5;pk=:dXNlcjE=:`, and the same
+//! `pk` on its `RateLimit-Policy` item); a client that sends for several users tells the
+//! layer which partition each request is in with a [`Partition`](crate::client::Partition)
+//! in its extensions, so that one user's refusal does not hold the others, and each user is
+//! paced by their own quota. A quota or a hold that names no partition is the whole
+//! origin's: every request to it counts against it. Requests that name no partition are
+//! held and paced by every partition of their origin: they may be in any of them.
+//!
+//! A server that limits routes apart without naming partitions announces, on each route's
+//! answers, that route's quota: the layer paces every request to the origin by all of
+//! them, which is safe but slower than the server allows.
 //!
 //! # What it does not read
 //!
