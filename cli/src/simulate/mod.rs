@@ -207,7 +207,7 @@ impl Source {
     fn traffic(&mut self) -> Traffic<'_> {
         match self {
             Source::Trace(reader) => Traffic::Trace(reader),
-            Source::Synthetic(synthetic) => Traffic::Synthetic(synthetic.requests()),
+            Source::Synthetic(synthetic) => Traffic::Synthetic(Box::new(synthetic.requests())),
         }
     }
 }
@@ -215,7 +215,8 @@ impl Source {
 /// The traffic being replayed.
 enum Traffic<'s> {
     Trace(&'s mut TraceReader<BufReader<File>>),
-    Synthetic(Requests<'s>),
+    // Boxed: the generators' state is large, a trace reader's reference small.
+    Synthetic(Box<Requests<'s>>),
 }
 
 fn source(args: &SimulateArgs) -> Result<Source, String> {

@@ -3,7 +3,7 @@
 
 use super::traffic::TraceRequest;
 use http::{HeaderName, HeaderValue, Request};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,8 +61,9 @@ pub(crate) struct LimitFigures {
     pub(crate) delays: Vec<u64>,
     /// Requests per state key (the client, user, ...), and how many of them it refused.
     pub(crate) keys: HashMap<String, KeyFigures>,
-    /// Per second from the start of the traffic: admitted, denied, delayed.
-    pub(crate) per_second: Vec<[u64; 3]>,
+    /// Per second from the start of the traffic, for the seconds with any: admitted,
+    /// denied, delayed. (A map: a trace may leave days between two requests.)
+    pub(crate) per_second: BTreeMap<u64, [u64; 3]>,
 }
 
 /// One state key's requests under a limit.
@@ -76,14 +77,11 @@ impl LimitFigures {
     /// Counts a request that this limit applied to, with state key `key`, at second
     /// `second` of the traffic: admitted, delayed by its queue, or refused by it (or not
     /// refused by it, when another limit refused the request).
-    fn count(&mut self, key: String, second: usize, outcome: Count) {
+    fn count(&mut self, key: String, second: u64, outcome: Count) {
         self.seen += 1;
         let figures = self.keys.entry(key).or_default();
         figures.requests += 1;
-        if self.per_second.len() <= second {
-            self.per_second.resize(second + 1, [0; 3]);
-        }
-        let per_second = &mut self.per_second[second];
+        let per_second = self.per_second.entry(second).or_default();
         match outcome {
             Count::Admitted => {
                 self.admitted += 1;
@@ -172,8 +170,7 @@ impl Replay {
         let request = http_request(traffic);
         self.clock.set(Nanos::new(traffic.at));
         let start = *self.start.get_or_insert(traffic.at);
-        let second = usize::try_from((traffic.at.saturating_sub(start)) / 1_000_000_000)
-            .unwrap_or(usize::MAX);
+        let second = traffic.at.saturating_sub(start) / 1_000_000_000;
         let explanation = self.rules.explain(&request)?;
         let verdict = self.limiter.check_request(&request).await?;
         let outcome = match (verdict.is_allowed(), verdict.delay()) {

@@ -469,8 +469,12 @@ impl Report {
 /// The panel of limit `spec`'s `figures` over `seconds`, its title ending with `note`.
 fn panel(spec: &Limit, figures: &LimitFigures, seconds: usize, note: &str) -> Panel {
     let column = |i: usize| -> Vec<u64> {
-        let mut values: Vec<u64> = figures.per_second.iter().map(|second| second[i]).collect();
-        values.resize(seconds, 0);
+        let mut values = vec![0; seconds];
+        for (&second, counts) in &figures.per_second {
+            if let Some(value) = usize::try_from(second).ok().and_then(|s| values.get_mut(s)) {
+                *value = counts[i];
+            }
+        }
         values
     };
     Panel {
