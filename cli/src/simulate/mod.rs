@@ -15,7 +15,7 @@ mod trace;
 mod traffic;
 
 use clap::Args;
-use replay::{Replay, Verdict};
+use replay::Replay;
 use report::{Change, Report, Run};
 use std::fs::File;
 use std::io::{BufReader, Write};
@@ -116,12 +116,13 @@ fn simulate(file: &Path, rules: Rules, args: &SimulateArgs) -> Result<(), String
     let mut runs = vec![Run::new(file.display().to_string(), None, rules.clone())];
     if args.compare_algorithms {
         for algorithm in Algorithm::ALL {
-            let label = format!("{} as {}", file.display(), algorithm.name());
-            runs.push(Run::new(
-                label,
-                Some(algorithm),
-                rules.with_algorithm(algorithm),
-            ));
+            match rules.with_algorithm(algorithm) {
+                Ok(compared) => {
+                    let label = format!("{} as {}", file.display(), algorithm.name());
+                    runs.push(Run::new(label, Some(algorithm), compared));
+                }
+                Err(errors) => eprint!("not compared as {}:\n{errors}", algorithm.name()),
+            }
         }
     }
     let mut against = other.map(|(path, rules)| (path, Replay::new(rules)));
@@ -135,15 +136,19 @@ fn simulate(file: &Path, rules: Rules, args: &SimulateArgs) -> Result<(), String
         let mut ordinal = 0_u64;
         while let Some(request) = traffic.next_request(args.strict, &mut report)? {
             ordinal += 1;
-            let mut first: Option<Verdict> = None;
-            for run in &mut runs {
-                let verdict = run.replay.decide(&request).await.map_err(no_address)?;
-                first.get_or_insert(verdict);
+            // The rules as written, then each algorithm in turn.
+            let (written, compared) = runs.split_at_mut(1);
+            let verdict = written[0]
+                .replay
+                .decide(&request)
+                .await
+                .map_err(no_address)?;
+            for run in compared {
+                run.replay.decide(&request).await.map_err(no_address)?;
             }
-            let Some(verdict) = first else { continue };
             if let Some((_, other)) = &mut against {
                 let theirs = other.decide(&request).await.map_err(no_address)?;
-                if theirs != verdict {
+                if theirs.outcome.name() != verdict.outcome.name() {
                     report.change(Change::new(ordinal, &request, &verdict, &theirs));
                 }
             }

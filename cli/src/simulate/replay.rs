@@ -7,12 +7,17 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tollgate::algorithm::Algorithm;
 use tollgate::clock::{ManualClock, Nanos};
-use tollgate::rules::{Rate, Rules};
+use tollgate::rules::Rules;
 use tollgate::source::{MissingPeerAddr, PeerAddr};
 use tollgate::store::MemoryStore;
-use tollgate::Limiter;
+use tollgate::{LimitDecision, Limiter};
+
+/// The seed every replay hashes its keys under.
+const REPLAY_SEED: u64 = 0x7472_6163_6573;
+
+/// A second, in nanoseconds.
+const SECOND: u64 = 1_000_000_000;
 
 /// What the limiter decided for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,9 +41,9 @@ impl Outcome {
     }
 }
 
-/// The verdict on one request, and which limit it names.
+/// What became of one request, and which limit its verdict names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Verdict {
+pub(crate) struct Replayed {
     pub(crate) outcome: Outcome,
     /// The limit the verdict names: the one that refused; for an admitted request, the one
     /// with the least room left. `None` when no limit applied.
@@ -118,8 +123,9 @@ pub(crate) struct Replay {
     limiter: Limiter<MemoryStore<ManualClock>>,
     clock: ManualClock,
     rules: Arc<Rules>,
-    /// The instant of the traffic's first request (second 0 of the per-second figures).
-    start: Option<u64>,
+    /// The instant of the traffic's first request (its whole second is second 0 of the
+    /// per-second figures).
+    first: Option<u64>,
     /// Per limit, in the rules' order.
     figures: Vec<LimitFigures>,
     /// Requests no limit applied to.
@@ -130,13 +136,15 @@ impl Replay {
     pub(crate) fn new(rules: Rules) -> Self {
         let clock = ManualClock::new();
         let figures = vec![LimitFigures::default(); rules.limits().len()];
-        let limiter = Limiter::with_clock(rules, clock.clone());
+        // The same seed and shards in every run: the same answers, byte for byte.
+        let store = MemoryStore::reproducible(clock.clone(), REPLAY_SEED);
+        let limiter = Limiter::with_store(rules, store);
         let rules = limiter.rules();
         Replay {
             limiter,
             clock,
             rules,
-            start: None,
+            first: None,
             figures,
             unlimited: 0,
         }
@@ -157,7 +165,8 @@ impl Replay {
         self.unlimited
     }
 
-    /// Decides `traffic` at its instant, as the layer would, and counts it.
+    /// Decides `traffic` at its instant, as the layer would, and counts it for each limit
+    /// by that limit's own decision.
     ///
     /// # Errors
     ///
@@ -166,58 +175,62 @@ impl Replay {
     pub(crate) async fn decide(
         &mut self,
         traffic: &TraceRequest,
-    ) -> Result<Verdict, MissingPeerAddr> {
+    ) -> Result<Replayed, MissingPeerAddr> {
         let request = http_request(traffic);
         self.clock.set(Nanos::new(traffic.at));
-        let start = *self.start.get_or_insert(traffic.at);
-        let second = traffic.at.saturating_sub(start) / 1_000_000_000;
-        let explanation = self.rules.explain(&request)?;
-        let verdict = self.limiter.check_request(&request).await?;
+        let first = *self.first.get_or_insert(traffic.at);
+        // Whole seconds of the clock, as the plot's axis shows them.
+        let second = traffic.at / SECOND - first / SECOND;
+        let (verdict, each) = self.limiter.check_request_each(&request).await?;
         let outcome = match (verdict.is_allowed(), verdict.delay()) {
             (false, _) => Outcome::Denied,
             (true, delay) if delay.is_zero() => Outcome::Admitted,
             (true, delay) => Outcome::Delayed(delay),
         };
-        let named = verdict.limit();
-        if explanation.applied().is_empty() {
+        if each.is_empty() {
             self.unlimited += 1;
-        }
-        for applied in explanation.applied() {
-            let limit = applied.limit();
-            let Some(index) = self
-                .rules
-                .limits()
+        } else {
+            // The state keys in words, by limit: what the rules' explanation calls them.
+            let explanation = self.rules.explain(&request)?;
+            let key_of = |index: usize| {
+                let limit = &self.rules.limits()[index];
+                explanation
+                    .applied()
+                    .iter()
+                    .find(|applied| std::ptr::eq(applied.limit(), limit))
+                    .map(|applied| applied.state_key())
+                    .unwrap_or_default()
+            };
+            let keyed: Vec<(usize, String, Count)> = each
                 .iter()
-                .position(|l| std::ptr::eq(l, limit))
-            else {
-                continue;
-            };
-            let shadow = limit.is_shadow() || self.rules.shadow_mode();
-            let count = match outcome {
-                _ if shadow && verdict.is_shadow_denied() => Count::DeniedHere,
-                _ if shadow => Count::Admitted,
-                Outcome::Denied if named == Some(limit.label()) => Count::DeniedHere,
-                Outcome::Denied => Count::DeniedElsewhere,
-                Outcome::Delayed(delay) if is_shaping(limit.rate()) => {
-                    Count::Delayed(u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX))
-                }
-                Outcome::Delayed(_) | Outcome::Admitted => Count::Admitted,
-            };
-            self.figures[index].count(applied.state_key(), second, count);
+                .map(|limit| {
+                    let index = limit.limit_index();
+                    (index, key_of(index), count(limit, outcome))
+                })
+                .collect();
+            for (index, key, count) in keyed {
+                self.figures[index].count(key, second, count);
+            }
         }
-        Ok(Verdict {
+        Ok(Replayed {
             outcome,
-            limit: named.map(Arc::from),
+            limit: verdict.limit().map(Arc::from),
         })
     }
 }
 
-/// Whether a limit of `rate` delays requests: a leaky bucket that shapes.
-fn is_shaping(rate: Rate) -> bool {
-    matches!(
-        rate,
-        Rate::Limited { algorithm: Algorithm::LeakyBucket, quota } if quota.is_shaping()
-    )
+/// How a request with `outcome` counts for a limit whose own decision was `limit`'s.
+fn count(limit: &LimitDecision, outcome: Outcome) -> Count {
+    let decision = limit.decision();
+    if !decision.allowed {
+        // It refused the request, or would have (shadow mode).
+        return Count::DeniedHere;
+    }
+    match outcome {
+        Outcome::Denied => Count::DeniedElsewhere,
+        _ if limit.is_shadow() || decision.delay.is_zero() => Count::Admitted,
+        _ => Count::Delayed(u64::try_from(decision.delay.as_nanos()).unwrap_or(u64::MAX)),
+    }
 }
 
 /// `traffic` as the request a server would have received from its client.

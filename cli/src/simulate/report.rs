@@ -2,7 +2,7 @@
 //! between two rules files, and the figures to plot.
 
 use super::plot::{Panel, Plot};
-use super::replay::{LimitFigures, Outcome, Replay, Verdict};
+use super::replay::{LimitFigures, Outcome, Replay, Replayed};
 use super::traffic::TraceRequest;
 use crate::describe;
 use crate::table::Table;
@@ -38,16 +38,16 @@ impl Run {
 pub(crate) struct Change {
     ordinal: u64,
     request: RequestSummary,
-    ours: Verdict,
-    theirs: Verdict,
+    ours: Replayed,
+    theirs: Replayed,
 }
 
 impl Change {
     pub(crate) fn new(
         ordinal: u64,
         request: &TraceRequest,
-        ours: &Verdict,
-        theirs: &Verdict,
+        ours: &Replayed,
+        theirs: &Replayed,
     ) -> Self {
         Change {
             ordinal,
@@ -60,7 +60,7 @@ impl Change {
     /// The limit the change is counted under: the one that refused, in either replay (ours
     /// first), else the one either verdict names.
     fn limit(&self) -> String {
-        let refused = |verdict: &Verdict| {
+        let refused = |verdict: &Replayed| {
             (verdict.outcome == Outcome::Denied)
                 .then(|| verdict.limit.clone())
                 .flatten()
@@ -162,7 +162,7 @@ impl Report {
     }
 
     /// The `ordinal`th request of the traffic, and its verdict under the rules as written.
-    pub(crate) fn request(&mut self, ordinal: u64, request: &TraceRequest, verdict: &Verdict) {
+    pub(crate) fn request(&mut self, ordinal: u64, request: &TraceRequest, verdict: &Replayed) {
         self.requests += 1;
         self.first.get_or_insert(request.at);
         self.last = Some(request.at);
@@ -433,7 +433,8 @@ impl Report {
         let (Some(first), Some(last)) = (self.first, self.last) else {
             return Err("no request to plot".to_owned());
         };
-        let seconds = usize::try_from((last - first) / 1_000_000_000 + 1).unwrap_or(usize::MAX);
+        let seconds =
+            usize::try_from(last / 1_000_000_000 - first / 1_000_000_000 + 1).unwrap_or(usize::MAX);
         if seconds > MOST_PLOTTED_SECONDS {
             return Err(format!(
                 "--plot draws at most 7 days of traffic; this trace spans {seconds} s"

@@ -36,6 +36,20 @@ const MAX_APPROXIMATE_LIMIT: u64 = 1_000_000_000;
 /// The smallest `approximate` sketch: in less, so many keys would share each counter that
 /// the counts would be too coarse to limit by.
 const MIN_SKETCH_MEMORY: u128 = 64 * 1024;
+/// Whether `algorithm` under `quota` books at most the longest period ahead: GCRA and the
+/// leaky bucket book `burst` (or `queue + 1`) intervals of `period / requests_per_unit`.
+pub(in crate::rules) fn books_within_horizon(algorithm: Algorithm, quota: &Quota) -> bool {
+    if !matches!(algorithm, Algorithm::Gcra | Algorithm::LeakyBucket)
+        || quota.requests_per_period() == 0
+    {
+        return true;
+    }
+    let slots = algorithm.capacity(quota);
+    let interval =
+        u128::from(quota.period_nanos()).div_ceil(u128::from(quota.requests_per_period()));
+    u128::from(slots) * interval <= MAX_PERIOD.as_nanos()
+}
+
 /// The largest `approximate` sketch: a sketch takes all of its size, for each approximate
 /// limit, and more than this is likelier a slip (`4GiB` for `4MiB`) than a need.
 const MAX_SKETCH_MEMORY: u128 = 1024 * 1024 * 1024;
@@ -229,13 +243,7 @@ impl Compiler {
             Algorithm::LeakyBucket => raw.queue.as_ref().map(|q| (q.referenced, "queue")),
             _ => return true,
         };
-        let slots = algorithm.capacity(quota);
-        if quota.requests_per_period() == 0 {
-            return true;
-        }
-        let interval =
-            u128::from(quota.period_nanos()).div_ceil(u128::from(quota.requests_per_period()));
-        if u128::from(slots) * interval <= MAX_PERIOD.as_nanos() {
+        if books_within_horizon(algorithm, quota) {
             return true;
         }
         let (location, name) = field.unwrap_or((Location::UNKNOWN, "requests_per_unit"));
