@@ -1,7 +1,7 @@
-//! `Limiter::check_request` decides as `RateLimitLayer` does: the same requests at the same
-//! instants, through the layer on one manual clock and through `check_request` on another,
-//! get the same verdicts and the same delays, for every algorithm. (`tollgate simulate`
-//! replays traces through `check_request`.)
+//! `Limiter::check_request_each` decides as `RateLimitLayer` does: the same requests at the
+//! same instants, through the layer on one manual clock and through `check_request_each` on
+//! another, get the same verdicts and the same delays, for every algorithm, and the limits'
+//! own decisions agree with the verdict. (`tollgate simulate` replays traces through it.)
 
 use axum::body::Body;
 use http::{Request, Response, StatusCode};
@@ -97,7 +97,17 @@ async fn check_request_decides_as_the_layer_does_for_every_algorithm() {
                 admitted: response.status() == StatusCode::OK,
                 delay: started.elapsed(),
             };
-            let verdict = limiter.check_request(&request(i)).await.unwrap();
+            // The simulator's way in: the verdict, and each limit's own decision.
+            let (verdict, each) = limiter.check_request_each(&request(i)).await.unwrap();
+            let refused = each
+                .iter()
+                .any(|limit| !limit.is_shadow() && !limit.decision().allowed);
+            assert_eq!(
+                refused,
+                !verdict.is_allowed(),
+                "{} request {i}",
+                algorithm.name()
+            );
             let by_check = Answer {
                 admitted: verdict.is_allowed(),
                 delay: whole_millis_up(verdict.delay()),

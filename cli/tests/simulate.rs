@@ -341,7 +341,12 @@ fn synthetic_traffic_repeats_with_its_seed() {
         out
     };
     assert_eq!(run("7"), run("7"));
-    assert_ne!(run("7"), run("8"));
+    let limits = |out: String| serde_json::from_str::<Value>(&out).expect("JSON")["limits"].clone();
+    assert_ne!(
+        limits(run("7")),
+        limits(run("8")),
+        "another seed, other traffic"
+    );
     let report: Value = serde_json::from_str(&run("7")).expect("JSON");
     let requests = report["requests"].as_u64().expect("a count");
     assert!(
@@ -357,6 +362,72 @@ fn a_missing_trace_and_pattern_is_a_usage_error() {
     assert_eq!(code, Some(2), "{err}");
     let (code, _, err) = tollgate(&["simulate", path(&rules), "--synthetic", "sawtooth"]);
     assert_eq!(code, Some(2), "{err}");
+    let steady = ["simulate", path(&rules), "--synthetic", "steady"];
+    for wrong in [
+        &["--rate", "0"][..],
+        &["--path", "api/items"],
+        &["--plot", "out.gif"],
+    ] {
+        let (code, out, err) = tollgate(&[&steady[..], wrong].concat());
+        assert_eq!(code, Some(2), "{wrong:?}: {err}");
+        assert!(out.is_empty(), "nothing replayed: {out}");
+    }
+}
+
+#[test]
+fn each_limit_counts_what_it_decided_itself() {
+    // A burst of 20 through an enforced limit of 5 and two shadow-mode ones, of 2 and 8.
+    let rules = r"
+domain: sim
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 5, name: five }
+  - key: method
+    shadow_mode: true
+    rate_limit: { unit: second, requests_per_unit: 2, name: two }
+  - key: path
+    shadow_mode: true
+    rate_limit: { unit: second, requests_per_unit: 8, name: eight }
+";
+    let report = simulate_json(rules, &twenty_at_once(), ".jsonl", &[]);
+    assert_eq!(counts(limit(&report, "five", 0)), (20, 5, 15, 0));
+    // `two` would refuse from the 3rd on; `eight` never would: the 5 admitted are all it
+    // counted (all or nothing: the refused ones charge no limit).
+    assert_eq!(counts(limit(&report, "two", 0)), (20, 2, 18, 0));
+    assert_eq!(counts(limit(&report, "eight", 0)), (20, 5, 0, 0));
+
+    // Two enforced limits: once the lower refuses, the higher is charged nothing more, and
+    // so never refuses.
+    let rules = r"
+domain: sim
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 5, name: five }
+  - key: method
+    rate_limit: { unit: second, requests_per_unit: 3, name: three }
+";
+    let report = simulate_json(rules, &twenty_at_once(), ".jsonl", &[]);
+    assert_eq!(counts(limit(&report, "three", 0)), (20, 3, 17, 0));
+    assert_eq!(counts(limit(&report, "five", 0)), (20, 3, 0, 0));
+
+    // Two shaping leaky buckets: each counts the delays of its own queue.
+    let rules = r"
+domain: sim
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 5, algorithm: leaky_bucket, queue: 10, name: slow }
+  - key: method
+    rate_limit: { unit: second, requests_per_unit: 100, algorithm: leaky_bucket, queue: 10, name: fast }
+";
+    let report = simulate_json(
+        rules,
+        &"{\"ts\": 1795773600, \"ip\": \"203.0.113.9\"}\n".repeat(4),
+        ".jsonl",
+        &[],
+    );
+    assert_eq!(counts(limit(&report, "slow", 0)), (4, 4, 0, 3));
+    assert_eq!(limit(&report, "slow", 0)["delay_p99_ms"], 600.0);
+    assert_eq!(limit(&report, "fast", 0)["delay_p99_ms"], 30.0);
 }
 
 /// The guide's worked example (`tollgate::guide::simulate`) shows what the command prints

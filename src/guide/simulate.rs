@@ -15,10 +15,13 @@
 //! Each request goes through the same code as [`RateLimitLayer`](crate::RateLimitLayer):
 //! the same sources, client address (the trace's address is the socket peer, and forwarding
 //! headers in the trace are believed from trusted proxies), matching and algorithms, by way
-//! of [`Limiter::check_request`](crate::Limiter::check_request) on a clock set to each
-//! request's time. Nothing sleeps: an hour of traffic replays in seconds, and the same input
-//! gives the same output, byte for byte. The state lives in memory, as in one server with
-//! the memory store.
+//! of [`Limiter::check_request_each`](crate::Limiter::check_request_each) on a clock set to
+//! each request's time. Nothing sleeps: an hour of traffic replays in seconds. The state
+//! lives in memory, as in one server with the memory store, hashed under a fixed seed
+//! ([`MemoryStore::reproducible`](crate::store::MemoryStore::reproducible)), so the same
+//! input gives the same output, byte for byte, on every machine. Two sources are not in a
+//! trace: the matched route (the `route` key) and an [`Identity`](crate::source::Identity)
+//! an authentication layer would set; limits on them never apply in a simulation.
 //!
 //! # Traffic
 //!
@@ -35,7 +38,9 @@
 //! (default `GET`) and `path` (default `/`, with the query) are optional. A combined log
 //! line gives its `Referer` and `User-Agent` as headers; a CSV column other than the four
 //! is a header of that name. Times are whole seconds in a combined log, so the requests of
-//! one second arrive together.
+//! one second arrive together, which makes the buckets look harsher than they are (and
+//! nginx logs the time a request ended, not when it arrived): a JSON or CSV trace with
+//! fractions of a second is closer to the truth.
 //!
 //! A line that cannot be read is reported on standard error with its number and skipped,
 //! or stops the run with `--strict`. A line earlier in time than the one before it stops
@@ -50,13 +55,13 @@
 //!
 //! # What it shows
 //!
-//! A table with a row per limit: the requests it applied to (`SEEN`), how many were
-//! `ADMITTED` (at once or after a delay), `DENIED` by this limit, `DELAYED` by its queue (a
-//! shaping leaky bucket) and the median and 99th percentile of those delays, and the
-//! distinct state keys (clients, users, ...) it counted; then the keys each limit denied
-//! most (`--top`). When several limits refuse one request, the one the `429` names counts
-//! it. A shadow-mode limit counts the requests it would have denied (when several
-//! shadow-mode limits apply to one such request, each counts it).
+//! A table with a row per limit: the requests it applied to (`SEEN`), how many of them it
+//! `ADMITTED` (at once or after a delay), `DENIED` and `DELAYED` (a shaping leaky bucket's
+//! queue), with the median and 99th percentile of those delays, and the distinct state keys
+//! (clients, users, ...) it counted; then the keys each limit denied most (`--top`). Each
+//! limit counts by its own decision: when two limits refuse a request, both count it; a
+//! request another limit refused counts in `SEEN` only (all or nothing: it charged this
+//! limit nothing). A shadow-mode limit counts what it would have done.
 //!
 //! `--json` prints the same figures as JSON; `--verbose` adds every request's verdict, and
 //! nothing else is printed per request. `--plot FILE` draws each limit's admitted, delayed

@@ -29,6 +29,8 @@ use traffic::TraceRequest;
 
 /// Bad input: rules, a trace, or a file that cannot be written.
 const FAILED: u8 = 1;
+/// A mistake on the command line (as clap's own).
+const USAGE: u8 = 2;
 
 /// Where synthetic traffic starts: a fixed instant, so that runs repeat.
 const SYNTHETIC_START: u64 = 1_798_761_600 * 1_000_000_000; // 2027-01-01T00:00:00Z
@@ -94,16 +96,46 @@ pub(crate) struct SimulateArgs {
 
 /// Runs `tollgate simulate` on the rules in `file`.
 pub(crate) fn run(file: &Path, rules: Rules, args: &SimulateArgs) -> ExitCode {
-    match simulate(file, rules, args) {
+    let usage = check_usage(args);
+    match usage.and_then(|()| simulate(file, rules, args)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
+        Err((code, message)) => {
             eprintln!("error: {message}");
-            ExitCode::from(FAILED)
+            ExitCode::from(code)
         }
     }
 }
 
-fn simulate(file: &Path, rules: Rules, args: &SimulateArgs) -> Result<(), String> {
+/// What is wrong with the command line, before any traffic is read: a plot format, or
+/// synthetic traffic's settings.
+fn check_usage(args: &SimulateArgs) -> Result<(), (u8, String)> {
+    let usage = |message: String| (USAGE, message);
+    if let Some(path) = &args.plot {
+        plot::PlotFormat::from_path(path).map_err(usage)?;
+    }
+    if args.synthetic.is_none() {
+        return Ok(());
+    }
+    let target = args.path.parse::<http::uri::PathAndQuery>();
+    if !args.path.starts_with('/') || target.is_err() {
+        let message = format!(
+            "--path {:?}: expected a path such as /api/items?q=1",
+            args.path
+        );
+        return Err(usage(message));
+    }
+    if let Source::Synthetic(synthetic) = synthetic_source(args) {
+        synthetic.validate().map_err(usage)?;
+    }
+    Ok(())
+}
+
+fn simulate(file: &Path, rules: Rules, args: &SimulateArgs) -> Result<(), (u8, String)> {
+    replay(file, rules, args).map_err(|message| (FAILED, message))
+}
+
+/// Replays the traffic and writes the report (and the plot).
+fn replay(file: &Path, rules: Rules, args: &SimulateArgs) -> Result<(), String> {
     let plot_format = args
         .plot
         .as_deref()
@@ -232,11 +264,14 @@ fn source(args: &SimulateArgs) -> Result<Source, String> {
             .map_err(|error| format!("{}: {error}", path.display()))?;
         return Ok(Source::Trace(reader));
     }
-    let pattern = args
-        .synthetic
-        .ok_or("give a trace (--trace FILE) or a synthetic pattern (--synthetic PATTERN)")?;
-    let synthetic = Synthetic {
-        pattern,
+    Ok(synthetic_source(args))
+}
+
+/// The synthetic traffic the arguments describe (unchecked); without a pattern (clap
+/// requires a trace or a pattern), steady traffic by default.
+fn synthetic_source(args: &SimulateArgs) -> Source {
+    Source::Synthetic(Synthetic {
+        pattern: args.synthetic.unwrap_or(Pattern::Steady),
         rate: args.rate,
         seconds: args.seconds,
         clients: args.clients,
@@ -246,9 +281,7 @@ fn source(args: &SimulateArgs) -> Result<Source, String> {
         start: SYNTHETIC_START,
         target: args.path.clone(),
         method: args.method.clone(),
-    };
-    synthetic.validate()?;
-    Ok(Source::Synthetic(synthetic))
+    })
 }
 
 impl Traffic<'_> {

@@ -265,4 +265,17 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn a_seed_gives_the_same_fingerprints_every_time() {
+        let key = b"remote_address=203.0.113.9";
+        let seeded = |seed| Fingerprinter::seeded(seed).fingerprint(key, 1);
+        assert_eq!(seeded(7), seeded(7));
+        assert_ne!(seeded(7), seeded(8));
+        let long = [7_u8; 300];
+        assert_eq!(
+            Fingerprinter::seeded(7).fingerprint(&long, 1),
+            Fingerprinter::seeded(7).fingerprint(&long, 1)
+        );
+    }
 }

@@ -10,7 +10,9 @@
 //! `ts` and `ip` are required; an empty `method` is GET, an empty `path` is `/`, and an empty
 //! header cell is an absent header. Cells are trimmed.
 
-use super::{check_header_name, client_ip, header_value, method, target, Lines, Row};
+use super::{
+    check_header_name, client_ip, header_value, method, target, Lines, Row, MAX_LINE_BYTES,
+};
 use super::{TraceError, TraceRequest};
 use csv_core::{ReadRecordResult, ReaderBuilder, Terminator};
 use http::Method;
@@ -22,7 +24,13 @@ pub(super) struct CsvParser {
     /// The record read last; its buffers are reused.
     record: Record,
     columns: Columns,
+    /// Why the record read last could not be read whole, if it could not.
+    broken: Option<String>,
 }
+
+/// The most lines one record may span (a quoted cell may hold line feeds): past them, a
+/// quote is taken to be left open, and the parser starts afresh on the next line.
+const MAX_RECORD_LINES: u64 = 100;
 
 impl CsvParser {
     /// Reads the header row, the first record of `lines`.
@@ -39,8 +47,12 @@ impl CsvParser {
                 count: 0,
             },
             columns: Columns::default(),
+            broken: None,
         };
         let line = parser.read_record(lines)?.ok_or(TraceError::Empty)?;
+        if let Some(message) = parser.broken.take() {
+            return Err(TraceError::Unreadable { line, message });
+        }
         parser.columns = Columns::from_header_row(&parser.record)
             .map_err(|message| TraceError::Unreadable { line, message })?;
         Ok(parser)
@@ -51,6 +63,9 @@ impl CsvParser {
         let Some(line) = self.read_record(lines)? else {
             return Ok(None);
         };
+        if let Some(message) = self.broken.take() {
+            return Ok(Some((line, Err(message))));
+        }
         Ok(Some((line, self.columns.request(&self.record))))
     }
 
@@ -62,6 +77,17 @@ impl CsvParser {
         self.record.written = 0;
         self.record.count = 0;
         loop {
+            let spanned = lines.line - start;
+            let too_long = lines.too_long || self.record.written > MAX_LINE_BYTES;
+            if too_long || spanned >= MAX_RECORD_LINES {
+                self.broken = Some(if too_long {
+                    format!("a record longer than {MAX_LINE_BYTES} bytes")
+                } else {
+                    format!("a quoted cell is not closed within {MAX_RECORD_LINES} lines")
+                });
+                self.parser.reset();
+                return Ok(Some(start));
+            }
             let line = &lines.buffer[..];
             let content = line.strip_suffix(b"\n").unwrap_or(line);
             let content = content.strip_suffix(b"\r").unwrap_or(content);

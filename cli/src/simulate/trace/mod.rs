@@ -160,6 +160,7 @@ impl<R: BufRead> TraceReader<R> {
             buffer: Vec::with_capacity(512),
             line: 0,
             pending: false,
+            too_long: false,
         };
         // The first line, without the byte order mark spreadsheets start their CSV with.
         if lines.read_line()? {
@@ -272,7 +273,12 @@ struct Lines<R> {
     line: u64,
     /// `buffer` holds a line not yet parsed: the first, which `TraceReader::new` looked at.
     pending: bool,
+    /// The line in `buffer` was longer than [`MAX_LINE_BYTES`]: `buffer` holds its start.
+    too_long: bool,
 }
+
+/// The longest line read: a longer one is unreadable (and not kept whole in memory).
+pub(super) const MAX_LINE_BYTES: usize = 64 * 1024;
 
 impl<R: BufRead> Lines<R> {
     /// Reads the next non-blank line into the buffer, and returns its number; `None` at the end.
@@ -288,16 +294,42 @@ impl<R: BufRead> Lines<R> {
         Ok(None)
     }
 
-    /// Reads the next line into the buffer, blank or not; `false` at the end.
+    /// Reads the next line into the buffer, blank or not; `false` at the end. Of a line
+    /// longer than [`MAX_LINE_BYTES`], only the start is kept, and `too_long` says so.
     fn read_line(&mut self) -> io::Result<bool> {
         self.buffer.clear();
         // Bytes rather than `read_line`: a line that is not UTF-8 is one unreadable line, not
         // the end of the trace.
-        if self.reader.read_until(b'\n', &mut self.buffer)? == 0 {
+        let limit = MAX_LINE_BYTES as u64 + 1;
+        if io::Read::take(&mut self.reader, limit).read_until(b'\n', &mut self.buffer)? == 0 {
             return Ok(false);
         }
         self.line += 1;
+        self.too_long = self.buffer.len() > MAX_LINE_BYTES && !self.buffer.ends_with(b"\n");
+        if self.too_long {
+            self.skip_rest_of_line()?;
+        }
         Ok(true)
+    }
+
+    /// Reads past the end of the current line without keeping it.
+    fn skip_rest_of_line(&mut self) -> io::Result<()> {
+        loop {
+            let available = self.reader.fill_buf()?;
+            if available.is_empty() {
+                return Ok(());
+            }
+            match available.iter().position(|&byte| byte == b'\n') {
+                Some(end) => {
+                    self.reader.consume(end + 1);
+                    return Ok(());
+                }
+                None => {
+                    let all = available.len();
+                    self.reader.consume(all);
+                }
+            }
+        }
     }
 
     /// Reads the next request, one a line.
@@ -308,6 +340,10 @@ impl<R: BufRead> Lines<R> {
         let Some(line) = self.advance()? else {
             return Ok(None);
         };
+        if self.too_long {
+            let message = format!("longer than {MAX_LINE_BYTES} bytes");
+            return Ok(Some((line, Err(message))));
+        }
         let text = self.buffer.trim_ascii();
         let request = match std::str::from_utf8(text) {
             Ok(text) => parse(text),
@@ -935,5 +971,41 @@ mod tests {
                 elapsed.as_nanos() as f64 / LINES as f64
             );
         }
+    }
+
+    #[test]
+    fn a_line_too_long_is_unreadable_and_the_next_is_read() {
+        let long = format!(
+            "{{\"ts\": 1, \"ip\": \"203.0.113.9\", \"x\": \"{}\"}}\n",
+            "a".repeat(MAX_LINE_BYTES)
+        );
+        let trace = format!("{long}{{\"ts\": 2, \"ip\": \"203.0.113.9\"}}\n");
+        let reader = TraceReader::new(trace.as_bytes(), Some(Format::JsonLines)).unwrap();
+        let rows: Vec<_> = reader.map(|row| row.map(|request| request.at)).collect();
+        assert!(
+            matches!(&rows[0], Err(TraceError::Unreadable { line: 1, message }) if message.contains("longer than")),
+            "{rows:?}"
+        );
+        assert_eq!(rows[1].as_ref().ok(), Some(&(2 * SECOND)));
+    }
+
+    #[test]
+    fn a_quote_left_open_in_csv_spoils_a_bounded_run_of_lines() {
+        let mut trace = String::from("ts,ip\n1,\"203.0.113.9\n");
+        for _ in 0..200 {
+            trace.push_str("2,203.0.113.9\n");
+        }
+        let reader = TraceReader::new(trace.as_bytes(), Some(Format::Csv)).unwrap();
+        let rows: Vec<_> = reader.collect();
+        assert!(
+            matches!(&rows[0], Err(TraceError::Unreadable { line: 2, message }) if message.contains("not closed")),
+            "{:?}",
+            rows[0]
+        );
+        let read = rows.iter().filter(|row| row.is_ok()).count();
+        assert!(
+            read >= 100,
+            "the lines after the spoilt ones are read: {read}"
+        );
     }
 }
