@@ -83,6 +83,6 @@ pub mod rules;
 pub mod source;
 pub mod store;
 
-pub use decision::{Denial, Verdict};
+pub use decision::{Denial, LimitDecision, Verdict};
 pub use layer::{RateLimit, RateLimitLayer};
 pub use limiter::Limiter;

@@ -1,12 +1,14 @@
-//! `tollgate`: checks a rules file, and explains which limits apply to a request.
+//! `tollgate`: checks a rules file, explains which limits apply to a request, and simulates
+//! what the rules do to a trace of traffic.
 //!
 //! ```text
 //! tollgate check rules.yaml
 //! tollgate explain rules.yaml --method POST --path /auth/login --ip 203.0.113.9
+//! tollgate simulate rules.yaml --trace access.log --plot what-happened.svg
 //! ```
 //!
 //! Exit codes: 0 when the rules are valid, 1 when they are not (every error is printed with
-//! its line and column), 2 for a mistake on the command line.
+//! its line and column) or a trace cannot be read, 2 for a mistake on the command line.
 //!
 //! From the repository root: `cargo install --path cli`, or
 //! `cargo run -p tollgate-cli -- check rules.example.yaml`.
@@ -17,6 +19,7 @@ mod describe;
 mod request;
 #[cfg(feature = "server")]
 mod serve;
+mod simulate;
 mod table;
 
 use clap::{Parser, Subcommand};
@@ -28,7 +31,8 @@ use table::Table;
 use tollgate::rules::{AppliedLimit, Rules};
 use tollgate::source::{MissingPeerAddr, PeerAddr};
 
-/// Checks tollgate rate-limit rules, and explains which limits apply to a request.
+/// Checks tollgate rate-limit rules, explains which limits apply to a request, and
+/// simulates what they do to traffic.
 #[derive(Debug, Parser)]
 #[command(name = "tollgate", version)]
 struct Cli {
@@ -50,6 +54,14 @@ enum Command {
         #[command(flatten)]
         request: Box<RequestArgs>,
     },
+    /// Replays traffic (a trace, or a synthetic pattern) through the rules on a simulated
+    /// clock, and shows what each limit admits, denies and delays.
+    Simulate {
+        /// The rules file (YAML).
+        file: PathBuf,
+        #[command(flatten)]
+        args: Box<simulate::SimulateArgs>,
+    },
 }
 
 /// The rules are invalid.
@@ -63,7 +75,8 @@ const SHADOW_MODE: &str =
 
 fn main() -> ExitCode {
     let command = Cli::parse().command;
-    let (Command::Check { file } | Command::Explain { file, .. }) = &command;
+    let (Command::Check { file } | Command::Explain { file, .. } | Command::Simulate { file, .. }) =
+        &command;
     let rules = match load(file) {
         Ok(rules) => rules,
         Err(code) => return code,
@@ -71,6 +84,7 @@ fn main() -> ExitCode {
     match &command {
         Command::Check { file } => check(file, &rules),
         Command::Explain { request, .. } => explain(&rules, request),
+        Command::Simulate { file, args } => simulate::run(file, rules, args),
     }
 }
 

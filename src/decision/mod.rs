@@ -9,15 +9,18 @@
 //! - [`Ruling`]: the outcome under one snapshot of the rules (crate-private: it names its
 //!   limit by index, valid only under that snapshot).
 //! - [`Verdict`]: the outcome handed to users, naming its limit by label.
+//! - [`LimitDecision`]: one limit's own decision, for tools that show each limit's part.
 //! - [`StoreFailures`]: what each limit's `on_store_error` policy makes of a request that
 //!   the store could not decide.
 
 mod booking;
 mod failure;
+mod limit_decision;
 mod ruling;
 mod verdict;
 
 pub(crate) use booking::{Booking, Bookings, Queued, INLINE_LIMITS};
 pub(crate) use failure::{StoreFailure, StoreFailures};
+pub use limit_decision::LimitDecision;
 pub(crate) use ruling::Ruling;
 pub use verdict::{Denial, Verdict};

@@ -11,6 +11,9 @@
 //! - [`operations`]: running it: hot reload, Redis and the failure policy, metrics and
 //!   tracing, the client IP behind proxies, the headers and gRPC answers, and the `tollgate`
 //!   command (`tollgate check`, `tollgate explain`).
+//! - [`simulate`]: `tollgate simulate`, replaying traffic through a rules file before it
+//!   ships: trace formats, synthetic traffic, the comparison of algorithms and of rules, and
+//!   a worked example.
 //! - `client` (feature `client`): the other end of the wire, a layer for clients that holds
 //!   back what their servers would refuse and paces itself by the quotas they announce.
 //!
@@ -60,3 +63,4 @@ pub mod algorithms;
 pub mod client;
 pub mod operations;
 pub mod rules;
+pub mod simulate;

@@ -390,7 +390,9 @@
 //! The `tollgate` command (the `tollgate-cli` crate in the repository's `cli/` directory)
 //! validates a rules file before it is deployed, and answers "which limits would this request
 //! meet?" with the layer's own matching code
-//! ([`Rules::explain`](crate::rules::Rules::explain) in the library).
+//! ([`Rules::explain`](crate::rules::Rules::explain) in the library). A third command,
+//! `tollgate simulate`, replays traffic through the rules: it has [a chapter of its
+//! own](super::simulate).
 //!
 //! ```sh
 //! cargo install --path cli          # or, from the repository: cargo run -p tollgate-cli -- check rules.yaml

@@ -3,7 +3,9 @@
 
 use super::active::Active;
 use super::Limiter;
-use crate::decision::{Booking, Bookings, Queued, Ruling, StoreFailures, INLINE_LIMITS};
+use crate::decision::{
+    Booking, Bookings, LimitDecision, Queued, Ruling, StoreFailures, INLINE_LIMITS,
+};
 use crate::observe::{self, DecisionStart};
 use crate::rules::tree::{Matches, Values};
 use crate::rules::Rules;
@@ -24,12 +26,13 @@ pub(super) enum Stage<F> {
 
 impl<St: Store> Limiter<St> {
     /// Starts deciding a request whose descriptor values are `values`, under `active`: at
-    /// once when the store answers at once.
+    /// once when the store answers at once, each limit's decision then put in `each`.
     pub(super) fn start(
         &self,
         active: &Active,
         values: &mut dyn Values,
         default_cost: u64,
+        each: Option<&mut Vec<LimitDecision>>,
     ) -> Result<Stage<St::Pending>, MissingPeerAddr> {
         let rules = &*active.rules;
         let mut matches = Matches::new();
@@ -71,7 +74,7 @@ impl<St: Store> Limiter<St> {
         Ok(match acquisition {
             Acquisition::Ready(result) => {
                 let (ruling, queued) =
-                    settle(active, &mut bookings, result, self.fallback(), start);
+                    settle(active, &mut bookings, result, self.fallback(), start, each);
                 Stage::Settled { ruling, queued }
             }
             Acquisition::Pending(future) => {
@@ -131,11 +134,12 @@ impl<F> PendingRuling<F>
 where
     F: Future<Output = Result<Decisions, StoreError>>,
 {
-    /// Waits for the store's answer and settles it.
+    /// Waits for the store's answer and settles it, each limit's decision put in `each`.
     pub(super) async fn finish(
         self: Box<Self>,
         active: &Active,
         fallback: &MemoryStore,
+        each: Option<&mut Vec<LimitDecision>>,
     ) -> (Ruling, Queued) {
         let PendingRuling {
             future,
@@ -144,19 +148,21 @@ where
             span,
         } = *self;
         let result = future.instrument(span.clone()).await;
-        span.in_scope(|| settle(active, &mut bookings, result, fallback, start))
+        span.in_scope(|| settle(active, &mut bookings, result, fallback, start, each))
     }
 }
 
 /// The ruling on `bookings` from the store's `result`, and the bookings that hold queue
 /// places (admitted by an enforced shaping leaky bucket), taken out of `bookings`. Reports
-/// the decision begun at `start`.
+/// the decision begun at `start`, and puts each limit's decision in `each` (none when the
+/// store failed).
 fn settle(
     active: &Active,
     bookings: &mut Bookings,
     result: Result<Decisions, StoreError>,
     fallback: &MemoryStore,
     start: DecisionStart,
+    each: Option<&mut Vec<LimitDecision>>,
 ) -> (Ruling, Queued) {
     let Active { rules, observer } = active;
     // Read where they are: moving the decisions copies them.
@@ -166,6 +172,12 @@ fn settle(
     };
     let ruling = Ruling::of(bookings, decisions);
     observer.decided(rules, bookings, decisions, &ruling);
+    if let Some(each) = each {
+        let decided = bookings.iter().zip(decisions.iter());
+        each.extend(decided.map(|(booking, decision)| {
+            LimitDecision::new(rules, booking.limit_index, booking.shadow, *decision)
+        }));
+    }
     let queued = if ruling.is_allowed() {
         Booking::take_queued(bookings, decisions)
     } else {

@@ -3,7 +3,7 @@
 use super::active::Active;
 use super::decide::{checks, Stage};
 use super::Limiter;
-use crate::decision::Ruling;
+use crate::decision::{LimitDecision, Ruling};
 use crate::rules::Rules;
 use crate::store::Store;
 use arc_swap::Guard;
@@ -87,6 +87,12 @@ impl<'l, St: Store> Deciding<'l, St> {
 
     /// Waits for the store's answer, if it is still to come, and returns the ruling.
     pub(crate) async fn settle(&mut self) -> Ruling {
+        self.settle_each(None).await
+    }
+
+    /// [`settle`](Self::settle), each limit's decision put in `each` if the store's answer
+    /// was still to come.
+    pub(crate) async fn settle_each(&mut self, each: Option<&mut Vec<LimitDecision>>) -> Ruling {
         // Dropped while waiting, the decision is left settled as unlimited, holding nothing.
         let placeholder = Stage::Settled {
             ruling: Ruling::unlimited(),
@@ -95,7 +101,7 @@ impl<'l, St: Store> Deciding<'l, St> {
         let (ruling, queued) = match std::mem::replace(&mut self.stage, placeholder) {
             Stage::Waiting(pending) => {
                 pending
-                    .finish(self.active.active(), self.limiter.fallback())
+                    .finish(self.active.active(), self.limiter.fallback(), each)
                     .await
             }
             Stage::Settled { ruling, queued } => (ruling, queued),

@@ -8,7 +8,7 @@ mod given_values;
 pub(crate) use deciding::Deciding;
 
 use crate::clock::{Clock, SystemClock};
-use crate::decision::{Ruling, Verdict};
+use crate::decision::{LimitDecision, Ruling, Verdict};
 use crate::rules::request_values::RequestValues;
 use crate::rules::{RuleErrors, Rules};
 use crate::source::{MissingPeerAddr, RequestView};
@@ -238,7 +238,7 @@ impl<St: Store> Limiter<St> {
                 rules: &active.rules,
                 values,
             };
-            self.start(&active, &mut given, cost)
+            self.start(&active, &mut given, cost, None)
         };
         match stage {
             Ok(stage) => {
@@ -254,6 +254,99 @@ impl<St: Store> Limiter<St> {
         }
     }
 
+    /// Decides an HTTP request as [`RateLimitLayer`](crate::RateLimitLayer) decides it: the
+    /// same sources, client address, matching and algorithms, and the same weight (1, for
+    /// limits that set no `cost` of their own). Nothing is sent and nothing waits: a
+    /// [`delay`](Verdict::delay) is the wait the layer would have made, its queue place
+    /// booked. For tools that replay traffic (`tollgate simulate`) and for tests.
+    ///
+    /// ```
+    /// use tollgate::{rules::Rules, source::PeerAddr, Limiter};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let rules = Rules::from_yaml(r#"
+    /// domain: api
+    /// descriptors:
+    ///   - key: remote_address
+    ///     rate_limit: { unit: minute, requests_per_unit: 1 }
+    /// "#)?;
+    /// let limiter = Limiter::new(rules);
+    /// let mut request = http::Request::get("/").body(())?;
+    /// request.extensions_mut().insert(PeerAddr("203.0.113.9:4000".parse()?));
+    /// assert!(limiter.check_request(&request).await?.is_allowed());
+    /// assert!(!limiter.check_request(&request).await?.is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`MissingPeerAddr`] when a limit needs the client address and the request carries no
+    /// socket peer (the layer answers `500` then).
+    pub async fn check_request<B>(
+        &self,
+        request: &http::Request<B>,
+    ) -> Result<Verdict, MissingPeerAddr> {
+        let mut deciding = self.deciding(RequestView::of(request), 1)?;
+        let ruling = deciding.settle().await;
+        let verdict = Verdict::new(ruling, deciding.rules());
+        deciding.go_ahead();
+        Ok(verdict)
+    }
+
+    /// [`check_request`](Self::check_request), with each limit's own decision, in the order
+    /// the rules' walk met them: which one refused, which would have (shadow mode), which
+    /// one delayed the request and by how much. None when no limit applied, or the store
+    /// failed.
+    ///
+    /// ```
+    /// use tollgate::{rules::Rules, source::PeerAddr, Limiter};
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let rules = Rules::from_yaml(r#"
+    /// domain: api
+    /// descriptors:
+    ///   - key: remote_address
+    ///     rate_limit: { unit: minute, requests_per_unit: 1, name: per-client }
+    ///   - key: method
+    ///     rate_limit: { unit: minute, requests_per_unit: 100, name: per-method }
+    /// "#)?;
+    /// let limiter = Limiter::new(rules);
+    /// let mut request = http::Request::get("/").body(())?;
+    /// request.extensions_mut().insert(PeerAddr("203.0.113.9:4000".parse()?));
+    /// limiter.check_request(&request).await?;
+    /// let (verdict, each) = limiter.check_request_each(&request).await?;
+    /// assert!(!verdict.is_allowed());
+    /// let refused: Vec<&str> = each
+    ///     .iter()
+    ///     .filter(|limit| !limit.decision().allowed)
+    ///     .map(|limit| limit.limit())
+    ///     .collect();
+    /// assert_eq!(refused, ["per-client"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`check_request`](Self::check_request).
+    pub async fn check_request_each<B>(
+        &self,
+        request: &http::Request<B>,
+    ) -> Result<(Verdict, Vec<LimitDecision>), MissingPeerAddr> {
+        let active = self.shared.active.load();
+        let mut each = Vec::new();
+        let stage = {
+            let mut values = RequestValues::new(RequestView::of(request), &active.rules);
+            self.start(&active, &mut values, 1, Some(&mut each))?
+        };
+        let mut deciding = Deciding::new(self, active, stage);
+        let ruling = deciding.settle_each(Some(&mut each)).await;
+        let verdict = Verdict::new(ruling, deciding.rules());
+        deciding.go_ahead();
+        Ok((verdict, each))
+    }
+
     /// Starts deciding the request `view` shows, of weight `cost`, under the rules in force
     /// now: the layer's way in.
     pub(crate) fn deciding(
@@ -264,7 +357,7 @@ impl<St: Store> Limiter<St> {
         let active = self.shared.active.load();
         let stage = {
             let mut values = RequestValues::new(view, &active.rules);
-            self.start(&active, &mut values, cost)?
+            self.start(&active, &mut values, cost, None)?
         };
         Ok(Deciding::new(self, active, stage))
     }

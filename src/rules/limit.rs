@@ -51,6 +51,20 @@ pub enum Rate {
     Unlimited,
 }
 
+/// The most requests `algorithm` admits at once under `quota`: its capacity, fewer for a
+/// shaping leaky bucket whose `max_delay` cuts the queue short.
+fn admitted_at_once(algorithm: Algorithm, quota: &Quota) -> u64 {
+    let capacity = algorithm.capacity(quota);
+    let max_delay = quota.max_delay().filter(|_| quota.is_shaping());
+    match (algorithm, max_delay, quota.emission_interval()) {
+        (Algorithm::LeakyBucket, Some(max_delay), Some(interval)) => {
+            let waits = max_delay.as_nanos() / u128::from(interval.get());
+            capacity.min(u64::try_from(waits).unwrap_or(u64::MAX).saturating_add(1))
+        }
+        _ => capacity,
+    }
+}
+
 /// A request's weight read from `source`: `default` when the request has no number there.
 fn cost_from(values: &mut dyn Values, source: usize, default: u64) -> u64 {
     match values.get(source) {
@@ -188,8 +202,136 @@ impl Limit {
         cost.max(1)
     }
 
+    /// This limit decided by `algorithm` instead, with its quota kept (see
+    /// [`Rules::with_algorithm`](super::Rules::with_algorithm)); an error saying why if the
+    /// rules would refuse it.
+    pub(super) fn with_algorithm(&self, algorithm: Algorithm) -> Result<Limit, String> {
+        let mut limit = self.clone();
+        let Rate::Limited {
+            quota,
+            algorithm: was,
+        } = self.rate
+        else {
+            return Ok(limit);
+        };
+        // The capacity carried over: the token bucket's and GCRA's burst, the leaky bucket's
+        // queue and the request being served (the windows take neither).
+        let capacity = admitted_at_once(was, &quota);
+        // As the rules would compile it: only the setting `algorithm` takes, the others at
+        // their defaults (they are part of the limit's identity in stores).
+        let plain = Quota::new(quota.requests_per_period(), quota.period())
+            .map_err(|error| error.to_string())?;
+        let quota = match algorithm {
+            _ if algorithm == was => quota,
+            Algorithm::TokenBucket | Algorithm::Gcra => plain.with_burst(capacity),
+            Algorithm::LeakyBucket => plain.with_queue(capacity.saturating_sub(1)),
+            _ => plain,
+        };
+        if !super::compile::books_within_horizon(algorithm, &quota) {
+            return Err(format!(
+                "as {}, it would book more than 100 years ahead",
+                algorithm.name()
+            ));
+        }
+        limit.rate = Rate::Limited { quota, algorithm };
+        if !super::compile::SYNCABLE.contains(&algorithm) {
+            limit.sync_every = None;
+        }
+        if !super::compile::APPROXIMABLE.contains(&algorithm) {
+            limit.approximate = None;
+        }
+        Ok(limit)
+    }
+
     /// The names of the limits this one replaces when both apply.
     pub fn replaces(&self) -> &[String] {
         &self.replaces
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::algorithm::Algorithm;
+    use crate::rules::Rules;
+
+    /// The rate-limit settings under which `algorithm` admits `capacity` at once, at 20 a
+    /// second.
+    fn settings(algorithm: Algorithm, capacity: u64) -> String {
+        let extra = match algorithm {
+            Algorithm::TokenBucket | Algorithm::Gcra => format!(", burst: {capacity}"),
+            Algorithm::LeakyBucket => format!(", queue: {}", capacity - 1),
+            _ => String::new(),
+        };
+        format!(
+            "{{ unit: second, requests_per_unit: 20, algorithm: {}{extra} }}",
+            algorithm.name()
+        )
+    }
+
+    fn rules(rate_limit: &str) -> Rules {
+        Rules::from_yaml(&format!(
+            "domain: d\ndescriptors:\n  - key: remote_address\n    rate_limit: {rate_limit}\n"
+        ))
+        .unwrap()
+    }
+
+    /// Every limit's state id, from the descriptor tree.
+    fn state_ids(rules: &Rules) -> Vec<u64> {
+        let mut root = rules.root.clone();
+        let mut ids = Vec::new();
+        root.for_each_limit_mut(&mut |node| ids.push(node.state_id));
+        ids
+    }
+
+    #[test]
+    fn with_algorithm_gives_what_the_rules_would_compile_to() {
+        for from in Algorithm::ALL {
+            let windowed = !matches!(
+                from,
+                Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket
+            );
+            // A window admits its limit at once; the buckets here 40.
+            let capacity = if windowed { 20 } else { 40 };
+            let original = rules(&settings(from, capacity));
+            for to in Algorithm::ALL {
+                let changed = original.with_algorithm(to).unwrap();
+                let carried = if to == from {
+                    capacity
+                } else {
+                    capacity.max(20)
+                };
+                let expected = rules(&settings(to, carried));
+                let pair = format!("{} to {}", from.name(), to.name());
+                assert_eq!(
+                    changed.limits[0].rate(),
+                    expected.limits[0].rate(),
+                    "{pair}"
+                );
+                assert_eq!(state_ids(&changed), state_ids(&expected), "{pair}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_leaky_bucket_s_max_delay_cuts_what_it_carries_over() {
+        // 5 a second, a queue of 10, but no wait over 400 ms: 3 at once (0, 200, 400 ms).
+        let leaky = rules(
+            "{ unit: second, requests_per_unit: 5, algorithm: leaky_bucket, queue: 10, max_delay: 400ms }",
+        );
+        let bucket = leaky.with_algorithm(Algorithm::TokenBucket).unwrap();
+        let quota = bucket.limits[0].quota().unwrap();
+        assert_eq!(quota.burst(), 3);
+    }
+
+    #[test]
+    fn with_algorithm_refuses_what_would_book_a_century_ahead() {
+        let yearly =
+            rules("{ unit: year, requests_per_unit: 1, algorithm: token_bucket, burst: 200 }");
+        let errors = yearly.with_algorithm(Algorithm::Gcra).unwrap_err();
+        assert!(
+            errors.to_string().contains("more than 100 years ahead"),
+            "{errors}"
+        );
+        assert!(yearly.with_algorithm(Algorithm::FixedWindow).is_ok());
     }
 }

@@ -44,6 +44,7 @@ pub(crate) use limit::Cost;
 pub use limit::{Limit, Rate};
 pub use response_options::{ResponseOptions, XRatelimitHeader};
 
+use crate::algorithm::Algorithm;
 use crate::source::{ClientIpResolver, MissingPeerAddr, Source};
 use serde_saphyr::{Budget, Location, Options};
 use smallvec::SmallVec;
@@ -159,6 +160,62 @@ impl Rules {
     /// Every rate limit, in the order of the file.
     pub fn limits(&self) -> &[Limit] {
         &self.limits
+    }
+
+    /// These rules with every limit decided by `algorithm`, each keeping its quota: the
+    /// same requests per period, and the same number of requests admitted at once (the
+    /// token bucket's and GCRA's `burst`, the leaky bucket's `queue` and the request being
+    /// served, fewer when its `max_delay` cuts the queue short). A window admits its limit
+    /// at once whatever the burst was: a token bucket of 20 a second with bursts of 40
+    /// becomes a window of 20. For comparing algorithms on the same traffic, as
+    /// `tollgate simulate --compare-algorithms` does.
+    ///
+    /// A limit's `sync_every` is dropped where `algorithm` cannot be decided local-first,
+    /// and `approximate` where it cannot be counted in a sketch. `unlimited` entries stay.
+    /// Each limit keeps its state apart from the original's in a shared store, as a limit
+    /// whose algorithm changed in the file would.
+    ///
+    /// ```
+    /// use tollgate::algorithm::Algorithm;
+    /// use tollgate::rules::{Rate, Rules};
+    ///
+    /// let rules = Rules::from_yaml(r#"
+    /// domain: api
+    /// descriptors:
+    ///   - key: remote_address
+    ///     rate_limit: { unit: second, requests_per_unit: 20, algorithm: token_bucket, burst: 40 }
+    /// "#)?;
+    /// let leaky = rules.with_algorithm(Algorithm::LeakyBucket)?;
+    /// let Rate::Limited { quota, algorithm } = leaky.limits()[0].rate() else { panic!() };
+    /// assert_eq!(algorithm, Algorithm::LeakyBucket);
+    /// assert_eq!((quota.requests_per_period(), quota.queue()), (20, 39));
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A limit the rules would refuse under `algorithm`: one that would book more than 100
+    /// years ahead (GCRA and the leaky bucket book their capacity's intervals ahead).
+    pub fn with_algorithm(&self, algorithm: Algorithm) -> Result<Rules, RuleErrors> {
+        let mut rules = self.clone();
+        let mut errors = Vec::new();
+        for limit in &mut rules.limits {
+            match limit.with_algorithm(algorithm) {
+                Ok(changed) => *limit = changed,
+                Err(message) => {
+                    errors.push(RuleError::new(Location::UNKNOWN, limit.label(), message))
+                }
+            }
+        }
+        if !errors.is_empty() {
+            return Err(RuleErrors::new(errors));
+        }
+        let Rules { limits, root, .. } = &mut rules;
+        root.for_each_limit_mut(&mut |node| {
+            let limit = &limits[node.index];
+            node.state_id = state_id::state_id(limit.descriptor(), &limit.rate());
+        });
+        Ok(rules)
     }
 
     /// How the client address is found.

@@ -123,6 +123,20 @@ impl Tag {
 const STATE_ID_BYTES: usize = std::mem::size_of::<u64>();
 
 impl Level {
+    /// Calls `visit` with the limit of every entry at this level and below.
+    pub(crate) fn for_each_limit_mut(&mut self, visit: &mut dyn FnMut(&mut NodeLimit)) {
+        for group in &mut self.groups {
+            let prefixed = group.prefixes.iter_mut().map(|(_, node)| node);
+            let nodes = group.exact.values_mut().chain(prefixed);
+            for node in nodes.chain(group.key_only.as_deref_mut()) {
+                if let Some(limit) = &mut node.limit {
+                    visit(limit);
+                }
+                node.children.for_each_limit_mut(visit);
+            }
+        }
+    }
+
     /// Collects the limits that apply under this level, the root, into `out`.
     pub(crate) fn walk(
         &self,

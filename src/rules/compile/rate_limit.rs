@@ -23,7 +23,7 @@ const MAX_COUNT: u64 = i64::MAX as u64;
 /// shared store, and much shorter ones would save little over asking it each time.
 const MIN_SYNC_EVERY: Duration = Duration::from_millis(10);
 /// The algorithms a shared store can decide local-first (`sync_every`).
-const SYNCABLE: [Algorithm; 4] = [
+pub(in crate::rules) const SYNCABLE: [Algorithm; 4] = [
     Algorithm::FixedWindow,
     Algorithm::SlidingWindowCounter,
     Algorithm::TokenBucket,
@@ -36,11 +36,26 @@ const MAX_APPROXIMATE_LIMIT: u64 = 1_000_000_000;
 /// The smallest `approximate` sketch: in less, so many keys would share each counter that
 /// the counts would be too coarse to limit by.
 const MIN_SKETCH_MEMORY: u128 = 64 * 1024;
+/// Whether `algorithm` under `quota` books at most the longest period ahead: GCRA and the
+/// leaky bucket book `burst` (or `queue + 1`) intervals of `period / requests_per_unit`.
+pub(in crate::rules) fn books_within_horizon(algorithm: Algorithm, quota: &Quota) -> bool {
+    if !matches!(algorithm, Algorithm::Gcra | Algorithm::LeakyBucket)
+        || quota.requests_per_period() == 0
+    {
+        return true;
+    }
+    let slots = algorithm.capacity(quota);
+    let interval =
+        u128::from(quota.period_nanos()).div_ceil(u128::from(quota.requests_per_period()));
+    u128::from(slots) * interval <= MAX_PERIOD.as_nanos()
+}
+
 /// The largest `approximate` sketch: a sketch takes all of its size, for each approximate
 /// limit, and more than this is likelier a slip (`4GiB` for `4MiB`) than a need.
 const MAX_SKETCH_MEMORY: u128 = 1024 * 1024 * 1024;
 /// The algorithms the memory store can count in a sketch (`approximate`).
-const APPROXIMABLE: [Algorithm; 2] = [Algorithm::FixedWindow, Algorithm::SlidingWindowCounter];
+pub(in crate::rules) const APPROXIMABLE: [Algorithm; 2] =
+    [Algorithm::FixedWindow, Algorithm::SlidingWindowCounter];
 /// Why `approximate` and `sync_every` exclude each other.
 const APPROXIMATE_OR_LOCAL_FIRST: &str = "a limit is either approximate (counted in this process's memory) or local-first (sync_every, shared through Redis), not both";
 
@@ -228,13 +243,7 @@ impl Compiler {
             Algorithm::LeakyBucket => raw.queue.as_ref().map(|q| (q.referenced, "queue")),
             _ => return true,
         };
-        let slots = algorithm.capacity(quota);
-        if quota.requests_per_period() == 0 {
-            return true;
-        }
-        let interval =
-            u128::from(quota.period_nanos()).div_ceil(u128::from(quota.requests_per_period()));
-        if u128::from(slots) * interval <= MAX_PERIOD.as_nanos() {
+        if books_within_horizon(algorithm, quota) {
             return true;
         }
         let (location, name) = field.unwrap_or((Location::UNKNOWN, "requests_per_unit"));

@@ -139,6 +139,9 @@ fn sketch_of<'s>(sketches: &'s [Arc<SketchEntry>], check: &LimitCheck<'_>) -> Op
 #[repr(align(64))]
 struct Shard(RwLock<Generations>);
 
+/// The shards of a [reproducible](MemoryStore::reproducible) store, whatever the machine.
+const REPRODUCIBLE_SHARDS: usize = 64;
+
 /// The number of keys tracked at most, unless configured.
 const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
@@ -159,16 +162,34 @@ impl<C: Clock> MemoryStore<C> {
     /// A store that reads the time from `clock`.
     pub fn with_clock(clock: C) -> Self {
         let parallelism = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Self::with_shards(clock, (parallelism * 4).next_power_of_two())
+        let shards = (parallelism * 4).next_power_of_two();
+        Self::with_shards(clock, shards, Fingerprinter::new())
     }
 
-    /// A store of `shard_count` shards (a power of two).
-    fn with_shards(clock: C, shard_count: usize) -> Self {
+    /// A store that reads the time from `clock` and gives the same answers to the same
+    /// requests in every run, on every machine: keys are hashed under `seed` instead of a
+    /// secret drawn at random, and spread over a fixed number of shards (64). For replaying
+    /// traffic (`tollgate simulate`) and tests; not for a server, whose clients could learn
+    /// the seed and choose keys that crowd one shard.
+    ///
+    /// ```
+    /// use tollgate::clock::ManualClock;
+    /// use tollgate::store::MemoryStore;
+    ///
+    /// let store = MemoryStore::reproducible(ManualClock::new(), 7);
+    /// ```
+    pub fn reproducible(clock: C, seed: u64) -> Self {
+        Self::with_shards(clock, REPRODUCIBLE_SHARDS, Fingerprinter::seeded(seed))
+    }
+
+    /// A store of `shard_count` shards (a power of two), fingerprinting keys with
+    /// `fingerprinter`.
+    fn with_shards(clock: C, shard_count: usize, fingerprinter: Fingerprinter) -> Self {
         let mut store = MemoryStore {
             shards: (0..shard_count)
                 .map(|_| Shard(RwLock::new(Generations::default())))
                 .collect(),
-            fingerprinter: Fingerprinter::new(),
+            fingerprinter,
             generation_capacity: 0,
             sketches: ArcSwap::default(),
             clock,
@@ -529,7 +550,8 @@ mod tests {
     fn idle_keys_make_room_before_a_generation_is_forgotten() {
         // One shard, so that a generation holds exactly half the ceiling: 800 keys.
         let clock = ManualClock::new();
-        let store = MemoryStore::with_shards(clock.clone(), 1).with_max_keys(1_600);
+        let store =
+            MemoryStore::with_shards(clock.clone(), 1, Fingerprinter::new()).with_max_keys(1_600);
         let brief = Quota::new(1, Duration::from_secs(1)).unwrap();
         fill(&store, 0..500, Algorithm::TokenBucket, &brief);
         clock.advance(Duration::from_secs(1));

@@ -1,0 +1,19 @@
+//! What a simulation replays: requests at instants, from a trace file or a synthetic
+//! pattern.
+
+use http::Method;
+use std::net::IpAddr;
+
+/// One request of the traffic a simulation replays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TraceRequest {
+    /// When it arrived, in nanoseconds since the Unix epoch.
+    pub(crate) at: u64,
+    pub(crate) method: Method,
+    /// The request target: the path and the query, as in `/search?q=rust`.
+    pub(crate) target: String,
+    /// The client's address: the socket peer the server saw.
+    pub(crate) ip: IpAddr,
+    /// The request's headers, in order: (name, value).
+    pub(crate) headers: Vec<(String, String)>,
+}

@@ -1,0 +1,53 @@
+//! One limit's own decision on a request, before all or nothing combined them.
+
+use crate::algorithm::Decision;
+use crate::rules::Rules;
+use std::sync::Arc;
+
+/// What one limit decided about a request: from
+/// [`Limiter::check_request_each`](crate::Limiter::check_request_each), for tools that show
+/// each limit's part (`tollgate simulate`).
+///
+/// All or nothing: when one limit refuses a request, the others charge nothing for it, and
+/// their decisions say what they would have done (`allowed`: they had room). A shadow-mode
+/// limit's decision says what it would have done; it never refuses or delays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitDecision {
+    limit: Arc<str>,
+    limit_index: usize,
+    shadow: bool,
+    decision: Decision,
+}
+
+impl LimitDecision {
+    /// The decision of the limit at `limit_index` of `rules`.
+    pub(crate) fn new(rules: &Rules, limit_index: usize, shadow: bool, decision: Decision) -> Self {
+        LimitDecision {
+            limit: rules.limits()[limit_index].shared_label().clone(),
+            limit_index,
+            shadow,
+            decision,
+        }
+    }
+
+    /// The limit's [label](crate::rules::Limit::label).
+    pub fn limit(&self) -> &str {
+        &self.limit
+    }
+
+    /// The limit's index in [`Rules::limits`](crate::rules::Rules::limits) of the rules
+    /// the request was decided under.
+    pub fn limit_index(&self) -> usize {
+        self.limit_index
+    }
+
+    /// Whether the limit only counts and reports (shadow mode).
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
+    }
+
+    /// The limit's decision.
+    pub fn decision(&self) -> &Decision {
+        &self.decision
+    }
+}
