@@ -54,6 +54,12 @@ enum Command {
         #[command(flatten)]
         request: Box<RequestArgs>,
     },
+    /// Serves Envoy's rate limit service (gRPC `ShouldRateLimit`) from the rules.
+    #[cfg(feature = "server")]
+    Serve {
+        #[command(flatten)]
+        args: Box<serve::ServeArgs>,
+    },
     /// Replays traffic (a trace, or a synthetic pattern) through the rules on a simulated
     /// clock, and shows what each limit admits, denies and delays.
     Simulate {
@@ -74,17 +80,19 @@ const SHADOW_MODE: &str =
     "shadow_mode: true: every limit only counts and reports; nothing is denied or delayed";
 
 fn main() -> ExitCode {
-    let command = Cli::parse().command;
-    let (Command::Check { file } | Command::Explain { file, .. } | Command::Simulate { file, .. }) =
-        &command;
-    let rules = match load(file) {
-        Ok(rules) => rules,
-        Err(code) => return code,
-    };
-    match &command {
-        Command::Check { file } => check(file, &rules),
-        Command::Explain { request, .. } => explain(&rules, request),
-        Command::Simulate { file, args } => simulate::run(file, rules, args),
+    // Each command that reads a rules file stops with its errors when it does not compile.
+    match Cli::parse().command {
+        Command::Check { file } => {
+            load(&file).map_or_else(|code| code, |rules| check(&file, &rules))
+        }
+        Command::Explain { file, request } => {
+            load(&file).map_or_else(|code| code, |rules| explain(&rules, &request))
+        }
+        Command::Simulate { file, args } => {
+            load(&file).map_or_else(|code| code, |rules| simulate::run(&file, rules, &args))
+        }
+        #[cfg(feature = "server")]
+        Command::Serve { args } => serve::run(&args),
     }
 }
 

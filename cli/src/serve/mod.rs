@@ -1,3 +1,116 @@
-//! `tollgate serve`: Envoy's rate limit service (RLS) API over gRPC.
+//! `tollgate serve`: Envoy's rate limit service (RLS) API over gRPC, and its HTTP endpoints,
+//! deciding with the same rules and `Limiter` as the layer.
+//!
+//! The rules are compiled with `KeySources::Given`: any descriptor key is accepted, as
+//! envoyproxy/ratelimit accepts it, and its values come in each call. The file is watched:
+//! saved changes take effect at once, and a bad edit is logged while the rules in force
+//! keep serving.
 
+mod grpc;
 pub(crate) mod proto;
+mod rls;
+
+use clap::Args;
+use grpc::RlsService;
+use proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use tollgate::reload::RulesWatcher;
+use tollgate::rules::{KeySources, Rules};
+use tollgate::store::{MemoryStore, RedisStore, Store};
+use tollgate::Limiter;
+
+/// Where `tollgate serve` listens, and where its state lives.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The rules file (YAML): tollgate's format, or an envoyproxy/ratelimit configuration.
+    #[arg(long, value_name = "FILE")]
+    rules: PathBuf,
+    /// The gRPC address of the rate limit service.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8081")]
+    grpc: SocketAddr,
+    /// The HTTP address of `POST /json`, `GET /healthcheck` and `GET /metrics`.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    http: SocketAddr,
+    /// Keep the state in this Redis server (redis://HOST:PORT), shared with every instance
+    /// using it; in memory without.
+    #[arg(long, value_name = "URL", conflicts_with = "redis_cluster")]
+    redis: Option<String>,
+    /// Keep the state in this Redis Cluster: some of its nodes, comma-separated.
+    #[arg(long, value_name = "URLS", value_delimiter = ',')]
+    redis_cluster: Vec<String>,
+}
+
+/// Runs the service until it fails or is stopped.
+pub(crate) fn run(args: &ServeArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        match serve(args).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("error: {message}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+async fn serve(args: &ServeArgs) -> Result<(), String> {
+    let rules = Rules::from_file_with(&args.rules, KeySources::Given)
+        .map_err(|errors| errors.to_string())?;
+    let redis = match (&args.redis, args.redis_cluster.as_slice()) {
+        (Some(url), _) => Some(RedisStore::builder(url.clone())),
+        (None, []) => None,
+        (None, nodes) => Some(RedisStore::cluster_builder(nodes.to_vec())),
+    };
+    match redis {
+        None => {
+            let limiter = Limiter::with_store(rules, MemoryStore::new());
+            serve_with(limiter, args).await
+        }
+        Some(builder) => {
+            let store = builder.connect().await.map_err(|error| error.to_string())?;
+            serve_with(Limiter::with_store(rules, store), args).await
+        }
+    }
+}
+
+/// Serves the rate limit service with `limiter`, watching its rules file.
+async fn serve_with<St: Store>(limiter: Limiter<St>, args: &ServeArgs) -> Result<(), String> {
+    // Kept while serving: dropping the watcher stops watching.
+    let _watcher = watch(&args.rules, limiter.clone())?;
+    let grpc = tokio::net::TcpListener::bind(args.grpc)
+        .await
+        .map_err(|error| format!("cannot listen on {} (gRPC): {error}", args.grpc))?;
+    let grpc_addr = grpc.local_addr().map_err(|error| error.to_string())?;
+    println!(
+        "tollgate serve: domain `{}`, {} limit(s) from {}; gRPC on {grpc_addr}",
+        limiter.rules().domain(),
+        limiter.rules().limits().len(),
+        args.rules.display()
+    );
+    let service = RateLimitServiceServer::new(RlsService::new(limiter));
+    tonic::transport::Server::builder()
+        .add_service(service)
+        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(grpc))
+        .await
+        .map_err(|error| format!("gRPC server: {error}"))
+}
+
+/// Watches `path` for changes to put in force on `limiter`.
+fn watch<St: Store>(path: &Path, limiter: Limiter<St>) -> Result<RulesWatcher, String> {
+    RulesWatcher::builder(path)
+        .key_sources(KeySources::Given)
+        .watch(limiter)
+        .map_err(|error| format!("cannot watch {}: {error}", path.display()))
+}
