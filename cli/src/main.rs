@@ -28,7 +28,7 @@ use request::RequestArgs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use table::Table;
-use tollgate::rules::{AppliedLimit, Rules};
+use tollgate::rules::{AppliedLimit, KeySources, Rules};
 use tollgate::source::{MissingPeerAddr, PeerAddr};
 
 /// Checks tollgate rate-limit rules, explains which limits apply to a request, and
@@ -75,6 +75,12 @@ const INVALID_RULES: u8 = 1;
 /// The command line is wrong (clap exits with the same code for its own errors).
 const USAGE: u8 = 2;
 
+/// How `tollgate serve` differs from envoyproxy/ratelimit on the same file.
+const SERVICE_DIFFERENCES: &str = "As envoyproxy/ratelimit, the service applies the limit that a \
+descriptor's last entry reaches, and a limit without `algorithm` is a fixed window (unless \
+`defaults` says otherwise). Unlike it, a call over one limit charges none of the others, and \
+`detailed_metric`/`value_to_metric` change nothing: tollgate's metrics are per limit.";
+
 /// Printed for rules with the top-level `shadow_mode: true`.
 const SHADOW_MODE: &str =
     "shadow_mode: true: every limit only counts and reports; nothing is denied or delayed";
@@ -82,9 +88,7 @@ const SHADOW_MODE: &str =
 fn main() -> ExitCode {
     // Each command that reads a rules file stops with its errors when it does not compile.
     match Cli::parse().command {
-        Command::Check { file } => {
-            load(&file).map_or_else(|code| code, |rules| check(&file, &rules))
-        }
+        Command::Check { file } => check_file(&file),
         Command::Explain { file, request } => {
             load(&file).map_or_else(|code| code, |rules| explain(&rules, &request))
         }
@@ -94,6 +98,32 @@ fn main() -> ExitCode {
         #[cfg(feature = "server")]
         Command::Serve { args } => serve::run(&args),
     }
+}
+
+/// Checks the rules in `file`: for the layer, or, when only a rate limit service can read
+/// their keys (an envoyproxy/ratelimit file), for `tollgate serve`.
+fn check_file(file: &Path) -> ExitCode {
+    let errors = match Rules::from_file(file) {
+        Ok(rules) => return check(file, &rules),
+        Err(errors) => errors,
+    };
+    let Ok(rules) = Rules::from_file_with(file, KeySources::Given) else {
+        eprint!("{errors}");
+        return ExitCode::from(INVALID_RULES);
+    };
+    let code = check(file, &rules);
+    let keys: Vec<&str> = rules.given_keys().collect();
+    println!(
+        "\nFor `tollgate serve` (Envoy's rate limit service, which sends every descriptor value): \
+         the layer cannot read {}: declare {} under `sources` to use the file in an HTTP server.",
+        keys.iter()
+            .map(|key| format!("`{key}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if keys.len() == 1 { "it" } else { "them" },
+    );
+    println!("{SERVICE_DIFFERENCES}");
+    code
 }
 
 fn check(file: &Path, rules: &Rules) -> ExitCode {

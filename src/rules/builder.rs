@@ -210,6 +210,8 @@ impl DescriptorSpec {
             rate_limit: None,
             shadow_mode: false,
             hash_tag: false,
+            _detailed_metric: false,
+            _value_to_metric: false,
             descriptors: Vec::new(),
         })
     }

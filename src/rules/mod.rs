@@ -274,6 +274,32 @@ impl Rules {
         Ok(rules)
     }
 
+    /// The descriptor keys whose values can only be given with each call, never read from
+    /// an HTTP request: the keys of rules compiled with [`KeySources::Given`] that are
+    /// neither built in nor declared under `sources`.
+    ///
+    /// ```
+    /// use tollgate::rules::{KeySources, Rules};
+    ///
+    /// let rules = Rules::from_yaml_with(r#"
+    /// domain: edge
+    /// descriptors:
+    ///   - key: generic_key
+    ///     value: login
+    ///     descriptors:
+    ///       - key: remote_address
+    ///         rate_limit: { unit: minute, requests_per_unit: 5 }
+    /// "#, KeySources::Given)?;
+    /// assert_eq!(rules.given_keys().collect::<Vec<_>>(), ["generic_key"]);
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    pub fn given_keys(&self) -> impl Iterator<Item = &str> {
+        self.sources
+            .iter()
+            .filter(|(_, source)| matches!(source, Source::Given))
+            .map(|(name, _)| name.as_str())
+    }
+
     /// How the client address is found.
     pub fn client_ip(&self) -> &ClientIpResolver {
         &self.client_ip
