@@ -7,15 +7,19 @@
 //! keep serving.
 
 mod grpc;
+mod http;
 pub(crate) mod proto;
 mod rls;
 
 use clap::Args;
 use grpc::RlsService;
+use http::Readiness;
+use metrics_exporter_prometheus::PrometheusHandle;
 use proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use tokio::net::TcpListener;
 use tollgate::reload::RulesWatcher;
 use tollgate::rules::{KeySources, Rules};
 use tollgate::store::{MemoryStore, RedisStore, Store};
@@ -66,6 +70,8 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
 }
 
 async fn serve(args: &ServeArgs) -> Result<(), String> {
+    // Before the limiter: it registers its metrics when it is built.
+    let metrics = http::install_metrics()?;
     let rules = Rules::from_file_with(&args.rules, KeySources::Given)
         .map_err(|errors| errors.to_string())?;
     let redis = match (&args.redis, args.redis_cluster.as_slice()) {
@@ -76,35 +82,57 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
     match redis {
         None => {
             let limiter = Limiter::with_store(rules, MemoryStore::new());
-            serve_with(limiter, args).await
+            serve_with(limiter, metrics, args).await
         }
         Some(builder) => {
             let store = builder.connect().await.map_err(|error| error.to_string())?;
-            serve_with(Limiter::with_store(rules, store), args).await
+            serve_with(Limiter::with_store(rules, store), metrics, args).await
         }
     }
 }
 
-/// Serves the rate limit service with `limiter`, watching its rules file.
-async fn serve_with<St: Store>(limiter: Limiter<St>, args: &ServeArgs) -> Result<(), String> {
+/// Serves the rate limit service with `limiter`, over gRPC and HTTP, watching its rules file.
+async fn serve_with<St: Store>(
+    limiter: Limiter<St>,
+    metrics: PrometheusHandle,
+    args: &ServeArgs,
+) -> Result<(), String> {
     // Kept while serving: dropping the watcher stops watching.
     let _watcher = watch(&args.rules, limiter.clone())?;
-    let grpc = tokio::net::TcpListener::bind(args.grpc)
-        .await
-        .map_err(|error| format!("cannot listen on {} (gRPC): {error}", args.grpc))?;
-    let grpc_addr = grpc.local_addr().map_err(|error| error.to_string())?;
+    let (grpc, grpc_addr) = listen(args.grpc, "gRPC").await?;
+    let (http, http_addr) = listen(args.http, "HTTP").await?;
+    let readiness = Readiness::default();
+    readiness.set_ready();
     println!(
-        "tollgate serve: domain `{}`, {} limit(s) from {}; gRPC on {grpc_addr}",
+        "tollgate serve: domain `{}`, {} limit(s) from {}; gRPC on {grpc_addr} and HTTP on {http_addr}",
         limiter.rules().domain(),
         limiter.rules().limits().len(),
         args.rules.display()
     );
+    let endpoints = http::router(limiter.clone(), readiness, metrics);
     let service = RateLimitServiceServer::new(RlsService::new(limiter));
-    tonic::transport::Server::builder()
-        .add_service(service)
-        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(grpc))
+    let grpc = async {
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(grpc))
+            .await
+            .map_err(|error| format!("gRPC server: {error}"))
+    };
+    let http = async {
+        axum::serve(http, endpoints)
+            .await
+            .map_err(|error| format!("HTTP server: {error}"))
+    };
+    tokio::try_join!(grpc, http).map(|_| ())
+}
+
+/// Listens on `addr`, for the `protocol` server: the listener and the address it got.
+async fn listen(addr: SocketAddr, protocol: &str) -> Result<(TcpListener, SocketAddr), String> {
+    let listener = TcpListener::bind(addr)
         .await
-        .map_err(|error| format!("gRPC server: {error}"))
+        .map_err(|error| format!("cannot listen on {addr} ({protocol}): {error}"))?;
+    let bound = listener.local_addr().map_err(|error| error.to_string())?;
+    Ok((listener, bound))
 }
 
 /// Watches `path` for changes to put in force on `limiter`.
