@@ -19,6 +19,7 @@ use proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitSe
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tollgate::reload::RulesWatcher;
 use tollgate::rules::{KeySources, Rules};
@@ -82,6 +83,7 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
     match redis {
         None => {
             let limiter = Limiter::with_store(rules, MemoryStore::new());
+            tokio::spawn(sweep(limiter.clone()));
             serve_with(limiter, metrics, args).await
         }
         Some(builder) => {
@@ -133,6 +135,20 @@ async fn listen(addr: SocketAddr, protocol: &str) -> Result<(TcpListener, Socket
         .map_err(|error| format!("cannot listen on {addr} ({protocol}): {error}"))?;
     let bound = listener.local_addr().map_err(|error| error.to_string())?;
     Ok((listener, bound))
+}
+
+/// How often the memory store forgets its idle keys and counts the ones it keeps.
+const SWEEP_EVERY: Duration = Duration::from_secs(10);
+
+/// Forgets the memory store's idle keys, and sets `tollgate_tracked_keys`, every
+/// [`SWEEP_EVERY`]: without it, memory grows with every client ever seen.
+async fn sweep(limiter: Limiter<MemoryStore>) {
+    let mut every = tokio::time::interval(SWEEP_EVERY);
+    loop {
+        every.tick().await;
+        limiter.store().sweep();
+        limiter.record_tracked_keys();
+    }
 }
 
 /// Watches `path` for changes to put in force on `limiter`.
