@@ -46,6 +46,10 @@ enum Command {
     Check {
         /// The rules file (YAML).
         file: PathBuf,
+        /// Check it for `tollgate serve`, where every descriptor value comes with each call,
+        /// so that any key is accepted (an envoyproxy/ratelimit file as it is).
+        #[arg(long)]
+        service: bool,
     },
     /// Shows which limits apply to a request, with their state keys.
     Explain {
@@ -75,11 +79,23 @@ const INVALID_RULES: u8 = 1;
 /// The command line is wrong (clap exits with the same code for its own errors).
 const USAGE: u8 = 2;
 
-/// How `tollgate serve` differs from envoyproxy/ratelimit on the same file.
-const SERVICE_DIFFERENCES: &str = "As envoyproxy/ratelimit, the service applies the limit that a \
-descriptor's last entry reaches, and a limit without `algorithm` is a fixed window (unless \
-`defaults` says otherwise). Unlike it, a call over one limit charges none of the others, and \
-`detailed_metric`/`value_to_metric` change nothing: tollgate's metrics are per limit.";
+/// Printed when a file that fails for the layer compiles for the service.
+const SERVICE_HINT: &str = "hint: if the file is for `tollgate serve`, where descriptor values \
+come with each call and any key is accepted, check it with `tollgate check --service`";
+
+/// How `tollgate serve` reads a file, against envoyproxy/ratelimit.
+const SERVICE_DIFFERENCES: &str = "\
+As envoyproxy/ratelimit, the service applies the limit that a descriptor's last entry reaches,
+and a limit without `algorithm` is a fixed window (unless `defaults` says otherwise). Unlike it:
+  - a call over one limit charges none of the others (all or nothing);
+  - of two `prefix*` values that match, the longer wins (envoyproxy/ratelimit: the first);
+  - `hits_addend: 0` on a descriptor counts as 1 (envoyproxy/ratelimit: checked, not charged);
+  - a descriptor's own `limit` override is not read: the file's limit applies;
+  - the `replaces` of `unlimited` and shadow-mode entries replace nothing;
+  - another domain is NOT_FOUND (envoyproxy/ratelimit: OK, nothing limited);
+  - answers carry the rate-limit headers that `response` chooses (`response: { headers: none }`
+    for none, as envoyproxy/ratelimit without LIMIT_RESPONSE_HEADERS_ENABLED);
+  - `detailed_metric` and `value_to_metric` change nothing: tollgate's metrics are per limit.";
 
 /// Printed for rules with the top-level `shadow_mode: true`.
 const SHADOW_MODE: &str =
@@ -88,7 +104,7 @@ const SHADOW_MODE: &str =
 fn main() -> ExitCode {
     // Each command that reads a rules file stops with its errors when it does not compile.
     match Cli::parse().command {
-        Command::Check { file } => check_file(&file),
+        Command::Check { file, service } => check_file(&file, service),
         Command::Explain { file, request } => {
             load(&file).map_or_else(|code| code, |rules| explain(&rules, &request))
         }
@@ -100,29 +116,37 @@ fn main() -> ExitCode {
     }
 }
 
-/// Checks the rules in `file`: for the layer, or, when only a rate limit service can read
-/// their keys (an envoyproxy/ratelimit file), for `tollgate serve`.
-fn check_file(file: &Path) -> ExitCode {
-    let errors = match Rules::from_file(file) {
-        Ok(rules) => return check(file, &rules),
-        Err(errors) => errors,
-    };
-    let Ok(rules) = Rules::from_file_with(file, KeySources::Given) else {
-        eprint!("{errors}");
-        return ExitCode::from(INVALID_RULES);
+/// Checks the rules in `file` for the layer, or for `tollgate serve` when `service`.
+fn check_file(file: &Path, service: bool) -> ExitCode {
+    if !service {
+        return match Rules::from_file(file) {
+            Ok(rules) => check(file, &rules),
+            Err(errors) => {
+                eprint!("{errors}");
+                if Rules::from_file_with(file, KeySources::Given).is_ok() {
+                    eprintln!("{SERVICE_HINT}");
+                }
+                ExitCode::from(INVALID_RULES)
+            }
+        };
+    }
+    let rules = match Rules::from_file_with(file, KeySources::Given) {
+        Ok(rules) => rules,
+        Err(errors) => {
+            eprint!("{errors}");
+            return ExitCode::from(INVALID_RULES);
+        }
     };
     let code = check(file, &rules);
-    let keys: Vec<&str> = rules.given_keys().collect();
-    println!(
-        "\nFor `tollgate serve` (Envoy's rate limit service, which sends every descriptor value): \
-         the layer cannot read {}: declare {} under `sources` to use the file in an HTTP server.",
-        keys.iter()
-            .map(|key| format!("`{key}`"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        if keys.len() == 1 { "it" } else { "them" },
-    );
-    println!("{SERVICE_DIFFERENCES}");
+    let keys: Vec<String> = rules.given_keys().map(|key| format!("`{key}`")).collect();
+    if !keys.is_empty() {
+        println!(
+            "\nThe layer cannot read {}: declare {} under `sources` to use the file in an HTTP server.",
+            keys.join(", "),
+            if keys.len() == 1 { "it" } else { "them" },
+        );
+    }
+    println!("\n{SERVICE_DIFFERENCES}");
     code
 }
 

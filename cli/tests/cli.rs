@@ -343,7 +343,7 @@ descriptors:
 }
 
 #[test]
-fn check_takes_an_envoy_ratelimit_file_as_is_and_says_how_the_service_reads_it() {
+fn check_service_takes_an_envoy_ratelimit_file_as_is_and_says_how_it_is_read() {
     let envoy = r#"
 domain: edge
 descriptors:
@@ -354,13 +354,21 @@ descriptors:
       - key: remote_address
         rate_limit: { unit: MINUTE, requests_per_unit: 5 }
 "#;
-    let (code, text, errors) = tollgate_on("check", envoy, &[]);
+    // For the layer it is wrong, and the error says how to check it for the service.
+    let (code, _, errors) = tollgate_on("check", envoy, &[]);
+    assert_eq!(code, Some(1));
+    assert!(errors.contains("unknown key `generic_key`"), "{errors}");
+    assert!(errors.contains("tollgate check --service"), "{errors}");
+    let (code, text, errors) = tollgate_on("check", envoy, &["--service"]);
     assert_eq!(code, Some(0), "{errors}");
     assert!(text.contains("valid, domain `edge`, 1 limit(s)"), "{text}");
     assert!(text.contains("fixed_window"), "{text}");
     assert!(
-        text.contains("the layer cannot read `generic_key`"),
+        text.contains("The layer cannot read `generic_key`"),
         "{text}"
     );
-    assert!(text.contains("charges none of the others"), "{text}");
+    assert!(
+        text.contains("charges none of the others (all or nothing)"),
+        "{text}"
+    );
 }

@@ -48,6 +48,7 @@ descriptors:
 struct Service {
     child: Child,
     grpc: String,
+    http: String,
     _rules: NamedTempFile,
 }
 
@@ -86,13 +87,17 @@ impl Service {
             .expect("the tollgate binary runs");
         let stdout = child.stdout.take().expect("its standard output");
         let mut lines = BufReader::new(stdout).lines();
-        let grpc = loop {
+        let (grpc, http) = loop {
             let line = match lines.next() {
                 Some(Ok(line)) => line,
                 _ => panic!("tollgate serve stopped before it listened"),
             };
-            if let Some((_, addr)) = line.split_once("gRPC on ") {
-                break addr.split_whitespace().next().unwrap_or(addr).to_owned();
+            let after = |marker: &str| {
+                let (_, rest) = line.split_once(marker)?;
+                rest.split_whitespace().next().map(str::to_owned)
+            };
+            if let (Some(grpc), Some(http)) = (after("gRPC on "), after("HTTP on ")) {
+                break (grpc, http);
             }
         };
         // Keep reading its output, so that it never blocks on a full pipe.
@@ -100,6 +105,7 @@ impl Service {
         Service {
             child,
             grpc,
+            http,
             _rules: rules,
         }
     }
@@ -257,9 +263,170 @@ async fn unlimited_and_shadow_mode_never_refuse() {
         .await;
         assert_eq!(internal.overall_code(), Code::Ok);
         assert_eq!(internal.statuses[0].current_limit, None);
+    }
+    // The shadow-mode limit (1 a minute) counts: its second call has nothing left, and is
+    // still OK.
+    for remaining in [0, 0, 0] {
         let canary = ask(&mut client, call(vec![descriptor(&[("canary", "on")])])).await;
         assert_eq!(canary.overall_code(), Code::Ok, "shadow mode only reports");
+        let status = &canary.statuses[0];
+        assert_eq!(status.code(), Code::Ok);
+        assert_eq!(
+            status
+                .current_limit
+                .as_ref()
+                .map(|limit| limit.name.as_str()),
+            Some("canary")
+        );
+        assert_eq!(status.limit_remaining, remaining);
     }
+}
+
+#[tokio::test]
+async fn wildcards_replaces_and_repeated_descriptors() {
+    let rules = r"
+domain: edge
+defaults: { algorithm: gcra }
+descriptors:
+  - key: path
+    value: /api/*
+    rate_limit: { unit: minute, requests_per_unit: 2, name: api }
+  - key: path
+    value: /api/search
+    rate_limit: { unit: minute, requests_per_unit: 1, name: search }
+  - key: user
+    value: vip
+    rate_limit: { unit: minute, requests_per_unit: 100, name: vip, replaces: [{ name: per-user }] }
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 1, name: per-user }
+";
+    let service = Service::start(rules, &[]);
+    let mut client = service.client().await;
+    let name = |answer: &RateLimitResponse, i: usize| {
+        answer.statuses[i]
+            .current_limit
+            .as_ref()
+            .map(|limit| limit.name.clone())
+    };
+    // An exact value wins over a prefix; a prefix matches the rest.
+    let search = ask(
+        &mut client,
+        call(vec![descriptor(&[("path", "/api/search")])]),
+    )
+    .await;
+    assert_eq!(name(&search, 0).as_deref(), Some("search"));
+    let items = ask(
+        &mut client,
+        call(vec![descriptor(&[("path", "/api/items")])]),
+    )
+    .await;
+    assert_eq!(name(&items, 0).as_deref(), Some("api"));
+    // More entries than the rules have levels: no limit.
+    let deeper = ask(
+        &mut client,
+        call(vec![descriptor(&[("path", "/api/items"), ("user", "x")])]),
+    )
+    .await;
+    assert_eq!(name(&deeper, 0), None);
+    // `vip` replaces `per-user` when both come in one call.
+    let both = call(vec![
+        descriptor(&[("user", "vip")]),
+        descriptor(&[("user", "ann")]),
+    ]);
+    for _ in 0..3 {
+        let answer = ask(&mut client, both.clone()).await;
+        assert_eq!(answer.overall_code(), Code::Ok);
+        assert_eq!(name(&answer, 1), None, "replaced");
+    }
+    // The same descriptor twice in one call weighs twice, and stays all or nothing: the
+    // `api` limit (2) takes one such call, and refuses the next without charging it.
+    let twice = call(vec![
+        descriptor(&[("path", "/api/other")]),
+        descriptor(&[("path", "/api/other")]),
+    ]);
+    assert_eq!(
+        ask(&mut client, twice.clone()).await.overall_code(),
+        Code::Ok
+    );
+    let refused = ask(&mut client, twice).await;
+    assert_eq!(refused.overall_code(), Code::OverLimit);
+    assert_eq!(refused.statuses[0].code(), refused.statuses[1].code());
+}
+
+#[tokio::test]
+async fn an_envoy_file_as_it_is_counts_in_fixed_windows() {
+    // No `defaults`, no `algorithm`: fixed windows, as envoyproxy/ratelimit counts. A day's
+    // window, so that the test does not straddle two.
+    let envoy = r"
+domain: edge
+descriptors:
+  - key: generic_key
+    value: login
+    detailed_metric: true
+    descriptors:
+      - key: remote_address
+        rate_limit: { unit: DAY, requests_per_unit: 2 }
+";
+    let service = Service::start(envoy, &[]);
+    let mut client = service.client().await;
+    let codes: Vec<Code> = {
+        let mut codes = Vec::new();
+        for _ in 0..3 {
+            codes.push(
+                ask(&mut client, call(vec![login("203.0.113.50")]))
+                    .await
+                    .overall_code(),
+            );
+        }
+        codes
+    };
+    assert_eq!(codes, [Code::Ok, Code::Ok, Code::OverLimit]);
+    let answer = ask(&mut client, call(vec![login("203.0.113.51")])).await;
+    let limit = answer.statuses[0].current_limit.as_ref().expect("a limit");
+    assert_eq!((limit.requests_per_unit, limit.unit()), (2, Unit::Day));
+}
+
+#[tokio::test]
+async fn the_http_endpoints_answer_by_hand() {
+    let service = Service::start(RULES, &[]);
+    let http = &service.http;
+    let (status, body) = http_call(http, "GET /healthcheck HTTP/1.1", "");
+    assert_eq!((status, body.trim()), (200, "OK"));
+    let login = r#"{"domain":"edge","descriptors":[{"entries":[{"key":"generic_key","value":"login"},{"key":"remote_address","value":"198.51.100.99"}]}],"hitsAddend":5}"#;
+    let (status, body) = http_call(http, "POST /json HTTP/1.1", login);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""overallCode":"OK""#), "{body}");
+    let (status, body) = http_call(http, "POST /json HTTP/1.1", login);
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains(r#""overallCode":"OVER_LIMIT""#), "{body}");
+    let (status, _) = http_call(http, "POST /json HTTP/1.1", "{not json");
+    assert_eq!(status, 400);
+    let (status, body) = http_call(http, "GET /metrics HTTP/1.1", "");
+    assert_eq!(status, 200);
+    assert!(body.contains("tollgate_"), "{body}");
+}
+
+/// One HTTP/1.1 exchange with `addr`: the status and the body.
+fn http_call(addr: &str, request_line: &str, body: &str) -> (u16, String) {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(addr).expect("connected");
+    let request = format!(
+        "{request_line}\r\nhost: {addr}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("sent");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("an answer");
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .expect("a status line");
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, body)| body)
+        .to_owned();
+    (status, body)
 }
 
 #[tokio::test]

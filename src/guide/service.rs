@@ -28,25 +28,28 @@
 //!   `GET /metrics` ([below](#http-endpoints)).
 //! - The state is in memory by default: each instance counts alone. With `--redis URL`, or
 //!   `--redis-cluster URLS` (some of the cluster's nodes, comma-separated), it lives in
-//!   Redis, and every instance using the same Redis shares each limit exactly, with the
-//!   timeout, circuit breaker and per-limit `on_store_error` policy of [operations:
-//!   Redis](super::operations#shared-limits-across-a-fleet-redis).
+//!   Redis, and every instance using the same Redis shares each limit (exactly, or within
+//!   the stated bound for a [local-first](super::rules#local-first-limits-sync_every) one),
+//!   with the timeout, circuit breaker and per-limit `on_store_error` policy of
+//!   [operations: Redis](super::operations#shared-limits-across-a-fleet-redis).
 //!
 //! It prints one line once it listens (``tollgate serve: domain `edge`, 3 limit(s) from
 //! rules.yaml; gRPC on 127.0.0.1:8081 and HTTP on 127.0.0.1:8080``). Rules that do not
 //! compile at start are an error: each mistake is printed with its `line:column`, and the
 //! exit status is 1. The file is then watched as in [hot
 //! reload](super::operations#hot-reload): a saved change is in force within a moment, and
-//! a bad edit is logged while the rules in force keep serving. `tollgate check rules.yaml`
-//! validates a file before it ships, Envoy's files included.
+//! a bad edit is logged while the rules in force keep serving. `tollgate check --service
+//! rules.yaml` validates a file before it ships, Envoy's files included, and lists how the
+//! service reads it differently from envoyproxy/ratelimit. One file, one domain: a service
+//! for several domains is several `tollgate serve`s.
 //!
 //! # The rules file
 //!
 //! The file is tollgate's [rules file](super::rules), or an envoyproxy/ratelimit
 //! configuration as it is: `domain`, `descriptors` with `key`, `value`, `shadow_mode` and
-//! `rate_limit: { name, unit, unit_multiplier, requests_per_unit, unlimited, replaces }`
-//! (its `detailed_metric` and `value_to_metric` are accepted and ignored: tollgate's
-//! metrics are per limit). Its newer `share_threshold`, and a `*` anywhere but at the end
+//! `rate_limit: { name, unit, requests_per_unit, unlimited, replaces }` (its
+//! `detailed_metric` and `value_to_metric` are accepted and ignored: tollgate's metrics are
+//! per limit; units may be written in capitals). Its newer `share_threshold`, and a `*` anywhere but at the end
 //! of a value, are refused, each with its `line:column`.
 //!
 //! No key needs declaring: the service compiles the file with
@@ -61,7 +64,8 @@
 //! selects, among the rules' entries for its key at the next level,
 //!
 //! 1. the one whose `value` is the entry's value exactly;
-//! 2. else the one with the longest `prefix*` that matches;
+//! 2. else the one with the longest `prefix*` that matches (envoyproxy/ratelimit takes the
+//!    first in the file: the same unless two prefixes of one key overlap);
 //! 3. else the key-only one (no `value`), which counts each distinct value apart.
 //!
 //! Only the limit of the entry that the *last* one selects applies. The limits on the way
@@ -74,7 +78,9 @@
 //! - `unlimited: true` lifts the descriptor that reaches it, and only that one (in the layer
 //!   it exempts the whole request).
 //! - `replaces: [{ name: x }]`: when one descriptor of a call reaches a limit that replaces
-//!   the limit named `x`, a descriptor of the same call reaching `x` is not limited.
+//!   the limit named `x`, a descriptor of the same call reaching `x` is not limited. The
+//!   `replaces` of an `unlimited` or shadow-mode entry replace nothing (in
+//!   envoyproxy/ratelimit they do).
 //! - `shadow_mode: true` on an entry: its limit counts and reports, but its descriptor is
 //!   `OK` even over the limit (its status still carries its figures). The top-level
 //!   `shadow_mode: true` does so for every limit ([shadow mode](super::rules#shadow-mode)).
@@ -82,8 +88,8 @@
 //!   `algorithm` (any of the [six](super::algorithms)), `burst`, `period`, `cost`,
 //!   `on_store_error`, `sync_every`, `approximate`. A limit that names no algorithm is a
 //!   fixed window, as in Envoy; `defaults: { algorithm: gcra }` changes that for the file.
-//!   Envoy cannot hold a request back, so a leaky bucket decides as with `mode: police`: a
-//!   request that finds a place in the queue is `OK` at once.
+//!   Envoy cannot hold a request back: a leaky bucket decides as it would shape, but a
+//!   request that finds a place in its queue is `OK` at once.
 //!
 //! # The answer
 //!
@@ -107,7 +113,9 @@
 //!   client: its `429`, or the upstream's response.
 //!
 //! **Weight.** The call's `hits_addend` is the request's cost under each of its
-//! descriptors; a descriptor's own `hits_addend` wins over it, and 0 counts as 1. A limit
+//! descriptors; a descriptor's own `hits_addend` wins over it, and 0 counts as 1
+//! (envoyproxy/ratelimit checks a descriptor of `hits_addend: 0` without charging it). A
+//! descriptor's own `limit` override is not read: the file's limit applies. A limit
 //! with a fixed [`cost`](super::rules#cost-weighted-requests) counts that instead. (Envoy
 //! takes the call's `hits_addend` from the filter state `envoy.ratelimit.hits_addend`.)
 //!
@@ -120,8 +128,12 @@
 //! **Malformed calls** are refused with a gRPC status and decide nothing:
 //! `INVALID_ARGUMENT` for an empty `domain`, no descriptors, a descriptor without entries,
 //! an entry with an empty key, more than 64 descriptors or 16 entries in one, or a key or
-//! value over 4096 bytes; `NOT_FOUND` for a domain other than the rules' `domain`. To
-//! Envoy, both are failed calls, which its `failure_mode_deny` decides.
+//! value over 4096 bytes; `NOT_FOUND` for a domain other than the rules' `domain`
+//! (envoyproxy/ratelimit answers `OK` there, limiting nothing). To Envoy, both are failed
+//! calls, which its `failure_mode_deny` decides.
+//!
+//! **When the store fails**, each limit's `on_store_error` policy decides, as in the layer:
+//! `overall_code` follows it, and the statuses carry no limit.
 //!
 //! # The Envoy side
 //!

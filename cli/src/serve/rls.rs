@@ -31,8 +31,7 @@ pub(crate) async fn should_rate_limit<St: Store>(
     limiter: &Limiter<St>,
     request: &RateLimitRequest,
 ) -> Result<RateLimitResponse, Status> {
-    let rules = limiter.rules();
-    check(request, &rules)?;
+    malformed(request, &limiter.rules())?;
     // A call's weight: `hits_addend` (0 means 1), unless a descriptor sets its own.
     let weight = u64::from(request.hits_addend.max(1));
     let entries: Vec<Vec<(&str, &str)>> = request
@@ -54,17 +53,20 @@ pub(crate) async fn should_rate_limit<St: Store>(
             cost: descriptor.hits_addend.unwrap_or(weight).max(1),
         })
         .collect();
-    let (verdict, decisions) = limiter.check_descriptors(&descriptors).await;
+    let checked = limiter.check_descriptors(&descriptors).await;
+    // The rules the call was decided under: a reload may have swapped them since `check`.
+    let (verdict, rules) = (checked.verdict(), checked.rules());
     let overall = if verdict.is_allowed() {
         Code::Ok
     } else {
         Code::OverLimit
     };
-    let statuses = decisions
+    let statuses = checked
+        .descriptors()
         .iter()
-        .map(|decision| status(&rules, decision.as_ref()))
+        .map(|decision| status(rules, decision.as_ref()))
         .collect();
-    let response_headers_to_add = verdict_headers(&rules, &verdict)
+    let response_headers_to_add = verdict_headers(rules, verdict)
         .iter()
         .filter_map(|(name, value)| {
             Some(HeaderValue {
@@ -83,7 +85,7 @@ pub(crate) async fn should_rate_limit<St: Store>(
 }
 
 /// Why `request` cannot be decided under `rules`, if it cannot.
-fn check(request: &RateLimitRequest, rules: &Rules) -> Result<(), Status> {
+fn malformed(request: &RateLimitRequest, rules: &Rules) -> Result<(), Status> {
     if request.domain.is_empty() {
         return Err(Status::invalid_argument("the domain is empty"));
     }
@@ -190,9 +192,9 @@ fn unit_of(period: Duration) -> Unit {
         60 => Unit::Minute,
         3_600 => Unit::Hour,
         DAY => Unit::Day,
-        days if days == 7 * DAY => Unit::Week,
-        days if days == 30 * DAY => Unit::Month,
-        days if days == 365 * DAY => Unit::Year,
+        seconds if seconds == 7 * DAY => Unit::Week,
+        seconds if seconds == 30 * DAY => Unit::Month,
+        seconds if seconds == 365 * DAY => Unit::Year,
         _ => Unit::Unknown,
     }
 }
@@ -202,5 +204,38 @@ fn duration(duration: Duration) -> prost_types::Duration {
     prost_types::Duration {
         seconds: i64::try_from(duration.as_secs()).unwrap_or(i64::MAX),
         nanos: i32::try_from(duration.subsec_nanos()).unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_of_a_whole_unit_are_named_and_others_unknown() {
+        let day = 86_400;
+        let named = [
+            (1, Unit::Second),
+            (60, Unit::Minute),
+            (3_600, Unit::Hour),
+            (day, Unit::Day),
+            (7 * day, Unit::Week),
+            (30 * day, Unit::Month),
+            (365 * day, Unit::Year),
+            (30, Unit::Unknown),
+            (2 * day, Unit::Unknown),
+        ];
+        for (seconds, unit) in named {
+            assert_eq!(unit_of(Duration::from_secs(seconds)), unit, "{seconds} s");
+        }
+        assert_eq!(unit_of(Duration::from_millis(1500)), Unit::Unknown);
+    }
+
+    #[test]
+    fn long_texts_are_shortened_for_messages() {
+        assert_eq!(shortened("edge"), "edge");
+        let long = "é".repeat(100);
+        assert_eq!(shortened(&long).chars().count(), 65);
+        assert!(shortened(&long).ends_with('…'));
     }
 }
