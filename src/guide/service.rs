@@ -276,14 +276,14 @@
 //! let login = [("generic_key", "login"), ("remote_address", "203.0.113.9")];
 //! let call = [Descriptor { entries: &login, cost: 1 }];
 //! for remaining in (0..5).rev() {
-//!     let (verdict, limits) = limiter.check_descriptors(&call).await;
-//!     assert!(verdict.is_allowed());                                   // overall_code: OK
-//!     let decision = limits[0].as_ref().expect("the login limit").decision();
+//!     let checked = limiter.check_descriptors(&call).await;
+//!     assert!(checked.verdict().is_allowed());                         // overall_code: OK
+//!     let decision = checked.descriptors()[0].as_ref().expect("the login limit").decision();
 //!     assert_eq!(decision.remaining, remaining);                       // limit_remaining
 //! }
-//! let (verdict, limits) = limiter.check_descriptors(&call).await;
-//! assert!(!verdict.is_allowed());                                      // OVER_LIMIT
-//! let refused = limits[0].as_ref().expect("the login limit").decision();
+//! let checked = limiter.check_descriptors(&call).await;
+//! assert!(!checked.verdict().is_allowed());                            // OVER_LIMIT
+//! let refused = checked.descriptors()[0].as_ref().expect("the login limit").decision();
 //! assert_eq!(refused.retry_after, Duration::from_secs(60));            // duration_until_reset
 //!
 //! // Another address has its own five; `generic_key: login` alone reaches no limit.
@@ -293,12 +293,13 @@
 //!     Descriptor { entries: &other, cost: 1 },
 //!     Descriptor { entries: &alone, cost: 1 },
 //! ];
-//! let (verdict, limits) = limiter.check_descriptors(&call).await;
-//! assert!(verdict.is_allowed() && limits[0].is_some() && limits[1].is_none());
+//! let checked = limiter.check_descriptors(&call).await;
+//! let limits = checked.descriptors();
+//! assert!(checked.verdict().is_allowed() && limits[0].is_some() && limits[1].is_none());
 //!
 //! clock.advance(Duration::from_secs(60));                              // the next window
 //! let call = [Descriptor { entries: &login, cost: 1 }];
-//! assert!(limiter.check_descriptors(&call).await.0.is_allowed());
+//! assert!(limiter.check_descriptors(&call).await.verdict().is_allowed());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
 //! ```
