@@ -17,6 +17,8 @@
 
 mod describe;
 mod request;
+#[cfg(feature = "server")]
+mod serve;
 mod simulate;
 mod table;
 
@@ -26,7 +28,7 @@ use request::RequestArgs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use table::Table;
-use tollgate::rules::{AppliedLimit, Rules};
+use tollgate::rules::{AppliedLimit, KeySources, Rules};
 use tollgate::source::{MissingPeerAddr, PeerAddr};
 
 /// Checks tollgate rate-limit rules, explains which limits apply to a request, and
@@ -44,6 +46,10 @@ enum Command {
     Check {
         /// The rules file (YAML).
         file: PathBuf,
+        /// Check it for `tollgate serve`, where every descriptor value comes with each call,
+        /// so that any key is accepted (an envoyproxy/ratelimit file as it is).
+        #[arg(long)]
+        service: bool,
     },
     /// Shows which limits apply to a request, with their state keys.
     Explain {
@@ -51,6 +57,12 @@ enum Command {
         file: PathBuf,
         #[command(flatten)]
         request: Box<RequestArgs>,
+    },
+    /// Serves Envoy's rate limit service (gRPC `ShouldRateLimit`) from the rules.
+    #[cfg(feature = "server")]
+    Serve {
+        #[command(flatten)]
+        args: Box<serve::ServeArgs>,
     },
     /// Replays traffic (a trace, or a synthetic pattern) through the rules on a simulated
     /// clock, and shows what each limit admits, denies and delays.
@@ -67,23 +79,75 @@ const INVALID_RULES: u8 = 1;
 /// The command line is wrong (clap exits with the same code for its own errors).
 const USAGE: u8 = 2;
 
+/// Printed when a file that fails for the layer compiles for the service.
+const SERVICE_HINT: &str = "hint: if the file is for `tollgate serve`, where descriptor values \
+come with each call and any key is accepted, check it with `tollgate check --service`";
+
+/// How `tollgate serve` reads a file, against envoyproxy/ratelimit.
+const SERVICE_DIFFERENCES: &str = "\
+As envoyproxy/ratelimit, the service applies the limit that a descriptor's last entry reaches,
+and a limit without `algorithm` is a fixed window (unless `defaults` says otherwise). Unlike it:
+  - a call over one limit charges none of the others (all or nothing);
+  - of two `prefix*` values that match, the longer wins (envoyproxy/ratelimit: the first);
+  - `hits_addend: 0` on a descriptor counts as 1 (envoyproxy/ratelimit: checked, not charged);
+  - a descriptor's own `limit` override is not read: the file's limit applies;
+  - the `replaces` of `unlimited` and shadow-mode entries replace nothing;
+  - another domain is NOT_FOUND (envoyproxy/ratelimit: OK, nothing limited);
+  - answers carry the rate-limit headers that `response` chooses (`response: { headers: none }`
+    for none, as envoyproxy/ratelimit without LIMIT_RESPONSE_HEADERS_ENABLED);
+  - `detailed_metric` and `value_to_metric` change nothing: tollgate's metrics are per limit.";
+
 /// Printed for rules with the top-level `shadow_mode: true`.
 const SHADOW_MODE: &str =
     "shadow_mode: true: every limit only counts and reports; nothing is denied or delayed";
 
 fn main() -> ExitCode {
-    let command = Cli::parse().command;
-    let (Command::Check { file } | Command::Explain { file, .. } | Command::Simulate { file, .. }) =
-        &command;
-    let rules = match load(file) {
-        Ok(rules) => rules,
-        Err(code) => return code,
-    };
-    match &command {
-        Command::Check { file } => check(file, &rules),
-        Command::Explain { request, .. } => explain(&rules, request),
-        Command::Simulate { file, args } => simulate::run(file, rules, args),
+    // Each command that reads a rules file stops with its errors when it does not compile.
+    match Cli::parse().command {
+        Command::Check { file, service } => check_file(&file, service),
+        Command::Explain { file, request } => {
+            load(&file).map_or_else(|code| code, |rules| explain(&rules, &request))
+        }
+        Command::Simulate { file, args } => {
+            load(&file).map_or_else(|code| code, |rules| simulate::run(&file, rules, &args))
+        }
+        #[cfg(feature = "server")]
+        Command::Serve { args } => serve::run(&args),
     }
+}
+
+/// Checks the rules in `file` for the layer, or for `tollgate serve` when `service`.
+fn check_file(file: &Path, service: bool) -> ExitCode {
+    if !service {
+        return match Rules::from_file(file) {
+            Ok(rules) => check(file, &rules),
+            Err(errors) => {
+                eprint!("{errors}");
+                if Rules::from_file_with(file, KeySources::Given).is_ok() {
+                    eprintln!("{SERVICE_HINT}");
+                }
+                ExitCode::from(INVALID_RULES)
+            }
+        };
+    }
+    let rules = match Rules::from_file_with(file, KeySources::Given) {
+        Ok(rules) => rules,
+        Err(errors) => {
+            eprint!("{errors}");
+            return ExitCode::from(INVALID_RULES);
+        }
+    };
+    let code = check(file, &rules);
+    let keys: Vec<String> = rules.given_keys().map(|key| format!("`{key}`")).collect();
+    if !keys.is_empty() {
+        println!(
+            "\nThe layer cannot read {}: declare {} under `sources` to use the file in an HTTP server.",
+            keys.join(", "),
+            if keys.len() == 1 { "it" } else { "them" },
+        );
+    }
+    println!("\n{SERVICE_DIFFERENCES}");
+    code
 }
 
 fn check(file: &Path, rules: &Rules) -> ExitCode {

@@ -341,3 +341,34 @@ descriptors:
     assert!(text.contains("  4MiB, +11.9  "), "{text}");
     assert!(text.contains("at 1,000,000 keys"), "{text}");
 }
+
+#[test]
+fn check_service_takes_an_envoy_ratelimit_file_as_is_and_says_how_it_is_read() {
+    let envoy = r#"
+domain: edge
+descriptors:
+  - key: generic_key
+    value: login
+    detailed_metric: true
+    descriptors:
+      - key: remote_address
+        rate_limit: { unit: MINUTE, requests_per_unit: 5 }
+"#;
+    // For the layer it is wrong, and the error says how to check it for the service.
+    let (code, _, errors) = tollgate_on("check", envoy, &[]);
+    assert_eq!(code, Some(1));
+    assert!(errors.contains("unknown key `generic_key`"), "{errors}");
+    assert!(errors.contains("tollgate check --service"), "{errors}");
+    let (code, text, errors) = tollgate_on("check", envoy, &["--service"]);
+    assert_eq!(code, Some(0), "{errors}");
+    assert!(text.contains("valid, domain `edge`, 1 limit(s)"), "{text}");
+    assert!(text.contains("fixed_window"), "{text}");
+    assert!(
+        text.contains("The layer cannot read `generic_key`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("charges none of the others (all or nothing)"),
+        "{text}"
+    );
+}

@@ -14,6 +14,9 @@
 //! - [`simulate`]: `tollgate simulate`, replaying traffic through a rules file before it
 //!   ships: trace formats, synthetic traffic, the comparison of algorithms and of rules, and
 //!   a worked example.
+//! - [`service`]: `tollgate serve`, Envoy's rate limit service: running it, how a call's
+//!   descriptors match the rules, the answer, the Envoy side (`envoy.yaml` and its rate
+//!   limit actions), and the HTTP endpoints.
 //! - `client` (feature `client`): the other end of the wire, a layer for clients that holds
 //!   back what their servers would refuse and paces itself by the quotas they announce.
 //!
@@ -63,4 +66,5 @@ pub mod algorithms;
 pub mod client;
 pub mod operations;
 pub mod rules;
+pub mod service;
 pub mod simulate;

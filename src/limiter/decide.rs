@@ -8,7 +8,7 @@ use crate::decision::{
 };
 use crate::observe::{self, DecisionStart};
 use crate::rules::tree::{Matches, Values};
-use crate::rules::Rules;
+use crate::rules::{Limit, Rules};
 use crate::source::MissingPeerAddr;
 use crate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, StoreError};
 use smallvec::SmallVec;
@@ -37,18 +37,31 @@ impl<St: Store> Limiter<St> {
         let rules = &*active.rules;
         let mut matches = Matches::new();
         rules.applicable(values, &mut matches)?;
+        let bookings = self.book(rules, &mut matches, |_, limit| {
+            limit.cost(values, default_cost)
+        });
+        Ok(self.acquire(active, bookings, each))
+    }
+
+    /// The bookings of `matches` (their keys taken out), each limit's weight given by
+    /// `cost` (the match's position, the limit). A shadow `unlimited` entry, the only
+    /// unlimited one left in matches, has nothing to book.
+    pub(super) fn book(
+        &self,
+        rules: &Rules,
+        matches: &mut Matches,
+        mut cost: impl FnMut(usize, &Limit) -> u64,
+    ) -> Bookings {
         let shadow_all = rules.shadow_mode() || self.shadow_mode();
         let mut bookings = Bookings::new();
         // Each key is taken out of its match, not the matches moved into an iterator.
-        for m in &mut matches {
+        for (position, m) in matches.iter_mut().enumerate() {
             let limit = &rules.limits[m.limit_index];
-            // A shadow `unlimited` entry (the only unlimited one left in the matches) has
-            // nothing to check.
             if limit.limited().is_none() {
                 continue;
             }
             bookings.push(Booking {
-                cost: limit.cost(values, default_cost),
+                cost: cost(position, limit),
                 limit_index: m.limit_index,
                 key: std::mem::take(&mut m.key),
                 tag: m.tag.clone(),
@@ -56,11 +69,23 @@ impl<St: Store> Limiter<St> {
                 booked_until: None,
             });
         }
+        bookings
+    }
+
+    /// Asks the store about `bookings` under `active`: settled at once when the store
+    /// answers at once, each limit's decision then put in `each`.
+    pub(super) fn acquire(
+        &self,
+        active: &Active,
+        mut bookings: Bookings,
+        each: Option<&mut Vec<LimitDecision>>,
+    ) -> Stage<St::Pending> {
+        let rules = &*active.rules;
         if bookings.is_empty() {
-            return Ok(Stage::Settled {
+            return Stage::Settled {
                 ruling: Ruling::unlimited(),
                 queued: None,
-            });
+            };
         }
         // Requests that no limit applies to pay for neither.
         let start = DecisionStart::now();
@@ -71,7 +96,7 @@ impl<St: Store> Limiter<St> {
             [booking] => self.store().acquire(&[check(rules, booking)]),
             bookings => self.store().acquire(&checks(rules, bookings)),
         };
-        Ok(match acquisition {
+        match acquisition {
             Acquisition::Ready(result) => {
                 let (ruling, queued) =
                     settle(active, &mut bookings, result, self.fallback(), start, each);
@@ -86,7 +111,7 @@ impl<St: Store> Limiter<St> {
                     span: span.unwrap_or_else(tracing::Span::none),
                 }))
             }
-        })
+        }
     }
 }
 

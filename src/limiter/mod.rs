@@ -3,9 +3,11 @@
 mod active;
 mod decide;
 mod deciding;
+mod descriptors;
 mod given_values;
 
 pub(crate) use deciding::Deciding;
+pub use descriptors::{CallVerdict, Descriptor};
 
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{LimitDecision, Ruling, Verdict};

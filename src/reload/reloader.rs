@@ -1,3 +1,4 @@
+use crate::rules::KeySources;
 use crate::rules::{RuleErrors, Rules};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
@@ -39,6 +40,8 @@ pub(crate) type Outcome = Result<ReloadOutcome, RuleErrors>;
 /// ([`Reloader::record`]).
 pub(crate) struct Reloader {
     path: PathBuf,
+    /// Where the rules' keys take their values.
+    keys: KeySources,
     apply: Box<dyn Fn(Rules) + Send + Sync>,
     /// The bytes whose rules are in force, once read. Held for a whole reload (reading,
     /// compiling, swapping), so that the watcher and an explicit call never apply two
@@ -49,10 +52,15 @@ pub(crate) struct Reloader {
 }
 
 impl Reloader {
-    /// A reloader of `path` that puts new rules in force with `apply`.
-    pub(crate) fn new(path: PathBuf, apply: impl Fn(Rules) + Send + Sync + 'static) -> Self {
+    /// A reloader of `path`, compiled for `keys`, that puts new rules in force with `apply`.
+    pub(crate) fn new(
+        path: PathBuf,
+        keys: KeySources,
+        apply: impl Fn(Rules) + Send + Sync + 'static,
+    ) -> Self {
         Reloader {
             path,
+            keys,
             apply: Box::new(apply),
             in_force: Mutex::new(None),
             stats: Mutex::new(ReloadStats::default()),
@@ -92,7 +100,7 @@ impl Reloader {
         }
         let result = match reading {
             Ok(_) if unchanged => Ok(ReloadOutcome::Unchanged),
-            Ok(bytes) => Rules::from_file_bytes(&self.path, &bytes).map(|rules| {
+            Ok(bytes) => Rules::from_file_bytes(&self.path, &bytes, self.keys).map(|rules| {
                 (self.apply)(rules);
                 *in_force = Some(bytes);
                 ReloadOutcome::Applied
@@ -160,7 +168,9 @@ mod tests {
         std::fs::write(&path, content).expect("write rules");
         let applied = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&applied);
-        let reloader = Reloader::new(path, move |rules| sink.lock().push(rules));
+        let reloader = Reloader::new(path, KeySources::Request, move |rules| {
+            sink.lock().push(rules)
+        });
         (dir, reloader, applied)
     }
 

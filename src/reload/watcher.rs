@@ -1,5 +1,6 @@
 use super::events::{Change, DirectoryEvents};
 use super::reloader::{ReloadOutcome, ReloadStats, Reloader};
+use crate::rules::KeySources;
 use crate::rules::RuleErrors;
 use crate::store::Store;
 use crate::Limiter;
@@ -47,6 +48,7 @@ pub struct RulesWatcherBuilder {
     debounce: Duration,
     poll_interval: Option<Duration>,
     events: bool,
+    keys: KeySources,
 }
 
 /// What the watching thread is told.
@@ -65,6 +67,7 @@ impl RulesWatcher {
             debounce: DEFAULT_DEBOUNCE,
             poll_interval: None,
             events: true,
+            keys: KeySources::Request,
         }
     }
 
@@ -129,6 +132,15 @@ impl RulesWatcherBuilder {
         self
     }
 
+    /// Where the rules' descriptor keys take their values (default
+    /// [`KeySources::Request`]): [`KeySources::Given`] compiles the file as
+    /// [`Rules::from_file_with`](crate::rules::Rules::from_file_with) does, for a rate limit
+    /// service.
+    pub fn key_sources(mut self, keys: KeySources) -> Self {
+        self.keys = keys;
+        self
+    }
+
     /// Whether to listen for file-system events (default `true`). Turned off, only the
     /// [poll interval](Self::poll_interval) and [`RulesWatcher::reload`] read the file.
     pub fn events(mut self, listen: bool) -> Self {
@@ -148,7 +160,10 @@ impl RulesWatcherBuilder {
     /// watches is reached) and no poll interval is set, or the thread cannot be started.
     pub fn watch<St: Store>(self, limiter: Limiter<St>) -> io::Result<RulesWatcher> {
         let path = self.path.clone();
-        self.start(Reloader::new(path, move |rules| limiter.set_rules(rules)))
+        let keys = self.keys;
+        self.start(Reloader::new(path, keys, move |rules| {
+            limiter.set_rules(rules)
+        }))
     }
 
     /// Starts watching with `reloader`, which reads the builder's path.
@@ -347,7 +362,7 @@ mod tests {
         // ended, only the test does.
         let probe = Arc::new(());
         let held = Arc::clone(&probe);
-        let reloader = Reloader::new(path.clone(), move |_rules| {
+        let reloader = Reloader::new(path.clone(), KeySources::Request, move |_rules| {
             let _held = &held;
         });
         let watcher = RulesWatcher::builder(&path)
@@ -362,7 +377,11 @@ mod tests {
     #[test]
     fn a_writer_is_waited_for_a_poll_interval_or_else_five_seconds() {
         let watch = |poll_interval| Watch {
-            reloader: Arc::new(Reloader::new(PathBuf::from("rules.yaml"), |_rules| {})),
+            reloader: Arc::new(Reloader::new(
+                PathBuf::from("rules.yaml"),
+                KeySources::Request,
+                |_rules| {},
+            )),
             events: None,
             inbox: mpsc::channel().1,
             debounce: DEFAULT_DEBOUNCE,

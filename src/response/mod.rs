@@ -28,6 +28,7 @@ mod numbers;
 mod recent;
 mod recent_rejections;
 mod rejection;
+mod verdict_headers;
 mod wait;
 
 pub(crate) use grpc::is_grpc;
@@ -40,4 +41,5 @@ pub use headers::{
 };
 pub(crate) use missing_peer_addr::missing_peer_addr;
 pub(crate) use rejection::rejection;
+pub use verdict_headers::verdict_headers;
 pub(crate) use wait::millis_at_least_one;

@@ -156,7 +156,7 @@ impl RulesBuilder {
     ///
     /// Every mistake, each with the path of the entry (there are no lines without a file).
     pub fn build(self) -> Result<Rules, RuleErrors> {
-        super::compile::compile(self.raw)
+        super::compile::compile(self.raw, super::KeySources::Request)
     }
 }
 
@@ -210,6 +210,8 @@ impl DescriptorSpec {
             rate_limit: None,
             shadow_mode: false,
             hash_tag: false,
+            _detailed_metric: false,
+            _value_to_metric: false,
             descriptors: Vec::new(),
         })
     }

@@ -179,6 +179,12 @@ pub(crate) struct RawDescriptor {
     pub(crate) shadow_mode: bool,
     #[serde(default)]
     pub(crate) hash_tag: bool,
+    /// envoyproxy/ratelimit's metric options, accepted so that its files load unchanged;
+    /// tollgate's metrics are per limit whatever they say.
+    #[serde(default, rename = "detailed_metric")]
+    pub(crate) _detailed_metric: bool,
+    #[serde(default, rename = "value_to_metric")]
+    pub(crate) _value_to_metric: bool,
     #[serde(default)]
     pub(crate) descriptors: Vec<Located<RawDescriptor>>,
 }
@@ -390,18 +396,25 @@ pub(crate) struct RawReplaces {
 #[serde(rename_all = "snake_case")]
 pub enum Unit {
     /// One second.
+    #[serde(alias = "SECOND")]
     Second,
     /// 60 seconds.
+    #[serde(alias = "MINUTE")]
     Minute,
     /// 3,600 seconds.
+    #[serde(alias = "HOUR")]
     Hour,
     /// 86,400 seconds.
+    #[serde(alias = "DAY")]
     Day,
     /// 7 days.
+    #[serde(alias = "WEEK")]
     Week,
     /// 30 days, as in Envoy.
+    #[serde(alias = "MONTH")]
     Month,
     /// 365 days, as in Envoy.
+    #[serde(alias = "YEAR")]
     Year,
 }
 

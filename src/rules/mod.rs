@@ -61,6 +61,21 @@ fn file_error(path: &Path, message: String) -> RuleErrors {
         .in_file(path.display().to_string())
 }
 
+/// Where the values of a rules file's descriptor keys come from, which decides the keys it
+/// may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum KeySources {
+    /// From each HTTP request: every key is built in (`remote_address`, `path`, ...) or
+    /// declared under `sources`, and an unknown key is an error. The default.
+    #[default]
+    Request,
+    /// Given with each call: any key is accepted, and one neither built in nor declared is
+    /// read from what the caller gives ([`Limiter::check`](crate::Limiter::check), a rate
+    /// limit service's descriptors), never from an HTTP request.
+    Given,
+}
+
 /// Compiled, validated rules.
 #[derive(Debug, Clone)]
 pub struct Rules {
@@ -85,6 +100,32 @@ impl Rules {
     /// with its line, column and path. Hostile input (huge, deeply nested, alias bombs) is
     /// refused with an error too.
     pub fn from_yaml(yaml: &str) -> Result<Rules, RuleErrors> {
+        Rules::from_yaml_with(yaml, KeySources::Request)
+    }
+
+    /// Compiles rules from YAML text whose descriptor keys' values come from `keys`: with
+    /// [`KeySources::Given`], any key is accepted, as a rate limit service accepts the keys
+    /// of the descriptors it is sent (an envoyproxy/ratelimit configuration file loads
+    /// unchanged).
+    ///
+    /// ```
+    /// use tollgate::rules::{KeySources, Rules};
+    ///
+    /// let envoy = r#"
+    /// domain: edge
+    /// descriptors:
+    ///   - key: generic_key
+    ///     value: login
+    ///     rate_limit: { unit: minute, requests_per_unit: 5 }
+    /// "#;
+    /// assert!(Rules::from_yaml(envoy).is_err(), "generic_key is not read from requests");
+    /// assert!(Rules::from_yaml_with(envoy, KeySources::Given).is_ok());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Rules::from_yaml`].
+    pub fn from_yaml_with(yaml: &str, keys: KeySources) -> Result<Rules, RuleErrors> {
         if yaml.len() > MAX_FILE_BYTES {
             let message = format!(
                 "the rules are {} bytes; the limit is {MAX_FILE_BYTES}",
@@ -115,7 +156,7 @@ impl Rules {
                     .map_or(message.clone(), str::to_owned);
                 RuleErrors::new(vec![RuleError::new(location, "", message)])
             })?;
-        compile::compile(raw)
+        compile::compile(raw, keys)
     }
 
     /// Reads and compiles a rules file.
@@ -124,8 +165,18 @@ impl Rules {
     ///
     /// As [`Rules::from_yaml`], naming the file; or the file could not be read.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Rules, RuleErrors> {
+        Rules::from_file_with(path, KeySources::Request)
+    }
+
+    /// Reads and compiles a rules file whose descriptor keys' values come from `keys` (see
+    /// [`Rules::from_yaml_with`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Rules::from_file`].
+    pub fn from_file_with(path: impl AsRef<Path>, keys: KeySources) -> Result<Rules, RuleErrors> {
         let path = path.as_ref();
-        Rules::from_file_bytes(path, &Rules::read_file(path)?)
+        Rules::from_file_bytes(path, &Rules::read_file(path)?, keys)
     }
 
     /// Reads the bytes of the rules file at `path`: at most one byte past the largest rules
@@ -140,11 +191,16 @@ impl Rules {
     }
 
     /// Compiles the bytes [`Rules::read_file`] read from `path`, which errors name.
-    pub(crate) fn from_file_bytes(path: &Path, bytes: &[u8]) -> Result<Rules, RuleErrors> {
+    pub(crate) fn from_file_bytes(
+        path: &Path,
+        bytes: &[u8],
+        keys: KeySources,
+    ) -> Result<Rules, RuleErrors> {
         let text = std::str::from_utf8(bytes).map_err(|error| {
             file_error(path, format!("the rules file is not UTF-8 text: {error}"))
         })?;
-        Rules::from_yaml(text).map_err(|errors| errors.in_file(path.display().to_string()))
+        Rules::from_yaml_with(text, keys)
+            .map_err(|errors| errors.in_file(path.display().to_string()))
     }
 
     /// Starts rules for `domain` in Rust, without a file.
@@ -218,6 +274,32 @@ impl Rules {
         Ok(rules)
     }
 
+    /// The descriptor keys whose values can only be given with each call, never read from
+    /// an HTTP request: the keys of rules compiled with [`KeySources::Given`] that are
+    /// neither built in nor declared under `sources`.
+    ///
+    /// ```
+    /// use tollgate::rules::{KeySources, Rules};
+    ///
+    /// let rules = Rules::from_yaml_with(r#"
+    /// domain: edge
+    /// descriptors:
+    ///   - key: generic_key
+    ///     value: login
+    ///     descriptors:
+    ///       - key: remote_address
+    ///         rate_limit: { unit: minute, requests_per_unit: 5 }
+    /// "#, KeySources::Given)?;
+    /// assert_eq!(rules.given_keys().collect::<Vec<_>>(), ["generic_key"]);
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    pub fn given_keys(&self) -> impl Iterator<Item = &str> {
+        self.sources
+            .iter()
+            .filter(|(_, source)| matches!(source, Source::Given))
+            .map(|(name, _)| name.as_str())
+    }
+
     /// How the client address is found.
     pub fn client_ip(&self) -> &ClientIpResolver {
         &self.client_ip
@@ -271,6 +353,18 @@ impl Rules {
             let mut replaced = self.replaced(matches).into_iter();
             matches.retain(|_| !replaced.next().unwrap_or(false));
         }
+    }
+
+    /// The limit the descriptor `entries` reach, as a rate limit service matches its calls'
+    /// descriptors (see [`Limiter::check_descriptors`](crate::Limiter::check_descriptors));
+    /// `None` when a key is unknown to the rules or the walk reaches no limit.
+    pub(crate) fn descriptor_limit(&self, entries: &[(&str, &str)]) -> Option<tree::Matched> {
+        let mut walk = SmallVec::<[(usize, &str); 4]>::new();
+        for &(key, value) in entries {
+            let source = self.sources.iter().position(|(name, _)| name == key)?;
+            walk.push((source, value));
+        }
+        self.root.descriptor(&walk)
     }
 
     /// For each of `matches`, whether another of them `replaces` it.

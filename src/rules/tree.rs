@@ -137,6 +137,38 @@ impl Level {
         }
     }
 
+    /// The limit a descriptor reaches from this level, the root, as envoyproxy/ratelimit
+    /// matches the descriptors of a rate limit service's call: each of `entries` (a source
+    /// and its value), in order, selects an entry of the next level (an exact value, else
+    /// the longest `prefix*`, else the key-only entry), and the limit applies only if the
+    /// entry the last one selects has one. `None` when an entry selects nothing, or the last
+    /// has no limit.
+    pub(crate) fn descriptor(&self, entries: &[(usize, &str)]) -> Option<Matched> {
+        let mut path = StateKey::from_slice(&[0; STATE_ID_BYTES]);
+        let mut tag = Tag::None;
+        let mut level = self;
+        let mut reached = None;
+        for &(source, value) in entries {
+            let group = level.groups.iter().find(|group| group.source == source)?;
+            let (node, exact) = group.select(value)?;
+            let len = u32::try_from(value.len()).unwrap_or(u32::MAX);
+            path.extend_from_slice(&len.to_le_bytes());
+            let value_at = path.len();
+            path.extend_from_slice(value.as_bytes());
+            tag = tag.below(value_at..path.len(), exact, node.hash_tag);
+            reached = Some(node);
+            level = &node.children;
+        }
+        let limit = reached?.limit?;
+        let mut key = path;
+        key[..STATE_ID_BYTES].copy_from_slice(&limit.state_id.to_le_bytes());
+        Some(Matched {
+            limit_index: limit.index,
+            tag: tag.range(key.len()),
+            key,
+        })
+    }
+
     /// Collects the limits that apply under this level, the root, into `out`.
     pub(crate) fn walk(
         &self,

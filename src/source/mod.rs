@@ -74,6 +74,9 @@ pub(crate) enum Source {
     Identity,
     /// The value of the first matching classifier entry.
     Classifier(Classifier),
+    /// A key whose values come with each call, never from an HTTP request: any key of rules
+    /// compiled with [`KeySources::Given`](crate::rules::KeySources::Given).
+    Given,
 }
 
 impl Source {
@@ -153,6 +156,7 @@ impl<'a> RequestView<'a> {
                 .get::<Identity>()
                 .map(|id| Value::Borrowed(id.as_str())),
             Source::Classifier(classifier) => classifier.classify(self).map(Value::Borrowed),
+            Source::Given => None,
         })
     }
 

@@ -11,6 +11,7 @@ use super::file::{Located, OnStoreError, RawDescriptor, RawRules};
 use super::tree::{Group, Level, Node};
 use super::{response_options, Limit, Rules};
 use crate::algorithm::Algorithm;
+use crate::rules::KeySources;
 use crate::source::Source;
 use crate::store::Approximate;
 use serde_saphyr::Location;
@@ -22,9 +23,10 @@ const MAX_DEPTH: usize = 16;
 
 pub(super) use rate_limit::{books_within_horizon, APPROXIMABLE, SYNCABLE};
 
-pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
+pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErrors> {
     let mut compiler = Compiler {
         errors: Vec::new(),
+        keys,
         declared: HashMap::new(),
         sources: Vec::new(),
         source_ids: HashMap::new(),
@@ -80,6 +82,8 @@ pub(crate) fn compile(raw: RawRules) -> Result<Rules, RuleErrors> {
 
 struct Compiler {
     errors: Vec<RuleError>,
+    /// Which keys the rules may use.
+    keys: KeySources,
     /// Declared sources by name; `None` for one with errors (already reported).
     declared: HashMap<String, Option<Source>>,
     /// The sources that descriptor keys use, by id.

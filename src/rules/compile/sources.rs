@@ -2,6 +2,7 @@
 
 use super::Compiler;
 use crate::rules::file::{Located, RawClassifierEntry, RawClientIp, RawSingleSource, RawSource};
+use crate::rules::KeySources;
 use crate::source::{Classifier, ClientIpResolver, PathPattern, Source};
 use http::{HeaderName, Method};
 use ipnet::IpNet;
@@ -150,6 +151,7 @@ impl Compiler {
             Some(source) => source,
             None => match self.declared.get(name) {
                 Some(source) => source.clone()?,
+                None if self.keys == KeySources::Given => Source::Given,
                 None => {
                     let message = format!(
                         "unknown key `{name}`: declare it under `sources`, or use a built-in key ({})",

@@ -1,0 +1,244 @@
+//! `ShouldRateLimit` calls per second and their latency at concurrency 1, 8 and 64: through
+//! `tollgate serve` (a real process, a real gRPC client over loopback), and the same
+//! decisions in process (`Limiter::check_descriptors`), with the memory store and with
+//! Redis (a `redis-server` the bench starts).
+//!
+//! ```text
+//! cargo bench -p tollgate-cli --bench rls            # SECONDS=3 by default, per row
+//! ```
+//!
+//! Each call has one descriptor, `remote_address` of one of 256 addresses in turn, under a
+//! limit of a billion a second: nothing is refused, every call is decided. Client and
+//! server share the machine's cores.
+
+#[path = "../src/serve/proto.rs"]
+#[allow(dead_code)]
+mod proto;
+#[path = "../../tests/common/redis_server.rs"]
+#[allow(dead_code)]
+mod redis_server;
+
+use proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use proto::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use proto::envoy::service::ratelimit::v3::RateLimitRequest;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+use tollgate::rules::{KeySources, Rules};
+use tollgate::store::{MemoryStore, RedisStore, Store};
+use tollgate::{Descriptor, Limiter};
+use tonic::transport::{Channel, Endpoint};
+
+const RULES: &str = r"
+domain: bench
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 1000000000, algorithm: gcra, burst: 1000000000 }
+";
+
+const CONCURRENCY: [usize; 3] = [1, 8, 64];
+
+/// The address of the `i`th call.
+fn address(i: usize) -> String {
+    format!("10.0.0.{}", i % 256)
+}
+
+/// What one row measured: calls a second, p50 and p99 in microseconds.
+struct Row {
+    calls_per_second: f64,
+    p50: u64,
+    p99: u64,
+}
+
+/// Runs `concurrency` workers calling `call(i)` for `seconds`, and measures them.
+async fn measure<F, Fut>(concurrency: usize, seconds: Duration, call: F) -> Row
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let call = Arc::new(call);
+    let started = Instant::now();
+    let mut workers = JoinSet::new();
+    for worker in 0..concurrency {
+        let call = call.clone();
+        workers.spawn(async move {
+            let mut latencies = Vec::new();
+            let mut i = worker;
+            while started.elapsed() < seconds {
+                let sent = Instant::now();
+                call(i).await;
+                latencies.push(u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX));
+                i += concurrency;
+            }
+            latencies
+        });
+    }
+    let mut latencies = Vec::new();
+    while let Some(done) = workers.join_next().await {
+        latencies.extend(done.expect("a worker"));
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    latencies.sort_unstable();
+    let at = |p: usize| latencies[(latencies.len() * p / 100).min(latencies.len() - 1)];
+    Row {
+        calls_per_second: latencies.len() as f64 / elapsed,
+        p50: at(50),
+        p99: at(99),
+    }
+}
+
+/// A `tollgate serve` process, killed when dropped.
+struct Service(Child);
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `tollgate serve` with `extra` arguments; its gRPC address.
+fn serve(rules: &std::path::Path, extra: &[&str]) -> (Service, String) {
+    let rules = rules.to_str().expect("a UTF-8 path");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(
+            [
+                &[
+                    "serve",
+                    "--rules",
+                    rules,
+                    "--grpc",
+                    "127.0.0.1:0",
+                    "--http",
+                    "127.0.0.1:0",
+                ][..],
+                extra,
+            ]
+            .concat(),
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the tollgate binary runs");
+    let mut lines = BufReader::new(child.stdout.take().expect("its output")).lines();
+    let grpc = loop {
+        let line = lines
+            .next()
+            .and_then(Result::ok)
+            .expect("tollgate serve listens");
+        if let Some((_, addr)) = line.split_once("gRPC on ") {
+            break addr.split_whitespace().next().unwrap_or(addr).to_owned();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    (Service(child), grpc)
+}
+
+async fn through_the_service(grpc: &str, concurrency: usize, seconds: Duration) -> Row {
+    let channel: Channel = Endpoint::from_shared(format!("http://{grpc}"))
+        .expect("an endpoint")
+        .connect()
+        .await
+        .expect("connected");
+    let client = RateLimitServiceClient::new(channel);
+    measure(concurrency, seconds, move |i| {
+        let mut client = client.clone();
+        async move {
+            let request = RateLimitRequest {
+                domain: "bench".to_owned(),
+                descriptors: vec![RateLimitDescriptor {
+                    entries: vec![Entry {
+                        key: "remote_address".to_owned(),
+                        value: address(i),
+                    }],
+                    ..RateLimitDescriptor::default()
+                }],
+                hits_addend: 1,
+            };
+            client.should_rate_limit(request).await.expect("an answer");
+        }
+    })
+    .await
+}
+
+async fn in_process<St: Store>(limiter: Limiter<St>, concurrency: usize, seconds: Duration) -> Row {
+    measure(concurrency, seconds, move |i| {
+        let limiter = limiter.clone();
+        async move {
+            let value = address(i);
+            let entries = [("remote_address", value.as_str())];
+            let call = [Descriptor {
+                entries: &entries,
+                cost: 1,
+            }];
+            limiter.check_descriptors(&call).await;
+        }
+    })
+    .await
+}
+
+fn print(label: &str, concurrency: usize, row: &Row) {
+    println!(
+        "| {label} | {concurrency} | {:.0} | {} | {} |",
+        row.calls_per_second, row.p50, row.p99
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let seconds = Duration::from_secs(
+        std::env::var("SECONDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(3),
+    );
+    let mut file = tempfile::Builder::new()
+        .suffix(".yaml")
+        .tempfile()
+        .expect("a file");
+    file.write_all(RULES.as_bytes()).expect("written");
+    let rules = || Rules::from_yaml_with(RULES, KeySources::Given).expect("valid rules");
+    let redis = redis_server::RedisServer::start();
+
+    println!("| decided | concurrency | calls/s | p50 µs | p99 µs |");
+    println!("|---|---:|---:|---:|---:|");
+    let memory = Limiter::with_store(rules(), MemoryStore::new());
+    for concurrency in CONCURRENCY {
+        print(
+            "in process, memory",
+            concurrency,
+            &in_process(memory.clone(), concurrency, seconds).await,
+        );
+    }
+    let (service, grpc) = serve(file.path(), &[]);
+    for concurrency in CONCURRENCY {
+        print(
+            "tollgate serve, memory",
+            concurrency,
+            &through_the_service(&grpc, concurrency, seconds).await,
+        );
+    }
+    drop(service);
+    let store = RedisStore::builder(redis.url())
+        .connect()
+        .await
+        .expect("Redis");
+    let shared = Limiter::with_store(rules(), store);
+    for concurrency in CONCURRENCY {
+        print(
+            "in process, Redis",
+            concurrency,
+            &in_process(shared.clone(), concurrency, seconds).await,
+        );
+    }
+    let (_service, grpc) = serve(file.path(), &["--redis", &redis.url()]);
+    for concurrency in CONCURRENCY {
+        print(
+            "tollgate serve, Redis",
+            concurrency,
+            &through_the_service(&grpc, concurrency, seconds).await,
+        );
+    }
+}

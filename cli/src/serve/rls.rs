@@ -1,0 +1,241 @@
+//! One `ShouldRateLimit` call: the request checked, its descriptors decided all or nothing,
+//! and the answer, one status per descriptor. Shared by the gRPC service and `POST /json`.
+
+use super::proto::envoy::config::core::v3::HeaderValue;
+use super::proto::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
+use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code, DescriptorStatus, RateLimit,
+};
+use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use std::time::Duration;
+use tollgate::response::verdict_headers;
+use tollgate::rules::{Rate, Rules};
+use tollgate::store::Store;
+use tollgate::{Descriptor, LimitDecision, Limiter};
+use tonic::Status;
+
+/// The most descriptors in one call.
+const MOST_DESCRIPTORS: usize = 64;
+/// The most entries in one descriptor.
+const MOST_ENTRIES: usize = 16;
+/// The longest key or value of an entry, in bytes.
+const LONGEST_TEXT: usize = 4096;
+
+/// Decides `request` with `limiter`: the answer, or why the request is malformed.
+///
+/// # Errors
+///
+/// `INVALID_ARGUMENT` for a request with no domain, no descriptors, an empty descriptor,
+/// too many of them or text too long; `NOT_FOUND` for a domain the rules do not limit.
+pub(crate) async fn should_rate_limit<St: Store>(
+    limiter: &Limiter<St>,
+    request: &RateLimitRequest,
+) -> Result<RateLimitResponse, Status> {
+    malformed(request, &limiter.rules())?;
+    // A call's weight: `hits_addend` (0 means 1), unless a descriptor sets its own.
+    let weight = u64::from(request.hits_addend.max(1));
+    let entries: Vec<Vec<(&str, &str)>> = request
+        .descriptors
+        .iter()
+        .map(|descriptor| {
+            let entries = descriptor.entries.iter();
+            entries
+                .map(|entry| (entry.key.as_str(), entry.value.as_str()))
+                .collect()
+        })
+        .collect();
+    let descriptors: Vec<Descriptor<'_>> = request
+        .descriptors
+        .iter()
+        .zip(&entries)
+        .map(|(descriptor, entries)| Descriptor {
+            entries,
+            cost: descriptor.hits_addend.unwrap_or(weight).max(1),
+        })
+        .collect();
+    let checked = limiter.check_descriptors(&descriptors).await;
+    // The rules the call was decided under: a reload may have swapped them since `check`.
+    let (verdict, rules) = (checked.verdict(), checked.rules());
+    let overall = if verdict.is_allowed() {
+        Code::Ok
+    } else {
+        Code::OverLimit
+    };
+    let statuses = checked
+        .descriptors()
+        .iter()
+        .map(|decision| status(rules, decision.as_ref()))
+        .collect();
+    let response_headers_to_add = verdict_headers(rules, verdict)
+        .iter()
+        .filter_map(|(name, value)| {
+            Some(HeaderValue {
+                key: name.as_str().to_owned(),
+                value: value.to_str().ok()?.to_owned(),
+                ..HeaderValue::default()
+            })
+        })
+        .collect();
+    Ok(RateLimitResponse {
+        overall_code: overall.into(),
+        statuses,
+        response_headers_to_add,
+        ..RateLimitResponse::default()
+    })
+}
+
+/// Why `request` cannot be decided under `rules`, if it cannot.
+fn malformed(request: &RateLimitRequest, rules: &Rules) -> Result<(), Status> {
+    if request.domain.is_empty() {
+        return Err(Status::invalid_argument("the domain is empty"));
+    }
+    if request.domain != rules.domain() {
+        return Err(Status::not_found(format!(
+            "unknown domain `{}`: this service limits the domain `{}`",
+            shortened(&request.domain),
+            rules.domain()
+        )));
+    }
+    if request.descriptors.is_empty() {
+        return Err(Status::invalid_argument("the call has no descriptors"));
+    }
+    if request.descriptors.len() > MOST_DESCRIPTORS {
+        return Err(Status::invalid_argument(format!(
+            "{} descriptors: at most {MOST_DESCRIPTORS} in one call",
+            request.descriptors.len()
+        )));
+    }
+    for (i, descriptor) in request.descriptors.iter().enumerate() {
+        if descriptor.entries.is_empty() {
+            return Err(Status::invalid_argument(format!(
+                "descriptor {i} has no entries"
+            )));
+        }
+        if descriptor.entries.len() > MOST_ENTRIES {
+            return Err(Status::invalid_argument(format!(
+                "descriptor {i} has {} entries: at most {MOST_ENTRIES}",
+                descriptor.entries.len()
+            )));
+        }
+        for (j, entry) in descriptor.entries.iter().enumerate() {
+            if entry.key.is_empty() {
+                return Err(Status::invalid_argument(format!(
+                    "descriptor {i}, entry {j}: the key is empty"
+                )));
+            }
+            if entry.key.len() > LONGEST_TEXT || entry.value.len() > LONGEST_TEXT {
+                return Err(Status::invalid_argument(format!(
+                    "descriptor {i}, entry {j}: a key or value longer than {LONGEST_TEXT} bytes"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// At most 64 characters of `text`, for an error message.
+fn shortened(text: &str) -> String {
+    let mut chars = text.chars();
+    let mut short: String = chars.by_ref().take(64).collect();
+    if chars.next().is_some() {
+        short.push('…');
+    }
+    short
+}
+
+/// The status of a descriptor whose limit decided `decision` (`None`: no limit applies to
+/// it). A shadow-mode limit only reports: its descriptor is `OK`, its figures its own.
+fn status(rules: &Rules, decision: Option<&LimitDecision>) -> DescriptorStatus {
+    let Some(limit) = decision else {
+        return DescriptorStatus {
+            code: Code::Ok.into(),
+            ..DescriptorStatus::default()
+        };
+    };
+    let decided = limit.decision();
+    let over = !decided.allowed && !limit.is_shadow();
+    let until_reset = if decided.allowed {
+        decided.reset_after
+    } else {
+        decided.retry_after
+    };
+    DescriptorStatus {
+        code: if over { Code::OverLimit } else { Code::Ok }.into(),
+        current_limit: Some(current_limit(rules, limit)),
+        limit_remaining: u32::try_from(decided.remaining).unwrap_or(u32::MAX),
+        duration_until_reset: Some(duration(until_reset)),
+        ..DescriptorStatus::default()
+    }
+}
+
+/// The limit as Envoy's API names one: requests per unit. A period that is no whole unit
+/// (`period: 30s`) is `UNKNOWN`, with its requests per period.
+fn current_limit(rules: &Rules, decision: &LimitDecision) -> RateLimit {
+    let limit = &rules.limits()[decision.limit_index()];
+    let (requests, unit) = match limit.rate() {
+        Rate::Limited { quota, .. } => (quota.requests_per_period(), unit_of(quota.period())),
+        _ => (0, Unit::Unknown),
+    };
+    RateLimit {
+        name: limit.name().unwrap_or_default().to_owned(),
+        requests_per_unit: u32::try_from(requests).unwrap_or(u32::MAX),
+        unit: unit.into(),
+    }
+}
+
+/// The unit that is exactly `period`, if one is.
+fn unit_of(period: Duration) -> Unit {
+    const DAY: u64 = 86_400;
+    match period.as_secs() {
+        _ if period.subsec_nanos() != 0 => Unit::Unknown,
+        1 => Unit::Second,
+        60 => Unit::Minute,
+        3_600 => Unit::Hour,
+        DAY => Unit::Day,
+        seconds if seconds == 7 * DAY => Unit::Week,
+        seconds if seconds == 30 * DAY => Unit::Month,
+        seconds if seconds == 365 * DAY => Unit::Year,
+        _ => Unit::Unknown,
+    }
+}
+
+/// `duration` as a protobuf `Duration`.
+fn duration(duration: Duration) -> prost_types::Duration {
+    prost_types::Duration {
+        seconds: i64::try_from(duration.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(duration.subsec_nanos()).unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_of_a_whole_unit_are_named_and_others_unknown() {
+        let day = 86_400;
+        let named = [
+            (1, Unit::Second),
+            (60, Unit::Minute),
+            (3_600, Unit::Hour),
+            (day, Unit::Day),
+            (7 * day, Unit::Week),
+            (30 * day, Unit::Month),
+            (365 * day, Unit::Year),
+            (30, Unit::Unknown),
+            (2 * day, Unit::Unknown),
+        ];
+        for (seconds, unit) in named {
+            assert_eq!(unit_of(Duration::from_secs(seconds)), unit, "{seconds} s");
+        }
+        assert_eq!(unit_of(Duration::from_millis(1500)), Unit::Unknown);
+    }
+
+    #[test]
+    fn long_texts_are_shortened_for_messages() {
+        assert_eq!(shortened("edge"), "edge");
+        let long = "é".repeat(100);
+        assert_eq!(shortened(&long).chars().count(), 65);
+        assert!(shortened(&long).ends_with('…'));
+    }
+}

@@ -1,0 +1,536 @@
+//! `tollgate serve`, run as a user runs it: the binary on free ports, called by a real gRPC
+//! client generated from the same protos.
+#![cfg(feature = "server")]
+
+#[path = "../src/serve/proto.rs"]
+mod proto;
+#[path = "../../tests/common/redis_server.rs"]
+#[allow(dead_code)]
+mod redis_server;
+
+use proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use proto::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
+use proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use proto::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tempfile::NamedTempFile;
+use tonic::transport::{Channel, Endpoint};
+use tonic::Code as GrpcCode;
+
+/// The seed example, an envoyproxy/ratelimit configuration as it is written for Envoy: 5
+/// logins a minute per client address, a key-only limit per user, an unlimited internal
+/// caller, a shadow-mode limit, and nested descriptors. GCRA rather than Envoy's fixed
+/// windows, so that no test straddles the turn of a minute.
+const RULES: &str = r"
+domain: edge
+defaults: { algorithm: gcra }
+descriptors:
+  - key: generic_key
+    value: login
+    descriptors:
+      - key: remote_address
+        rate_limit: { unit: minute, requests_per_unit: 5, name: login }
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 3, name: per-user }
+  - key: api_key
+    value: internal
+    rate_limit: { unlimited: true }
+  - key: canary
+    shadow_mode: true
+    rate_limit: { unit: minute, requests_per_unit: 1, name: canary }
+";
+
+/// A `tollgate serve` process, killed when dropped.
+struct Service {
+    child: Child,
+    grpc: String,
+    http: String,
+    _rules: NamedTempFile,
+}
+
+impl Service {
+    /// Starts `tollgate serve` on `rules` with `extra` arguments, and waits until it listens.
+    fn start(rules: &str, extra: &[&str]) -> Service {
+        let mut file = tempfile::Builder::new()
+            .suffix(".yaml")
+            .tempfile()
+            .expect("a temporary file");
+        file.write_all(rules.as_bytes())
+            .expect("the rules are written");
+        Service::start_on(file, extra)
+    }
+
+    fn start_on(rules: NamedTempFile, extra: &[&str]) -> Service {
+        let path = rules.path().to_str().expect("a UTF-8 path").to_owned();
+        let args = [
+            &[
+                "serve",
+                "--rules",
+                &path,
+                "--grpc",
+                "127.0.0.1:0",
+                "--http",
+                "127.0.0.1:0",
+            ][..],
+            extra,
+        ]
+        .concat();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the tollgate binary runs");
+        let stdout = child.stdout.take().expect("its standard output");
+        let mut lines = BufReader::new(stdout).lines();
+        let (grpc, http) = loop {
+            let line = match lines.next() {
+                Some(Ok(line)) => line,
+                _ => panic!("tollgate serve stopped before it listened"),
+            };
+            let after = |marker: &str| {
+                let (_, rest) = line.split_once(marker)?;
+                rest.split_whitespace().next().map(str::to_owned)
+            };
+            if let (Some(grpc), Some(http)) = (after("gRPC on "), after("HTTP on ")) {
+                break (grpc, http);
+            }
+        };
+        // Keep reading its output, so that it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Service {
+            child,
+            grpc,
+            http,
+            _rules: rules,
+        }
+    }
+
+    async fn client(&self) -> RateLimitServiceClient<Channel> {
+        let channel = Endpoint::from_shared(format!("http://{}", self.grpc))
+            .expect("an endpoint")
+            .connect()
+            .await
+            .expect("connected");
+        RateLimitServiceClient::new(channel)
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries
+            .iter()
+            .map(|(key, value)| Entry {
+                key: (*key).to_owned(),
+                value: (*value).to_owned(),
+            })
+            .collect(),
+        ..RateLimitDescriptor::default()
+    }
+}
+
+fn call(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: "edge".to_owned(),
+        descriptors,
+        hits_addend: 0,
+    }
+}
+
+async fn ask(
+    client: &mut RateLimitServiceClient<Channel>,
+    request: RateLimitRequest,
+) -> RateLimitResponse {
+    client
+        .should_rate_limit(request)
+        .await
+        .expect("an answer")
+        .into_inner()
+}
+
+fn login(ip: &str) -> RateLimitDescriptor {
+    descriptor(&[("generic_key", "login"), ("remote_address", ip)])
+}
+
+#[tokio::test]
+async fn five_logins_a_minute_per_address() {
+    let service = Service::start(RULES, &[]);
+    let mut client = service.client().await;
+    for remaining in (0..5).rev() {
+        let answer = ask(&mut client, call(vec![login("203.0.113.9")])).await;
+        assert_eq!(answer.overall_code(), Code::Ok);
+        let status = &answer.statuses[0];
+        assert_eq!(status.code(), Code::Ok);
+        assert_eq!(status.limit_remaining, remaining);
+        let limit = status.current_limit.as_ref().expect("the limit");
+        assert_eq!((limit.requests_per_unit, limit.unit()), (5, Unit::Minute));
+        assert_eq!(limit.name, "login");
+    }
+    let refused = ask(&mut client, call(vec![login("203.0.113.9")])).await;
+    assert_eq!(refused.overall_code(), Code::OverLimit);
+    assert_eq!(refused.statuses[0].code(), Code::OverLimit);
+    let reset = refused.statuses[0].duration_until_reset.expect("a reset");
+    assert!((1..=60).contains(&reset.seconds), "{reset:?}");
+    let headers: Vec<&str> = refused
+        .response_headers_to_add
+        .iter()
+        .map(|header| header.key.as_str())
+        .collect();
+    assert!(headers.contains(&"retry-after"), "{headers:?}");
+    // Another address has its own five.
+    let other = ask(&mut client, call(vec![login("203.0.113.10")])).await;
+    assert_eq!(other.overall_code(), Code::Ok);
+}
+
+#[tokio::test]
+async fn only_the_entry_the_last_one_reaches_applies() {
+    let service = Service::start(RULES, &[]);
+    let mut client = service.client().await;
+    // `generic_key: login` alone reaches an entry with no limit of its own.
+    let answer = ask(
+        &mut client,
+        call(vec![descriptor(&[("generic_key", "login")])]),
+    )
+    .await;
+    assert_eq!(answer.overall_code(), Code::Ok);
+    assert_eq!(answer.statuses[0].current_limit, None);
+    // A descriptor no rule matches is OK with no limit.
+    let unknown = ask(&mut client, call(vec![descriptor(&[("tenant", "acme")])])).await;
+    assert_eq!(unknown.statuses[0].code(), Code::Ok);
+    assert_eq!(unknown.statuses[0].current_limit, None);
+}
+
+#[tokio::test]
+async fn the_descriptors_of_one_call_are_all_or_nothing() {
+    let service = Service::start(RULES, &[]);
+    let mut client = service.client().await;
+    let user = || descriptor(&[("user", "42")]);
+    // Three calls spend user 42's three; each also logs in from its own address.
+    for ip in ["198.51.100.1", "198.51.100.2", "198.51.100.3"] {
+        let answer = ask(&mut client, call(vec![login(ip), user()])).await;
+        assert_eq!(answer.overall_code(), Code::Ok);
+    }
+    // The fourth is over the user's limit: its login is not charged either.
+    let refused = ask(&mut client, call(vec![login("198.51.100.4"), user()])).await;
+    assert_eq!(refused.overall_code(), Code::OverLimit);
+    assert_eq!(refused.statuses[0].code(), Code::Ok, "the login had room");
+    assert_eq!(refused.statuses[1].code(), Code::OverLimit);
+    let alone = ask(&mut client, call(vec![login("198.51.100.4")])).await;
+    assert_eq!(
+        alone.statuses[0].limit_remaining, 4,
+        "the refused call charged nothing"
+    );
+}
+
+#[tokio::test]
+async fn hits_addend_is_the_weight_of_a_call() {
+    let service = Service::start(RULES, &[]);
+    let mut client = service.client().await;
+    let mut request = call(vec![login("203.0.113.20")]);
+    request.hits_addend = 3;
+    let answer = ask(&mut client, request.clone()).await;
+    assert_eq!(answer.statuses[0].limit_remaining, 2);
+    let refused = ask(&mut client, request).await;
+    assert_eq!(refused.overall_code(), Code::OverLimit);
+    // A descriptor's own `hits_addend` wins over the call's.
+    let mut light = login("203.0.113.20");
+    light.hits_addend = Some(2);
+    let answer = ask(&mut client, call(vec![light])).await;
+    assert_eq!(answer.overall_code(), Code::Ok);
+    assert_eq!(answer.statuses[0].limit_remaining, 0);
+}
+
+#[tokio::test]
+async fn unlimited_and_shadow_mode_never_refuse() {
+    let service = Service::start(RULES, &[]);
+    let mut client = service.client().await;
+    for _ in 0..10 {
+        let internal = ask(
+            &mut client,
+            call(vec![descriptor(&[("api_key", "internal")])]),
+        )
+        .await;
+        assert_eq!(internal.overall_code(), Code::Ok);
+        assert_eq!(internal.statuses[0].current_limit, None);
+    }
+    // The shadow-mode limit (1 a minute) counts: its second call has nothing left, and is
+    // still OK.
+    for remaining in [0, 0, 0] {
+        let canary = ask(&mut client, call(vec![descriptor(&[("canary", "on")])])).await;
+        assert_eq!(canary.overall_code(), Code::Ok, "shadow mode only reports");
+        let status = &canary.statuses[0];
+        assert_eq!(status.code(), Code::Ok);
+        assert_eq!(
+            status
+                .current_limit
+                .as_ref()
+                .map(|limit| limit.name.as_str()),
+            Some("canary")
+        );
+        assert_eq!(status.limit_remaining, remaining);
+    }
+}
+
+#[tokio::test]
+async fn wildcards_replaces_and_repeated_descriptors() {
+    let rules = r"
+domain: edge
+defaults: { algorithm: gcra }
+descriptors:
+  - key: path
+    value: /api/*
+    rate_limit: { unit: minute, requests_per_unit: 2, name: api }
+  - key: path
+    value: /api/search
+    rate_limit: { unit: minute, requests_per_unit: 1, name: search }
+  - key: user
+    value: vip
+    rate_limit: { unit: minute, requests_per_unit: 100, name: vip, replaces: [{ name: per-user }] }
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 1, name: per-user }
+";
+    let service = Service::start(rules, &[]);
+    let mut client = service.client().await;
+    let name = |answer: &RateLimitResponse, i: usize| {
+        answer.statuses[i]
+            .current_limit
+            .as_ref()
+            .map(|limit| limit.name.clone())
+    };
+    // An exact value wins over a prefix; a prefix matches the rest.
+    let search = ask(
+        &mut client,
+        call(vec![descriptor(&[("path", "/api/search")])]),
+    )
+    .await;
+    assert_eq!(name(&search, 0).as_deref(), Some("search"));
+    let items = ask(
+        &mut client,
+        call(vec![descriptor(&[("path", "/api/items")])]),
+    )
+    .await;
+    assert_eq!(name(&items, 0).as_deref(), Some("api"));
+    // More entries than the rules have levels: no limit.
+    let deeper = ask(
+        &mut client,
+        call(vec![descriptor(&[("path", "/api/items"), ("user", "x")])]),
+    )
+    .await;
+    assert_eq!(name(&deeper, 0), None);
+    // `vip` replaces `per-user` when both come in one call.
+    let both = call(vec![
+        descriptor(&[("user", "vip")]),
+        descriptor(&[("user", "ann")]),
+    ]);
+    for _ in 0..3 {
+        let answer = ask(&mut client, both.clone()).await;
+        assert_eq!(answer.overall_code(), Code::Ok);
+        assert_eq!(name(&answer, 1), None, "replaced");
+    }
+    // The same descriptor twice in one call weighs twice, and stays all or nothing: the
+    // `api` limit (2) takes one such call, and refuses the next without charging it.
+    let twice = call(vec![
+        descriptor(&[("path", "/api/other")]),
+        descriptor(&[("path", "/api/other")]),
+    ]);
+    assert_eq!(
+        ask(&mut client, twice.clone()).await.overall_code(),
+        Code::Ok
+    );
+    let refused = ask(&mut client, twice).await;
+    assert_eq!(refused.overall_code(), Code::OverLimit);
+    assert_eq!(refused.statuses[0].code(), refused.statuses[1].code());
+}
+
+#[tokio::test]
+async fn an_envoy_file_as_it_is_counts_in_fixed_windows() {
+    // No `defaults`, no `algorithm`: fixed windows, as envoyproxy/ratelimit counts. A day's
+    // window, so that the test does not straddle two.
+    let envoy = r"
+domain: edge
+descriptors:
+  - key: generic_key
+    value: login
+    detailed_metric: true
+    descriptors:
+      - key: remote_address
+        rate_limit: { unit: DAY, requests_per_unit: 2 }
+";
+    let service = Service::start(envoy, &[]);
+    let mut client = service.client().await;
+    let codes: Vec<Code> = {
+        let mut codes = Vec::new();
+        for _ in 0..3 {
+            codes.push(
+                ask(&mut client, call(vec![login("203.0.113.50")]))
+                    .await
+                    .overall_code(),
+            );
+        }
+        codes
+    };
+    assert_eq!(codes, [Code::Ok, Code::Ok, Code::OverLimit]);
+    let answer = ask(&mut client, call(vec![login("203.0.113.51")])).await;
+    let limit = answer.statuses[0].current_limit.as_ref().expect("a limit");
+    assert_eq!((limit.requests_per_unit, limit.unit()), (2, Unit::Day));
+}
+
+#[tokio::test]
+async fn the_http_endpoints_answer_by_hand() {
+    let service = Service::start(RULES, &[]);
+    let http = &service.http;
+    let (status, body) = http_call(http, "GET /healthcheck HTTP/1.1", "");
+    assert_eq!((status, body.trim()), (200, "OK"));
+    let login = r#"{"domain":"edge","descriptors":[{"entries":[{"key":"generic_key","value":"login"},{"key":"remote_address","value":"198.51.100.99"}]}],"hitsAddend":5}"#;
+    let (status, body) = http_call(http, "POST /json HTTP/1.1", login);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""overallCode":"OK""#), "{body}");
+    let (status, body) = http_call(http, "POST /json HTTP/1.1", login);
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains(r#""overallCode":"OVER_LIMIT""#), "{body}");
+    let (status, _) = http_call(http, "POST /json HTTP/1.1", "{not json");
+    assert_eq!(status, 400);
+    let (status, body) = http_call(http, "GET /metrics HTTP/1.1", "");
+    assert_eq!(status, 200);
+    assert!(body.contains("tollgate_"), "{body}");
+}
+
+/// One HTTP/1.1 exchange with `addr`: the status and the body.
+fn http_call(addr: &str, request_line: &str, body: &str) -> (u16, String) {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(addr).expect("connected");
+    let request = format!(
+        "{request_line}\r\nhost: {addr}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("sent");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("an answer");
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .expect("a status line");
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, body)| body)
+        .to_owned();
+    (status, body)
+}
+
+#[tokio::test]
+async fn malformed_calls_get_a_clear_status() {
+    let service = Service::start(RULES, &[]);
+    let mut client = service.client().await;
+    let mut cases = vec![
+        (
+            RateLimitRequest {
+                domain: String::new(),
+                ..call(vec![login("a")])
+            },
+            GrpcCode::InvalidArgument,
+            "domain",
+        ),
+        (
+            call(Vec::new()),
+            GrpcCode::InvalidArgument,
+            "no descriptors",
+        ),
+        (
+            RateLimitRequest {
+                domain: "elsewhere".to_owned(),
+                ..call(vec![login("a")])
+            },
+            GrpcCode::NotFound,
+            "unknown domain",
+        ),
+        (
+            call(vec![descriptor(&[])]),
+            GrpcCode::InvalidArgument,
+            "no entries",
+        ),
+    ];
+    let huge = "x".repeat(1_000_000);
+    cases.push((
+        call(vec![descriptor(&[("user", &huge)])]),
+        GrpcCode::InvalidArgument,
+        "longer than",
+    ));
+    cases.push((
+        call(vec![descriptor(&[("user", "1")]); 1000]),
+        GrpcCode::InvalidArgument,
+        "at most",
+    ));
+    for (request, code, message) in cases {
+        let status = client
+            .should_rate_limit(request)
+            .await
+            .expect_err("refused");
+        assert_eq!(status.code(), code, "{status:?}");
+        assert!(status.message().contains(message), "{status:?}");
+    }
+    // And the service still answers.
+    let answer = ask(&mut client, call(vec![login("203.0.113.30")])).await;
+    assert_eq!(answer.overall_code(), Code::Ok);
+}
+
+#[tokio::test]
+async fn a_saved_change_to_the_rules_takes_effect() {
+    let mut file = tempfile::Builder::new()
+        .suffix(".yaml")
+        .tempfile()
+        .expect("a temporary file");
+    file.write_all(RULES.as_bytes()).expect("written");
+    let path = file.path().to_owned();
+    let service = Service::start_on(file, &[]);
+    let mut client = service.client().await;
+    let limit_of = |answer: &RateLimitResponse| {
+        answer.statuses[0]
+            .current_limit
+            .as_ref()
+            .map(|l| l.requests_per_unit)
+    };
+    let answer = ask(&mut client, call(vec![descriptor(&[("user", "7")])])).await;
+    assert_eq!(limit_of(&answer), Some(3));
+    std::fs::write(
+        &path,
+        RULES.replace("requests_per_unit: 3", "requests_per_unit: 30"),
+    )
+    .expect("rewritten");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let answer = ask(&mut client, call(vec![descriptor(&[("user", "8")])])).await;
+        if limit_of(&answer) == Some(30) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new rules never took effect");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn two_instances_share_their_limits_through_redis() {
+    let redis = redis_server::RedisServer::start();
+    let url = redis.url();
+    let first = Service::start(RULES, &["--redis", &url]);
+    let second = Service::start(RULES, &["--redis", &url]);
+    let (mut one, mut two) = (first.client().await, second.client().await);
+    let mut admitted = 0;
+    for i in 0..10 {
+        let client = if i % 2 == 0 { &mut one } else { &mut two };
+        let answer = ask(client, call(vec![login("192.0.2.77")])).await;
+        admitted += usize::from(answer.overall_code() == Code::Ok);
+    }
+    assert_eq!(admitted, 5, "five logins a minute, across both instances");
+}

@@ -1,0 +1,333 @@
+//! # The rate limit service: `tollgate serve`
+//!
+//! `tollgate serve` answers Envoy's rate limit service API,
+//! `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` from the official
+//! `rls.proto`, with the rules, algorithms and stores of the
+//! [`RateLimitLayer`](crate::RateLimitLayer). For each request, the gateway sends the
+//! request's *descriptors* and asks whether they are within their limits; it answers the
+//! client `429` itself when they are not. It replaces envoyproxy/ratelimit: a
+//! configuration written for it loads unchanged.
+//!
+//! Choose the layer when the service that handles the requests is yours, in Rust: it sees
+//! the whole request, decides in process and can hold a request back for a shaping leaky
+//! bucket. Choose the service when requests pass through Envoy (or a gateway built on it)
+//! and the limits must hold in front of services you do not change, whatever their
+//! language: each request costs the gateway one gRPC call, and the rules see only what the
+//! gateway's rate limit actions put in the descriptors.
+//!
+//! # Running it
+//!
+//! ```sh
+//! tollgate serve --rules rules.yaml     # gRPC on 127.0.0.1:8081, HTTP on :8080, state in memory
+//! tollgate serve --rules rules.yaml --grpc 0.0.0.0:8081 --redis redis://10.0.0.5:6379
+//! tollgate serve --rules rules.yaml --redis-cluster redis://10.0.0.5:7000,redis://10.0.0.6:7000
+//! ```
+//!
+//! - `--grpc ADDR` (default `127.0.0.1:8081`): `ShouldRateLimit`, over plaintext HTTP/2.
+//! - `--http ADDR` (default `127.0.0.1:8080`): `POST /json`, `GET /healthcheck` and
+//!   `GET /metrics` ([below](#http-endpoints)).
+//! - The state is in memory by default: each instance counts alone. With `--redis URL`, or
+//!   `--redis-cluster URLS` (some of the cluster's nodes, comma-separated), it lives in
+//!   Redis, and every instance using the same Redis shares each limit (exactly, or within
+//!   the stated bound for a [local-first](super::rules#local-first-limits-sync_every) one),
+//!   with the timeout, circuit breaker and per-limit `on_store_error` policy of
+//!   [operations: Redis](super::operations#shared-limits-across-a-fleet-redis).
+//!
+//! It prints one line once it listens (``tollgate serve: domain `edge`, 3 limit(s) from
+//! rules.yaml; gRPC on 127.0.0.1:8081 and HTTP on 127.0.0.1:8080``). Rules that do not
+//! compile at start are an error: each mistake is printed with its `line:column`, and the
+//! exit status is 1. The file is then watched as in [hot
+//! reload](super::operations#hot-reload): a saved change is in force within a moment, and
+//! a bad edit is logged while the rules in force keep serving. `tollgate check --service
+//! rules.yaml` validates a file before it ships, Envoy's files included, and lists how the
+//! service reads it differently from envoyproxy/ratelimit. One file, one domain: a service
+//! for several domains is several `tollgate serve`s.
+//!
+//! # The rules file
+//!
+//! The file is tollgate's [rules file](super::rules), or an envoyproxy/ratelimit
+//! configuration as it is: `domain`, `descriptors` with `key`, `value`, `shadow_mode` and
+//! `rate_limit: { name, unit, requests_per_unit, unlimited, replaces }` (its
+//! `detailed_metric` and `value_to_metric` are accepted and ignored: tollgate's metrics are
+//! per limit; units may be written in capitals). Its newer `share_threshold`, and a `*` anywhere but at the end
+//! of a value, are refused, each with its `line:column`.
+//!
+//! No key needs declaring: the service compiles the file with
+//! [`KeySources::Given`](crate::rules::KeySources::Given), so any key is accepted and its
+//! value is the one the call gives. `sources` and `client_ip` play no part: every value,
+//! `remote_address` included, is what Envoy puts in the descriptor.
+//!
+//! ## How a descriptor matches
+//!
+//! A descriptor is a list of entries, `(key, value)`, in the order of the actions that
+//! produced it. It walks the tree from the top as envoyproxy/ratelimit walks it: each entry
+//! selects, among the rules' entries for its key at the next level,
+//!
+//! 1. the one whose `value` is the entry's value exactly;
+//! 2. else the one with the longest `prefix*` that matches (envoyproxy/ratelimit takes the
+//!    first in the file: the same unless two prefixes of one key overlap);
+//! 3. else the key-only one (no `value`), which counts each distinct value apart.
+//!
+//! Only the limit of the entry that the *last* one selects applies. The limits on the way
+//! do not, unlike in the layer, which applies every limit on its walk ([rules:
+//! matching](super::rules#descriptors-and-matching)): Envoy sends one descriptor for each
+//! limit it wants checked. A descriptor with an entry that selects nothing, or with more
+//! entries than the tree has levels, reaches no limit, and neither does one that stops at
+//! an entry without a `rate_limit`: its status is `OK`, with no limit.
+//!
+//! - `unlimited: true` lifts the descriptor that reaches it, and only that one (in the layer
+//!   it exempts the whole request).
+//! - `replaces: [{ name: x }]`: when one descriptor of a call reaches a limit that replaces
+//!   the limit named `x`, a descriptor of the same call reaching `x` is not limited. The
+//!   `replaces` of an `unlimited` or shadow-mode entry replace nothing (in
+//!   envoyproxy/ratelimit they do).
+//! - `shadow_mode: true` on an entry: its limit counts and reports, but its descriptor is
+//!   `OK` even over the limit (its status still carries its figures). The top-level
+//!   `shadow_mode: true` does so for every limit ([shadow mode](super::rules#shadow-mode)).
+//! - Every setting of a [`rate_limit`](super::rules#rate_limit) applies per limit:
+//!   `algorithm` (any of the [six](super::algorithms)), `burst`, `period`, `cost`,
+//!   `on_store_error`, `sync_every`, `approximate`. A limit that names no algorithm is a
+//!   fixed window, as in Envoy; `defaults: { algorithm: gcra }` changes that for the file.
+//!   Envoy cannot hold a request back: a leaky bucket decides as it would shape, but a
+//!   request that finds a place in its queue is `OK` at once.
+//!
+//! # The answer
+//!
+//! A `RateLimitResponse`:
+//!
+//! - `overall_code`: `OVER_LIMIT` when a descriptor is over its limit, else `OK`.
+//! - `statuses`: one `DescriptorStatus` per descriptor, in the call's order, with
+//!   - `code`: `OK` or `OVER_LIMIT`;
+//!   - `current_limit`: the limit as Envoy's API names one: `requests_per_unit`, `unit`
+//!     (`SECOND` to `YEAR`) and the limit's `name`. A period that is no whole unit
+//!     (`period: 30s`, `unit_multiplier: 30`) reports the requests per period and the unit
+//!     `UNKNOWN`. No `current_limit` when no limit applies;
+//!   - `limit_remaining`: the requests the client may still send now;
+//!   - `duration_until_reset`: when admitted, the time until the limit is back to its full
+//!     allowance; when over the limit, the time until the same call is admitted.
+//! - `response_headers_to_add`: the headers the layer would give the response, as the
+//!   rules' [`response`](super::rules#response) section chooses ([operations:
+//!   headers](super::operations#headers-and-grpc-answers)): `X-Ratelimit-Limit` and
+//!   `X-Ratelimit-Remaining` by default, the IETF `RateLimit-Policy` and `RateLimit` with
+//!   `headers: ietf`, and `Retry-After` on a refusal. Envoy adds them to what it sends the
+//!   client: its `429`, or the upstream's response.
+//!
+//! **Weight.** The call's `hits_addend` is the request's cost under each of its
+//! descriptors; a descriptor's own `hits_addend` wins over it, and 0 counts as 1
+//! (envoyproxy/ratelimit checks a descriptor of `hits_addend: 0` without charging it). A
+//! descriptor's own `limit` override is not read: the file's limit applies. A limit
+//! with a fixed [`cost`](super::rules#cost-weighted-requests) counts that instead. (Envoy
+//! takes the call's `hits_addend` from the filter state `envoy.ratelimit.hits_addend`.)
+//!
+//! **All or nothing.** A call is admitted only when every descriptor has room, and a call
+//! over one limit charges none of the others: their statuses say `OK` (they had room), and
+//! their counts are untouched. envoyproxy/ratelimit charges every descriptor of a refused
+//! call, so a client refused by one limit uses up the others. On a Redis Cluster this holds
+//! across slots too ([operations](super::operations#on-a-redis-cluster)).
+//!
+//! **Malformed calls** are refused with a gRPC status and decide nothing:
+//! `INVALID_ARGUMENT` for an empty `domain`, no descriptors, a descriptor without entries,
+//! an entry with an empty key, more than 64 descriptors or 16 entries in one, or a key or
+//! value over 4096 bytes; `NOT_FOUND` for a domain other than the rules' `domain`
+//! (envoyproxy/ratelimit answers `OK` there, limiting nothing). To Envoy, both are failed
+//! calls, which its `failure_mode_deny` decides.
+//!
+//! **When the store fails**, each limit's `on_store_error` policy decides, as in the layer:
+//! `overall_code` follows it, and the statuses carry no limit.
+//!
+//! # The Envoy side
+//!
+//! Envoy's HTTP rate limit filter calls the service; each entry of a route's (or virtual
+//! host's) `rate_limits` turns its `actions` into one descriptor, one entry per action, in
+//! their order. An `envoy.yaml` for Envoy 1.3x, with tollgate on `127.0.0.1:8081`:
+//!
+//! ```yaml
+//! static_resources:
+//!   listeners:
+//!     - address: { socket_address: { address: 0.0.0.0, port_value: 10000 } }
+//!       filter_chains:
+//!         - filters:
+//!             - name: envoy.filters.network.http_connection_manager
+//!               typed_config:
+//!                 "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+//!                 stat_prefix: ingress
+//!                 use_remote_address: true                  # remote_address is the peer (behind a proxy: xff_num_trusted_hops)
+//!                 http_filters:
+//!                   - name: envoy.filters.http.ratelimit
+//!                     typed_config:
+//!                       "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit
+//!                       domain: edge                        # the rules' domain
+//!                       failure_mode_deny: false            # tollgate failed or unreachable: let requests through (true: 500)
+//!                       timeout: 0.1s                       # default 20ms; above the Redis store's 50 ms
+//!                       enable_x_ratelimit_headers: DRAFT_VERSION_03   # optional: see below
+//!                       rate_limit_service:
+//!                         grpc_service:
+//!                           envoy_grpc: { cluster_name: tollgate }
+//!                         transport_api_version: V3
+//!                   - name: envoy.filters.http.router
+//!                     typed_config:
+//!                       "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+//!                 route_config:
+//!                   virtual_hosts:
+//!                     - name: api
+//!                       domains: ["*"]
+//!                       routes:
+//!                         - match: { prefix: /auth/login }
+//!                           route:
+//!                             cluster: api
+//!                             rate_limits:
+//!                               - actions: [{ remote_address: {} }]
+//!                               - actions:
+//!                                   - generic_key: { descriptor_value: login }
+//!                                   - remote_address: {}
+//!                         - match: { prefix: / }
+//!                           route:
+//!                             cluster: api
+//!                             rate_limits:
+//!                               - actions: [{ remote_address: {} }]
+//!                               - actions:
+//!                                   - request_headers: { header_name: x-user-id, descriptor_key: user }
+//!   clusters:
+//!     - name: tollgate
+//!       type: STATIC
+//!       connect_timeout: 1s
+//!       typed_extension_protocol_options:                   # gRPC needs HTTP/2
+//!         envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+//!           "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+//!           explicit_http_config:
+//!             http2_protocol_options: {}
+//!       load_assignment:
+//!         cluster_name: tollgate
+//!         endpoints:
+//!           - lb_endpoints:
+//!               - endpoint:
+//!                   address: { socket_address: { address: 127.0.0.1, port_value: 8081 } }
+//!     # ... and the `api` cluster, your service
+//! ```
+//!
+//! A login from 203.0.113.9 is then one call with two descriptors, and a request to
+//! another path with `x-user-id: 42` one with two others (without the header, only the
+//! first: an action that finds nothing to add drops its descriptor):
+//!
+//! ```text
+//! /auth/login:  [("remote_address", "203.0.113.9")]
+//!               [("generic_key", "login"), ("remote_address", "203.0.113.9")]
+//! /orders:      [("remote_address", "203.0.113.9")]
+//!               [("user", "42")]
+//! ```
+//!
+//! The rules that match them:
+//!
+//! ```yaml
+//! domain: edge
+//! response: { headers: none }             # Envoy writes the X-RateLimit-* headers (enable_x_ratelimit_headers)
+//! descriptors:
+//!   - key: remote_address                 # each address: 20 a second, in fixed windows (Envoy's default)
+//!     rate_limit: { unit: second, requests_per_unit: 20 }
+//!   - key: generic_key
+//!     value: login
+//!     descriptors:
+//!       - key: remote_address             # each address: 5 logins a minute
+//!         rate_limit: { unit: minute, requests_per_unit: 5, name: login, algorithm: sliding_window_log }
+//!   - key: user                           # each user: 100 a minute, in bursts of up to 20
+//!     rate_limit: { unit: minute, requests_per_unit: 100, algorithm: token_bucket, burst: 20 }
+//! ```
+//!
+//! The keys are what the actions send: `remote_address` (the client address, as the
+//! connection manager's `use_remote_address` and `xff_num_trusted_hops` find it),
+//! `generic_key` (or the action's own `descriptor_key`), the `descriptor_key` you chose for
+//! `request_headers`, `header_match` for `header_value_match`, `destination_cluster` and
+//! `source_cluster`. A header is the client's to choose: limit by one that your gateway or
+//! an authentication filter sets, such as a verified user id.
+//!
+//! `enable_x_ratelimit_headers: DRAFT_VERSION_03` makes Envoy write `X-RateLimit-Limit`,
+//! `X-RateLimit-Remaining` and `X-RateLimit-Reset` itself, from the statuses. tollgate's
+//! own headers have the same names: keep one set. With Envoy's, set
+//! `response: { headers: none }` as above (a refusal then carries tollgate's `Retry-After`
+//! alone); without them, leave it out.
+//!
+//! # The same decision in process
+//!
+//! [`Limiter::check_descriptors`](crate::Limiter::check_descriptors) decides a call's
+//! descriptors without the network: the service compiles its rules with
+//! `KeySources::Given` and hands each call to it. Five logins a minute per address, in
+//! Envoy's fixed windows:
+//!
+//! ```rust
+//! use std::time::Duration;
+//! use tollgate::clock::ManualClock;
+//! use tollgate::rules::{KeySources, Rules};
+//! use tollgate::{Descriptor, Limiter};
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let rules = Rules::from_yaml_with(r#"
+//! domain: edge
+//! descriptors:
+//!   - key: generic_key
+//!     value: login
+//!     descriptors:
+//!       - key: remote_address
+//!         rate_limit: { unit: minute, requests_per_unit: 5, name: login }
+//! "#, KeySources::Given)?;
+//! let clock = ManualClock::new();
+//! let limiter = Limiter::with_clock(rules, clock.clone());
+//!
+//! // What Envoy sends for a login from 203.0.113.9: one descriptor of two entries.
+//! let login = [("generic_key", "login"), ("remote_address", "203.0.113.9")];
+//! let call = [Descriptor { entries: &login, cost: 1 }];
+//! for remaining in (0..5).rev() {
+//!     let checked = limiter.check_descriptors(&call).await;
+//!     assert!(checked.verdict().is_allowed());                         // overall_code: OK
+//!     let decision = checked.descriptors()[0].as_ref().expect("the login limit").decision();
+//!     assert_eq!(decision.remaining, remaining);                       // limit_remaining
+//! }
+//! let checked = limiter.check_descriptors(&call).await;
+//! assert!(!checked.verdict().is_allowed());                            // OVER_LIMIT
+//! let refused = checked.descriptors()[0].as_ref().expect("the login limit").decision();
+//! assert_eq!(refused.retry_after, Duration::from_secs(60));            // duration_until_reset
+//!
+//! // Another address has its own five; `generic_key: login` alone reaches no limit.
+//! let other = [("generic_key", "login"), ("remote_address", "203.0.113.10")];
+//! let alone = [("generic_key", "login")];
+//! let call = [
+//!     Descriptor { entries: &other, cost: 1 },
+//!     Descriptor { entries: &alone, cost: 1 },
+//! ];
+//! let checked = limiter.check_descriptors(&call).await;
+//! let limits = checked.descriptors();
+//! assert!(checked.verdict().is_allowed() && limits[0].is_some() && limits[1].is_none());
+//!
+//! clock.advance(Duration::from_secs(60));                              // the next window
+//! let call = [Descriptor { entries: &login, cost: 1 }];
+//! assert!(limiter.check_descriptors(&call).await.verdict().is_allowed());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # HTTP endpoints
+//!
+//! On `--http`, as envoyproxy/ratelimit serves them:
+//!
+//! - `POST /json`: one call in proto3 JSON, to try the rules by hand or for a client
+//!   without gRPC (field names in lowerCamelCase or as the proto spells them). The answer
+//!   is the `RateLimitResponse` in JSON, with `200 OK`, or `429 Too Many Requests` when the
+//!   call is over the limit. A body that is not a `RateLimitRequest`, or a malformed call,
+//!   is `400`; another domain is `404`; each with the reason as text.
+//!
+//!   Under the rules of the in-process example above, a first login (the answer is one line):
+//!
+//!   ```text
+//!   $ curl -d '{"domain": "edge", "descriptors": [{"entries": [{"key": "generic_key", "value": "login"},
+//!       {"key": "remote_address", "value": "203.0.113.9"}]}]}' localhost:8080/json
+//!   {"overallCode":"OK","statuses":[{"code":"OK","currentLimit":{"name":"login","requestsPerUnit":5,
+//!   "unit":"MINUTE"},"limitRemaining":4,"durationUntilReset":"38.339827709s"}],"responseHeadersToAdd":
+//!   [{"key":"x-ratelimit-limit","value":"5"},{"key":"x-ratelimit-remaining","value":"4"}]}
+//!   ```
+//!
+//! - `GET /healthcheck`: `200 OK` once the service is ready to decide, `503` before: for a
+//!   load balancer's or Kubernetes' probe.
+//! - `GET /metrics`: tollgate's [metrics](super::operations#metrics) in Prometheus' text
+//!   format, as the layer records them: `tollgate_requests_total` per limit and outcome,
+//!   `tollgate_decision_seconds`, `tollgate_store_errors_total`, `tollgate_reloads_total`,
+//!   and, with the memory store, `tollgate_tracked_keys` (set every 10 s, when idle keys
+//!   are swept).

@@ -1,0 +1,157 @@
+//! Deciding the descriptors of a rate limit service's call (Envoy's RLS), all or nothing.
+
+use super::{Deciding, Limiter};
+use crate::decision::{LimitDecision, Verdict};
+use crate::rules::tree::{Matches, Values};
+use crate::rules::Rules;
+use crate::source::MissingPeerAddr;
+use crate::store::Store;
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+/// One descriptor of a rate limit service's call: its entries, `(key, value)` in order (as
+/// Envoy's rate limit actions produce them), and the weight of the request under it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Descriptor<'a> {
+    /// The entries, e.g. `[("remote_address", "203.0.113.9"), ("path", "/login")]`.
+    pub entries: &'a [(&'a str, &'a str)],
+    /// The request's weight under the descriptor's limit (Envoy's `hits_addend`), for a
+    /// limit that sets no `cost` of its own.
+    pub cost: u64,
+}
+
+/// The values of a descriptor's limit: none (a limit's `cost` source has nothing to read).
+struct NoValues;
+
+impl Values for NoValues {
+    fn get(&mut self, _source: usize) -> Result<Option<&str>, MissingPeerAddr> {
+        Ok(None)
+    }
+}
+
+/// What a rate limit service's call came to ([`Limiter::check_descriptors`]): the verdict
+/// on the call, each descriptor's limit's decision, and the rules they were made under.
+#[derive(Debug, Clone)]
+pub struct CallVerdict {
+    verdict: Verdict,
+    descriptors: Vec<Option<LimitDecision>>,
+    rules: Arc<Rules>,
+}
+
+impl CallVerdict {
+    /// The verdict on the whole call: admitted only if every descriptor's limit had room.
+    pub fn verdict(&self) -> &Verdict {
+        &self.verdict
+    }
+
+    /// For each descriptor, in order, the decision of the limit it reached: `None` when it
+    /// reached none, reached an `unlimited` entry, or its limit is replaced by another
+    /// descriptor's (or when the store failed, and the limits' failure policy decided).
+    pub fn descriptors(&self) -> &[Option<LimitDecision>] {
+        &self.descriptors
+    }
+
+    /// The rules the call was decided under (a reload may have put others in force since):
+    /// the decisions' [`limit_index`](LimitDecision::limit_index) points into their limits.
+    pub fn rules(&self) -> &Arc<Rules> {
+        &self.rules
+    }
+}
+
+impl<St: Store> Limiter<St> {
+    /// Decides the descriptors of a rate limit service's call, as envoyproxy/ratelimit
+    /// matches them, all or nothing: the verdict on the call, and for each descriptor, in
+    /// order, the decision of the limit it reached (`None` when it reached none, reached an
+    /// `unlimited` entry, or its limit is replaced by another descriptor's).
+    ///
+    /// Each descriptor walks the rules from the top: each entry selects an entry of the next
+    /// level (an exact value, else the longest `prefix*`, else the key-only entry, which
+    /// limits each value apart), and the limit of the entry the last one selects applies;
+    /// the limits on the way do not (Envoy sends a descriptor for each). Rules meant for a
+    /// service are compiled with [`KeySources::Given`](crate::rules::KeySources::Given), so
+    /// that any key is accepted. Unlike envoyproxy/ratelimit, a call over one limit charges
+    /// none of the others.
+    ///
+    /// ```
+    /// use tollgate::Descriptor;
+    /// use tollgate::rules::{KeySources, Rules};
+    /// use tollgate::Limiter;
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let rules = Rules::from_yaml_with(r#"
+    /// domain: edge
+    /// descriptors:
+    ///   - key: remote_address
+    ///     rate_limit: { unit: minute, requests_per_unit: 1 }
+    /// "#, KeySources::Given)?;
+    /// let limiter = Limiter::new(rules);
+    /// let client = [("remote_address", "203.0.113.9")];
+    /// let unknown = [("tenant", "acme")];
+    /// let call = [
+    ///     Descriptor { entries: &client, cost: 1 },
+    ///     Descriptor { entries: &unknown, cost: 1 },
+    /// ];
+    /// let first = limiter.check_descriptors(&call).await;
+    /// assert!(first.verdict().is_allowed());
+    /// let limits = first.descriptors();
+    /// assert!(limits[0].is_some() && limits[1].is_none());
+    /// let second = limiter.check_descriptors(&call).await;
+    /// assert!(!second.verdict().is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn check_descriptors(&self, descriptors: &[Descriptor<'_>]) -> CallVerdict {
+        let active = self.shared.active.load();
+        let rules = Arc::clone(&active.rules);
+        let mut matches = Matches::new();
+        // For each match, the descriptors that reached it: two descriptors that reach the
+        // same limit with the same values are one booking, of both weights, so that the
+        // call stays all or nothing.
+        let mut owners: Vec<SmallVec<[usize; 1]>> = Vec::new();
+        for (owner, descriptor) in descriptors.iter().enumerate() {
+            let Some(matched) = rules.descriptor_limit(descriptor.entries) else {
+                continue;
+            };
+            // An `unlimited` entry: the descriptor is not limited (a shadow-mode one
+            // only reports, and has nothing to report).
+            if rules.limits()[matched.limit_index].limited().is_none() {
+                continue;
+            }
+            match matches.iter().position(|m| m.key == matched.key) {
+                Some(same) => owners[same].push(owner),
+                None => {
+                    matches.push(matched);
+                    owners.push(smallvec::smallvec![owner]);
+                }
+            }
+        }
+        let replaced = rules.replaced(&matches);
+        let mut kept = replaced.iter().map(|replaced| !replaced);
+        let mut kept_owners = replaced.iter().map(|replaced| !replaced);
+        matches.retain(|_| kept.next().unwrap_or(true));
+        owners.retain(|_| kept_owners.next().unwrap_or(true));
+        let mut each = Vec::new();
+        let bookings = self.book(&rules, &mut matches, |position, limit| {
+            let weights = owners[position].iter();
+            weights
+                .map(|&owner| limit.cost(&mut NoValues, descriptors[owner].cost))
+                .fold(0, u64::saturating_add)
+        });
+        let stage = self.acquire(&active, bookings, Some(&mut each));
+        let mut deciding = Deciding::new(self, active, stage);
+        let ruling = deciding.settle_each(Some(&mut each)).await;
+        let verdict = Verdict::new(ruling, &rules);
+        deciding.go_ahead();
+        let mut per_descriptor = vec![None; descriptors.len()];
+        for (decision, owners) in each.into_iter().zip(owners) {
+            for owner in owners {
+                per_descriptor[owner] = Some(decision.clone());
+            }
+        }
+        CallVerdict {
+            verdict,
+            descriptors: per_descriptor,
+            rules,
+        }
+    }
+}
