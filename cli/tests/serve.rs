@@ -560,9 +560,12 @@ descriptors:
     // Every call is still answered: `allow` admits, `deny` refuses, `local` counts in the
     // service's own memory.
     assert_eq!(ask(&mut client, one("open")).await.overall_code(), Code::Ok);
+    let closed = ask(&mut client, one("closed")).await;
+    assert_eq!(closed.overall_code(), Code::OverLimit);
     assert_eq!(
-        ask(&mut client, one("closed")).await.overall_code(),
-        Code::OverLimit
+        closed.statuses[0].code(),
+        Code::OverLimit,
+        "the status says which"
     );
     let local: Vec<Code> = {
         let mut codes = Vec::new();
@@ -572,6 +575,13 @@ descriptors:
         codes
     };
     assert_eq!(local, [Code::Ok, Code::Ok, Code::OverLimit]);
+    let counted = ask(&mut client, one("local")).await;
+    let limit = counted.statuses[0].current_limit.as_ref();
+    assert_eq!(
+        limit.map(|l| l.requests_per_unit),
+        Some(2),
+        "decided in memory"
+    );
 }
 
 #[tokio::test]

@@ -133,7 +133,9 @@
 //! calls, which its `failure_mode_deny` decides.
 //!
 //! **When the store fails**, each limit's `on_store_error` policy decides, as in the layer:
-//! `overall_code` follows it, and the statuses carry no limit.
+//! a `deny` limit's descriptor is `OVER_LIMIT`, a `local` limit's status carries the
+//! decision made in the service's memory, and an `allow` limit's descriptor is `OK` with no
+//! limit.
 //!
 //! # The Envoy side
 //!

@@ -46,7 +46,8 @@ impl CallVerdict {
 
     /// For each descriptor, in order, the decision of the limit it reached: `None` when it
     /// reached none, reached an `unlimited` entry, or its limit is replaced by another
-    /// descriptor's (or when the store failed, and the limits' failure policy decided).
+    /// descriptor's, or, when the store failed, decided nothing: another limit's
+    /// `on_store_error` policy decided, or its own is `allow`).
     pub fn descriptors(&self) -> &[Option<LimitDecision>] {
         &self.descriptors
     }
@@ -149,7 +150,7 @@ impl<St: Store> Limiter<St> {
         let mut per_descriptor = vec![None; descriptors.len()];
         for (decision, owners) in each.into_iter().zip(owners) {
             for owner in owners {
-                per_descriptor[owner] = Some(decision.clone());
+                per_descriptor[owner].clone_from(&decision);
             }
         }
         CallVerdict {
