@@ -21,6 +21,9 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 3, name: api }
   - key: user
     rate_limit: { unit: minute, requests_per_unit: 1, name: per-user }
+  - key: api_key
+    value: internal
+    rate_limit: { unlimited: true, replaces: [{ name: per-user }] }
 ";
 
 fn limiter() -> Limiter<MemoryStore<ManualClock>> {
@@ -100,6 +103,29 @@ async fn the_same_descriptor_twice_weighs_twice_and_shares_its_decision() {
         .is_allowed());
     assert!(limiter
         .check_descriptors(&[one(&api)])
+        .await
+        .verdict()
+        .is_allowed());
+}
+
+#[tokio::test]
+async fn an_unlimited_entry_replaces_what_it_names() {
+    let limiter = limiter();
+    let (ann, internal) = ([("user", "ann")], [("api_key", "internal")]);
+    for _ in 0..5 {
+        let call = [one(&internal), one(&ann)];
+        let checked = limiter.check_descriptors(&call).await;
+        assert!(checked.verdict().is_allowed());
+        assert_eq!(checked.descriptors(), [None, None]);
+    }
+    // Without the internal key, ann has her one a minute.
+    assert!(limiter
+        .check_descriptors(&[one(&ann)])
+        .await
+        .verdict()
+        .is_allowed());
+    assert!(!limiter
+        .check_descriptors(&[one(&ann)])
         .await
         .verdict()
         .is_allowed());

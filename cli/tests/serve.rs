@@ -534,3 +534,118 @@ async fn two_instances_share_their_limits_through_redis() {
     }
     assert_eq!(admitted, 5, "five logins a minute, across both instances");
 }
+
+#[tokio::test]
+async fn when_redis_fails_each_limit_s_policy_decides() {
+    let rules = r"
+domain: edge
+defaults: { algorithm: gcra }
+descriptors:
+  - key: open
+    rate_limit: { unit: minute, requests_per_unit: 100, on_store_error: allow }
+  - key: closed
+    rate_limit: { unit: minute, requests_per_unit: 100, on_store_error: deny }
+  - key: local
+    rate_limit: { unit: minute, requests_per_unit: 2, on_store_error: local }
+";
+    let mut redis = redis_server::RedisServer::start();
+    let service = Service::start(rules, &["--redis", &redis.url()]);
+    let mut client = service.client().await;
+    let one = |key: &str| call(vec![descriptor(&[(key, "x")])]);
+    assert_eq!(
+        ask(&mut client, one("closed")).await.overall_code(),
+        Code::Ok
+    );
+    redis.kill();
+    // Every call is still answered: `allow` admits, `deny` refuses, `local` counts in the
+    // service's own memory.
+    assert_eq!(ask(&mut client, one("open")).await.overall_code(), Code::Ok);
+    let closed = ask(&mut client, one("closed")).await;
+    assert_eq!(closed.overall_code(), Code::OverLimit);
+    assert_eq!(
+        closed.statuses[0].code(),
+        Code::OverLimit,
+        "the status says which"
+    );
+    let local: Vec<Code> = {
+        let mut codes = Vec::new();
+        for _ in 0..3 {
+            codes.push(ask(&mut client, one("local")).await.overall_code());
+        }
+        codes
+    };
+    assert_eq!(local, [Code::Ok, Code::Ok, Code::OverLimit]);
+    let counted = ask(&mut client, one("local")).await;
+    let limit = counted.statuses[0].current_limit.as_ref();
+    assert_eq!(
+        limit.map(|l| l.requests_per_unit),
+        Some(2),
+        "decided in memory"
+    );
+}
+
+#[tokio::test]
+async fn local_first_limits_stay_within_their_bound_across_two_instances() {
+    // 10 a minute, decided in each instance's memory, agreed through Redis every 100 ms.
+    let rules = r"
+domain: edge
+descriptors:
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 10, algorithm: gcra, sync_every: 100ms }
+";
+    let redis = redis_server::RedisServer::start();
+    let first = Service::start(rules, &["--redis", &redis.url()]);
+    let second = Service::start(rules, &["--redis", &redis.url()]);
+    let (mut one, mut two) = (first.client().await, second.client().await);
+    let user = || call(vec![descriptor(&[("user", "ann")])]);
+    // The first instance spends the minute's 10; after a sync, the second knows.
+    for _ in 0..10 {
+        assert_eq!(ask(&mut one, user()).await.overall_code(), Code::Ok);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if ask(&mut two, user()).await.overall_code() == Code::OverLimit {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second instance never learned the total"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_redis_cluster_holds_a_call_all_or_nothing_across_slots() {
+    let cluster = redis_server::RedisCluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let service = Service::start(RULES, &["--redis-cluster", &nodes]);
+    let mut client = service.client().await;
+    // Users spread over the slots; each call also logs one address in.
+    let users: Vec<String> = (0..6).map(|i| format!("user-{i}")).collect();
+    for user in &users {
+        for _ in 0..3 {
+            let answer = ask(
+                &mut client,
+                call(vec![login("203.0.113.60"), descriptor(&[("user", user)])]),
+            )
+            .await;
+            if answer.overall_code() == Code::OverLimit {
+                break;
+            }
+        }
+    }
+    // The login (5) was charged only by admitted calls: 5 of them, whatever the users.
+    let left = ask(&mut client, call(vec![login("203.0.113.60")])).await;
+    assert_eq!(
+        left.overall_code(),
+        Code::OverLimit,
+        "five logins were admitted"
+    );
+    let fresh = ask(&mut client, call(vec![descriptor(&[("user", "user-5")])])).await;
+    // Its call now is its first charged one: 2 of its 3 are left.
+    assert_eq!(
+        fresh.statuses[0].limit_remaining, 2,
+        "user-5 was refused with the login, uncharged"
+    );
+}

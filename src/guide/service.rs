@@ -78,8 +78,8 @@
 //! - `unlimited: true` lifts the descriptor that reaches it, and only that one (in the layer
 //!   it exempts the whole request).
 //! - `replaces: [{ name: x }]`: when one descriptor of a call reaches a limit that replaces
-//!   the limit named `x`, a descriptor of the same call reaching `x` is not limited. The
-//!   `replaces` of an `unlimited` or shadow-mode entry replace nothing (in
+//!   the limit named `x`, a descriptor of the same call reaching `x` is not limited; an
+//!   `unlimited` entry's `replaces` too. Those of a shadow-mode entry replace nothing (in
 //!   envoyproxy/ratelimit they do).
 //! - `shadow_mode: true` on an entry: its limit counts and reports, but its descriptor is
 //!   `OK` even over the limit (its status still carries its figures). The top-level
@@ -133,7 +133,9 @@
 //! calls, which its `failure_mode_deny` decides.
 //!
 //! **When the store fails**, each limit's `on_store_error` policy decides, as in the layer:
-//! `overall_code` follows it, and the statuses carry no limit.
+//! a `deny` limit's descriptor is `OVER_LIMIT`, a `local` limit's status carries the
+//! decision made in the service's memory, and an `allow` limit's descriptor is `OK` with no
+//! limit.
 //!
 //! # The Envoy side
 //!

@@ -32,7 +32,7 @@ impl<St: Store> Limiter<St> {
         active: &Active,
         values: &mut dyn Values,
         default_cost: u64,
-        each: Option<&mut Vec<LimitDecision>>,
+        each: Option<&mut Each>,
     ) -> Result<Stage<St::Pending>, MissingPeerAddr> {
         let rules = &*active.rules;
         let mut matches = Matches::new();
@@ -78,7 +78,7 @@ impl<St: Store> Limiter<St> {
         &self,
         active: &Active,
         mut bookings: Bookings,
-        each: Option<&mut Vec<LimitDecision>>,
+        each: Option<&mut Each>,
     ) -> Stage<St::Pending> {
         let rules = &*active.rules;
         if bookings.is_empty() {
@@ -114,6 +114,10 @@ impl<St: Store> Limiter<St> {
         }
     }
 }
+
+/// Each booking's limit's own decision, in the bookings' order; `None` for one that decided
+/// nothing (the store failed, and another limit's policy decided).
+pub(crate) type Each = Vec<Option<LimitDecision>>;
 
 /// What the store is asked about `bookings`, one check each, in order: callers pair the
 /// checks (and the decisions) with the bookings by position.
@@ -164,7 +168,7 @@ where
         self: Box<Self>,
         active: &Active,
         fallback: &MemoryStore,
-        each: Option<&mut Vec<LimitDecision>>,
+        each: Option<&mut Each>,
     ) -> (Ruling, Queued) {
         let PendingRuling {
             future,
@@ -187,20 +191,25 @@ fn settle(
     result: Result<Decisions, StoreError>,
     fallback: &MemoryStore,
     start: DecisionStart,
-    each: Option<&mut Vec<LimitDecision>>,
+    each: Option<&mut Each>,
 ) -> (Ruling, Queued) {
     let Active { rules, observer } = active;
     // Read where they are: moving the decisions copies them.
     let decisions = match &result {
         Ok(decisions) if decisions.len() == bookings.len() => decisions,
-        failed => return after_store_error(active, bookings, failed, fallback, start),
+        failed => return after_store_error(active, bookings, failed, fallback, start, each),
     };
     let ruling = Ruling::of(bookings, decisions);
     observer.decided(rules, bookings, decisions, &ruling);
     if let Some(each) = each {
         let decided = bookings.iter().zip(decisions.iter());
         each.extend(decided.map(|(booking, decision)| {
-            LimitDecision::new(rules, booking.limit_index, booking.shadow, *decision)
+            Some(LimitDecision::new(
+                rules,
+                booking.limit_index,
+                booking.shadow,
+                *decision,
+            ))
         }));
     }
     let queued = if ruling.is_allowed() {
@@ -220,6 +229,7 @@ fn after_store_error(
     failed: &Result<Decisions, StoreError>,
     fallback: &MemoryStore,
     start: DecisionStart,
+    each: Option<&mut Each>,
 ) -> (Ruling, Queued) {
     let miscounted;
     let error = match failed {
@@ -236,24 +246,35 @@ fn after_store_error(
             &miscounted
         }
     };
-    let ruling = on_store_error(active, bookings, error, fallback);
+    let ruling = on_store_error(active, bookings, error, fallback, each);
     active.observer.finished(&active.rules, &ruling, start);
     (ruling, None)
 }
 
 /// The ruling when the store could not decide: a limit whose policy is `deny` denies (or,
 /// in shadow mode, would have); limits whose policy is `local` are decided by `fallback`, an
-/// in-memory store with the same rules; the others (`allow`) admit.
+/// in-memory store with the same rules; the others (`allow`) admit. The decisions made (the
+/// denying limit's, the fallback's) are put in `each`.
 fn on_store_error(
     active: &Active,
     bookings: &[Booking],
     error: &StoreError,
     fallback: &MemoryStore,
+    each: Option<&mut Each>,
 ) -> Ruling {
     let Active { rules, observer } = active;
     let failures = StoreFailures::of(rules, bookings);
     observer.store_failed(rules, bookings, failures.outcomes(), error);
     if let Some(denied) = failures.denial(rules, bookings) {
+        if let (Some(each), Some((limit, decision))) = (each, denied.reported()) {
+            // The denying limit's decision; the others decided nothing.
+            let mut reported = false;
+            each.extend(bookings.iter().map(|booking| {
+                let this = !reported && booking.limit_index == limit;
+                reported |= this;
+                this.then(|| LimitDecision::new(rules, limit, booking.shadow, *decision))
+            }));
+        }
         return denied;
     }
     let local = failures.local(bookings);
@@ -263,6 +284,22 @@ fn on_store_error(
             if decisions.len() == local.len() {
                 ruling = Ruling::of(&local, &decisions);
                 observer.decided(rules, &local, &decisions, &ruling);
+                if let Some(each) = each {
+                    // The fallback's decisions, in the bookings' places; the others decided
+                    // nothing.
+                    each.extend(bookings.iter().map(|booking| {
+                        let at = local.iter().position(|l| {
+                            l.limit_index == booking.limit_index && l.key == booking.key
+                        })?;
+                        let decision = decisions[at];
+                        Some(LimitDecision::new(
+                            rules,
+                            booking.limit_index,
+                            booking.shadow,
+                            decision,
+                        ))
+                    }));
+                }
             }
         }
     }

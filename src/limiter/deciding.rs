@@ -1,9 +1,10 @@
 //! A request's decision in progress: the one view the layer has of the limiter's work.
 
 use super::active::Active;
+use super::decide::Each;
 use super::decide::{checks, Stage};
 use super::Limiter;
-use crate::decision::{LimitDecision, Ruling};
+use crate::decision::Ruling;
 use crate::rules::Rules;
 use crate::store::Store;
 use arc_swap::Guard;
@@ -92,7 +93,7 @@ impl<'l, St: Store> Deciding<'l, St> {
 
     /// [`settle`](Self::settle), each limit's decision put in `each` if the store's answer
     /// was still to come.
-    pub(crate) async fn settle_each(&mut self, each: Option<&mut Vec<LimitDecision>>) -> Ruling {
+    pub(crate) async fn settle_each(&mut self, each: Option<&mut Each>) -> Ruling {
         // Dropped while waiting, the decision is left settled as unlimited, holding nothing.
         let placeholder = Stage::Settled {
             ruling: Ruling::unlimited(),

@@ -46,7 +46,8 @@ impl CallVerdict {
 
     /// For each descriptor, in order, the decision of the limit it reached: `None` when it
     /// reached none, reached an `unlimited` entry, or its limit is replaced by another
-    /// descriptor's (or when the store failed, and the limits' failure policy decided).
+    /// descriptor's, or, when the store failed, decided nothing: another limit's
+    /// `on_store_error` policy decided, or its own is `allow`).
     pub fn descriptors(&self) -> &[Option<LimitDecision>] {
         &self.descriptors
     }
@@ -62,7 +63,8 @@ impl<St: Store> Limiter<St> {
     /// Decides the descriptors of a rate limit service's call, as envoyproxy/ratelimit
     /// matches them, all or nothing: the verdict on the call, and for each descriptor, in
     /// order, the decision of the limit it reached (`None` when it reached none, reached an
-    /// `unlimited` entry, or its limit is replaced by another descriptor's).
+    /// `unlimited` entry, or its limit is replaced by another descriptor's, `unlimited`
+    /// entries' `replaces` included).
     ///
     /// Each descriptor walks the rules from the top: each entry selects an entry of the next
     /// level (an exact value, else the longest `prefix*`, else the key-only entry, which
@@ -112,11 +114,7 @@ impl<St: Store> Limiter<St> {
             let Some(matched) = rules.descriptor_limit(descriptor.entries) else {
                 continue;
             };
-            // An `unlimited` entry: the descriptor is not limited (a shadow-mode one
-            // only reports, and has nothing to report).
-            if rules.limits()[matched.limit_index].limited().is_none() {
-                continue;
-            }
+            // An `unlimited` entry is kept until `replaces` are known (its own replace too).
             match matches.iter().position(|m| m.key == matched.key) {
                 Some(same) => owners[same].push(owner),
                 None => {
@@ -125,11 +123,18 @@ impl<St: Store> Limiter<St> {
                 }
             }
         }
+        // Kept: the limits that no other descriptor's limit replaces, but not `unlimited`
+        // entries, which leave their descriptor unlimited (a shadow-mode one only reports,
+        // and has nothing to report).
         let replaced = rules.replaced(&matches);
-        let mut kept = replaced.iter().map(|replaced| !replaced);
-        let mut kept_owners = replaced.iter().map(|replaced| !replaced);
-        matches.retain(|_| kept.next().unwrap_or(true));
-        owners.retain(|_| kept_owners.next().unwrap_or(true));
+        let kept: SmallVec<[bool; 4]> = matches
+            .iter()
+            .zip(&replaced)
+            .map(|(m, replaced)| !replaced && rules.limits()[m.limit_index].limited().is_some())
+            .collect();
+        let (mut keep, mut keep_owners) = (kept.iter(), kept.iter());
+        matches.retain(|_| keep.next().copied().unwrap_or(false));
+        owners.retain(|_| keep_owners.next().copied().unwrap_or(false));
         let mut each = Vec::new();
         let bookings = self.book(&rules, &mut matches, |position, limit| {
             let weights = owners[position].iter();
@@ -145,7 +150,7 @@ impl<St: Store> Limiter<St> {
         let mut per_descriptor = vec![None; descriptors.len()];
         for (decision, owners) in each.into_iter().zip(owners) {
             for owner in owners {
-                per_descriptor[owner] = Some(decision.clone());
+                per_descriptor[owner].clone_from(&decision);
             }
         }
         CallVerdict {

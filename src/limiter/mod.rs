@@ -298,8 +298,9 @@ impl<St: Store> Limiter<St> {
 
     /// [`check_request`](Self::check_request), with each limit's own decision, in the order
     /// the rules' walk met them: which one refused, which would have (shadow mode), which
-    /// one delayed the request and by how much. None when no limit applied, or the store
-    /// failed.
+    /// one delayed the request and by how much. None when no limit applied; when the store
+    /// failed, the decisions the limits' `on_store_error` policies made (a `deny` limit's
+    /// refusal, the `local` limits' decisions in memory).
     ///
     /// ```
     /// use tollgate::{rules::Rules, source::PeerAddr, Limiter};
@@ -346,7 +347,7 @@ impl<St: Store> Limiter<St> {
         let ruling = deciding.settle_each(Some(&mut each)).await;
         let verdict = Verdict::new(ruling, deciding.rules());
         deciding.go_ahead();
-        Ok((verdict, each))
+        Ok((verdict, each.into_iter().flatten().collect()))
     }
 
     /// Starts deciding the request `view` shows, of weight `cost`, under the rules in force
