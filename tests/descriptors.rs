@@ -131,6 +131,53 @@ async fn an_unlimited_entry_replaces_what_it_names() {
         .is_allowed());
 }
 
+#[tokio::test]
+async fn the_first_matching_prefix_in_the_file_wins_and_shadow_entries_replace() {
+    let rules = r"
+domain: edge
+descriptors:
+  - key: path
+    value: /api/*
+    rate_limit: { unit: minute, requests_per_unit: 3, name: api }
+  - key: path
+    value: /api/v2/*
+    rate_limit: { unit: minute, requests_per_unit: 3, name: v2 }
+  - key: canary
+    shadow_mode: true
+    rate_limit: { unit: minute, requests_per_unit: 1, name: canary, replaces: [{ name: per-user }] }
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 1, name: per-user }
+";
+    let rules = Rules::from_yaml_with(rules, KeySources::Given).expect("valid rules");
+    let limiter = Limiter::with_store(rules, MemoryStore::with_clock(ManualClock::new()));
+    // As envoyproxy/ratelimit: `/api/*` comes first, and wins over the longer `/api/v2/*`.
+    let v2 = [("path", "/api/v2/items")];
+    assert_eq!(reached(&limiter, &[one(&v2)]).await, [Some("api".into())]);
+    // A shadow-mode entry's `replaces` lifts `per-user` in the same call.
+    let (canary, ann) = ([("canary", "on")], [("user", "ann")]);
+    let names = reached(&limiter, &[one(&canary), one(&ann)]).await;
+    assert_eq!(names, [Some("canary".into()), None]);
+    // For the layer, the longest prefix wins.
+    let layer = Rules::from_yaml(
+        r"
+domain: edge
+descriptors:
+  - key: path
+    value: /api/*
+    rate_limit: { unit: minute, requests_per_unit: 3, name: api }
+  - key: path
+    value: /api/v2/*
+    rate_limit: { unit: minute, requests_per_unit: 3, name: v2 }
+",
+    )
+    .expect("valid rules");
+    let request = http::Request::get("/api/v2/items")
+        .body(())
+        .expect("a request");
+    let explained = layer.explain(&request).expect("no client address needed");
+    assert_eq!(explained.applied()[0].limit().label(), "v2");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 

@@ -88,10 +88,8 @@ const SERVICE_DIFFERENCES: &str = "\
 As envoyproxy/ratelimit, the service applies the limit that a descriptor's last entry reaches,
 and a limit without `algorithm` is a fixed window (unless `defaults` says otherwise). Unlike it:
   - a call over one limit charges none of the others (all or nothing);
-  - of two `prefix*` values that match, the longer wins (envoyproxy/ratelimit: the first);
   - `hits_addend: 0` on a descriptor counts as 1 (envoyproxy/ratelimit: checked, not charged);
   - a descriptor's own `limit` override is not read: the file's limit applies;
-  - the `replaces` of shadow-mode entries replace nothing;
   - another domain is NOT_FOUND (envoyproxy/ratelimit: OK, nothing limited);
   - answers carry the rate-limit headers that `response` chooses (`response: { headers: none }`
     for none, as envoyproxy/ratelimit without LIMIT_RESPONSE_HEADERS_ENABLED);

@@ -64,8 +64,7 @@
 //! selects, among the rules' entries for its key at the next level,
 //!
 //! 1. the one whose `value` is the entry's value exactly;
-//! 2. else the one with the longest `prefix*` that matches (envoyproxy/ratelimit takes the
-//!    first in the file: the same unless two prefixes of one key overlap);
+//! 2. else the first `prefix*` in the file that matches (the layer takes the longest);
 //! 3. else the key-only one (no `value`), which counts each distinct value apart.
 //!
 //! Only the limit of the entry that the *last* one selects applies. The limits on the way
@@ -79,8 +78,8 @@
 //!   it exempts the whole request).
 //! - `replaces: [{ name: x }]`: when one descriptor of a call reaches a limit that replaces
 //!   the limit named `x`, a descriptor of the same call reaching `x` is not limited; an
-//!   `unlimited` entry's `replaces` too. Those of a shadow-mode entry replace nothing (in
-//!   envoyproxy/ratelimit they do).
+//!   `unlimited` or shadow-mode entry's `replaces` too (in the layer, a shadow-mode entry
+//!   replaces nothing).
 //! - `shadow_mode: true` on an entry: its limit counts and reports, but its descriptor is
 //!   `OK` even over the limit (its status still carries its figures). The top-level
 //!   `shadow_mode: true` does so for every limit ([shadow mode](super::rules#shadow-mode)).

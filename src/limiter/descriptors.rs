@@ -67,8 +67,9 @@ impl<St: Store> Limiter<St> {
     /// entries' `replaces` included).
     ///
     /// Each descriptor walks the rules from the top: each entry selects an entry of the next
-    /// level (an exact value, else the longest `prefix*`, else the key-only entry, which
-    /// limits each value apart), and the limit of the entry the last one selects applies;
+    /// level (an exact value, else the file's first matching `prefix*`, else the key-only
+    /// entry, which limits each value apart), and the limit of the entry the last one
+    /// selects applies;
     /// the limits on the way do not (Envoy sends a descriptor for each). Rules meant for a
     /// service are compiled with [`KeySources::Given`](crate::rules::KeySources::Given), so
     /// that any key is accepted. Unlike envoyproxy/ratelimit, a call over one limit charges

@@ -89,6 +89,9 @@ pub struct Rules {
     pub(crate) response: ResponseOptions,
     /// The top-level `shadow_mode`: every limit only reports.
     shadow_mode: bool,
+    /// Where the keys' values come from: for a rate limit service (`Given`), matching
+    /// follows envoyproxy/ratelimit where it differs from the layer.
+    keys: KeySources,
 }
 
 impl Rules {
@@ -367,11 +370,15 @@ impl Rules {
         self.root.descriptor(&walk)
     }
 
-    /// For each of `matches`, whether another of them `replaces` it.
+    /// For each of `matches`, whether another of them `replaces` it. A shadow-mode limit
+    /// replaces nothing in the layer (it only reports), and replaces as any other for a rate
+    /// limit service, as in envoyproxy/ratelimit.
     pub(crate) fn replaced(&self, matches: &Matches) -> SmallVec<[bool; 4]> {
         let limits = &self.limits;
-        let replaces =
-            |limit: &Limit, name: &str| !limit.shadow && limit.replaces.iter().any(|r| r == name);
+        let shadow_replaces = self.keys == KeySources::Given;
+        let replaces = |limit: &Limit, name: &str| {
+            (shadow_replaces || !limit.shadow) && limit.replaces.iter().any(|r| r == name)
+        };
         matches
             .iter()
             .map(|m| {

@@ -28,7 +28,9 @@ pub(crate) struct Level {
 pub(crate) struct Group {
     pub(crate) source: usize,
     pub(crate) exact: HashMap<String, Node>,
-    /// Sorted longest prefix first, so the first match is the most specific.
+    /// Sorted longest prefix first for the layer, so that the first match is the most
+    /// specific; in the file's order for a rate limit service, as envoyproxy/ratelimit
+    /// takes them.
     pub(crate) prefixes: Vec<(String, Node)>,
     pub(crate) key_only: Option<Box<Node>>,
 }

@@ -77,6 +77,7 @@ pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErro
         root,
         response,
         shadow_mode: raw.shadow_mode,
+        keys,
     })
 }
 
@@ -195,10 +196,14 @@ impl Compiler {
                 },
             }
         }
-        for group in &mut groups {
-            group
-                .prefixes
-                .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+        // For the layer, the longest matching prefix wins; for a rate limit service, the
+        // first in the file, as envoyproxy/ratelimit takes it.
+        if self.keys == KeySources::Request {
+            for group in &mut groups {
+                group
+                    .prefixes
+                    .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+            }
         }
         Level { groups }
     }
