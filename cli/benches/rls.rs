@@ -11,6 +11,8 @@
 //! limit of a billion a second: nothing is refused, every call is decided. Client and
 //! server share the machine's cores.
 
+#[path = "../tests/common/mod.rs"]
+mod common;
 #[path = "../src/serve/proto.rs"]
 #[allow(dead_code)]
 mod proto;
@@ -18,12 +20,11 @@ mod proto;
 #[allow(dead_code)]
 mod redis_server;
 
+use common::Served;
 use proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use proto::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use proto::envoy::service::ratelimit::v3::RateLimitRequest;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
@@ -90,52 +91,6 @@ where
     }
 }
 
-/// A `tollgate serve` process, killed when dropped.
-struct Service(Child);
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `tollgate serve` with `extra` arguments; its gRPC address.
-fn serve(rules: &std::path::Path, extra: &[&str]) -> (Service, String) {
-    let rules = rules.to_str().expect("a UTF-8 path");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args(
-            [
-                &[
-                    "serve",
-                    "--rules",
-                    rules,
-                    "--grpc",
-                    "127.0.0.1:0",
-                    "--http",
-                    "127.0.0.1:0",
-                ][..],
-                extra,
-            ]
-            .concat(),
-        )
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("the tollgate binary runs");
-    let mut lines = BufReader::new(child.stdout.take().expect("its output")).lines();
-    let grpc = loop {
-        let line = lines
-            .next()
-            .and_then(Result::ok)
-            .expect("tollgate serve listens");
-        if let Some((_, addr)) = line.split_once("gRPC on ") {
-            break addr.split_whitespace().next().unwrap_or(addr).to_owned();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
-    (Service(child), grpc)
-}
-
 async fn through_the_service(grpc: &str, concurrency: usize, seconds: Duration) -> Row {
     let channel: Channel = Endpoint::from_shared(format!("http://{grpc}"))
         .expect("an endpoint")
@@ -194,11 +149,7 @@ async fn main() {
             .and_then(|s| s.parse().ok())
             .unwrap_or(3),
     );
-    let mut file = tempfile::Builder::new()
-        .suffix(".yaml")
-        .tempfile()
-        .expect("a file");
-    file.write_all(RULES.as_bytes()).expect("written");
+    let file = common::temp_file(RULES, ".yaml");
     let rules = || Rules::from_yaml_with(RULES, KeySources::Given).expect("valid rules");
     let redis = redis_server::RedisServer::start();
 
@@ -212,12 +163,12 @@ async fn main() {
             &in_process(memory.clone(), concurrency, seconds).await,
         );
     }
-    let (service, grpc) = serve(file.path(), &[]);
+    let service = Served::start(file.path(), &[]);
     for concurrency in CONCURRENCY {
         print(
             "tollgate serve, memory",
             concurrency,
-            &through_the_service(&grpc, concurrency, seconds).await,
+            &through_the_service(&service.grpc, concurrency, seconds).await,
         );
     }
     drop(service);
@@ -233,12 +184,12 @@ async fn main() {
             &in_process(shared.clone(), concurrency, seconds).await,
         );
     }
-    let (_service, grpc) = serve(file.path(), &["--redis", &redis.url()]);
+    let service = Served::start(file.path(), &["--redis", &redis.url()]);
     for concurrency in CONCURRENCY {
         print(
             "tollgate serve, Redis",
             concurrency,
-            &through_the_service(&grpc, concurrency, seconds).await,
+            &through_the_service(&service.grpc, concurrency, seconds).await,
         );
     }
 }

@@ -1,8 +1,8 @@
 //! The `tollgate` command, run as a user runs it: `check` and `explain` on real files.
 
-use std::io::Write;
-use std::process::Command;
-use tempfile::NamedTempFile;
+mod common;
+
+use common::{path, tollgate};
 
 const RULES: &str = r#"
 domain: shop
@@ -30,39 +30,10 @@ descriptors:
     rate_limit: { unlimited: true }
 "#;
 
-/// A temporary file holding `text`, removed when dropped.
-fn rules_file(text: &str) -> NamedTempFile {
-    let mut file = tempfile::Builder::new()
-        .prefix("tollgate-cli-")
-        .suffix(".yaml")
-        .tempfile()
-        .expect("a writable temporary directory");
-    file.write_all(text.as_bytes())
-        .expect("the rules are written");
-    file
-}
-
-fn path_of(file: &NamedTempFile) -> &str {
-    file.path().to_str().expect("a UTF-8 temporary path")
-}
-
-/// Runs the binary with `args`: its exit code, standard output and standard error.
-fn tollgate(args: &[&str]) -> (Option<i32>, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args(args)
-        .output()
-        .expect("the tollgate binary runs");
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 /// Runs `tollgate <command>` on a file holding `rules`, followed by `args`.
 fn tollgate_on(command: &str, rules: &str, args: &[&str]) -> (Option<i32>, String, String) {
-    let file = rules_file(rules);
-    tollgate(&[&[command, path_of(&file)], args].concat())
+    let file = common::temp_file(rules, ".yaml");
+    tollgate(&[&[command, path(&file)], args].concat())
 }
 
 /// Runs `tollgate explain` on [`RULES`] with `args` describing the request.
@@ -128,10 +99,11 @@ fn check_lists_every_limit_in_an_aligned_table() {
 
 #[test]
 fn check_reports_every_error_with_its_line_and_column() {
-    let file = rules_file(
+    let file = common::temp_file(
         "domain: shop\ndescriptors:\n  - key: nope\n    rate_limit: { unit: minute, requests_per_unit: 5 }\n  - key: remote_address\n    rate_limit: { unit: second }\n",
+        ".yaml",
     );
-    let (code, text, errors) = tollgate(&["check", path_of(&file)]);
+    let (code, text, errors) = tollgate(&["check", path(&file)]);
     assert_eq!(code, Some(1));
     assert!(text.is_empty());
     let shown = file.path().display().to_string();

@@ -2,20 +2,21 @@
 //! client generated from the same protos.
 #![cfg(feature = "server")]
 
+mod common;
 #[path = "../src/serve/proto.rs"]
 mod proto;
 #[path = "../../tests/common/redis_server.rs"]
 #[allow(dead_code)]
 mod redis_server;
 
+use common::Served;
 use proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use proto::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use proto::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
 use std::time::{Duration, Instant};
 use tempfile::NamedTempFile;
 use tonic::transport::{Channel, Endpoint};
@@ -44,86 +45,33 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 1, name: canary }
 ";
 
-/// A `tollgate serve` process, killed when dropped.
+/// A `tollgate serve` process on its own rules file, killed when dropped.
 struct Service {
-    child: Child,
-    grpc: String,
-    http: String,
+    served: Served,
     _rules: NamedTempFile,
 }
 
 impl Service {
     /// Starts `tollgate serve` on `rules` with `extra` arguments, and waits until it listens.
     fn start(rules: &str, extra: &[&str]) -> Service {
-        let mut file = tempfile::Builder::new()
-            .suffix(".yaml")
-            .tempfile()
-            .expect("a temporary file");
-        file.write_all(rules.as_bytes())
-            .expect("the rules are written");
-        Service::start_on(file, extra)
+        Service::start_on(common::temp_file(rules, ".yaml"), extra)
     }
 
     fn start_on(rules: NamedTempFile, extra: &[&str]) -> Service {
-        let path = rules.path().to_str().expect("a UTF-8 path").to_owned();
-        let args = [
-            &[
-                "serve",
-                "--rules",
-                &path,
-                "--grpc",
-                "127.0.0.1:0",
-                "--http",
-                "127.0.0.1:0",
-            ][..],
-            extra,
-        ]
-        .concat();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the tollgate binary runs");
-        let stdout = child.stdout.take().expect("its standard output");
-        let mut lines = BufReader::new(stdout).lines();
-        let (grpc, http) = loop {
-            let line = match lines.next() {
-                Some(Ok(line)) => line,
-                _ => panic!("tollgate serve stopped before it listened"),
-            };
-            let after = |marker: &str| {
-                let (_, rest) = line.split_once(marker)?;
-                rest.split_whitespace().next().map(str::to_owned)
-            };
-            if let (Some(grpc), Some(http)) = (after("gRPC on "), after("HTTP on ")) {
-                break (grpc, http);
-            }
-        };
-        // Keep reading its output, so that it never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
+        let served = Served::start(rules.path(), extra);
         Service {
-            child,
-            grpc,
-            http,
+            served,
             _rules: rules,
         }
     }
 
     async fn client(&self) -> RateLimitServiceClient<Channel> {
-        let channel = Endpoint::from_shared(format!("http://{}", self.grpc))
+        let channel = Endpoint::from_shared(format!("http://{}", self.served.grpc))
             .expect("an endpoint")
             .connect()
             .await
             .expect("connected");
         RateLimitServiceClient::new(channel)
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -389,7 +337,7 @@ descriptors:
 #[tokio::test]
 async fn the_http_endpoints_answer_by_hand() {
     let service = Service::start(RULES, &[]);
-    let http = &service.http;
+    let http = &service.served.http;
     let (status, body) = http_call(http, "GET /healthcheck HTTP/1.1", "");
     assert_eq!((status, body.trim()), (200, "OK"));
     let login = r#"{"domain":"edge","descriptors":[{"entries":[{"key":"generic_key","value":"login"},{"key":"remote_address","value":"198.51.100.99"}]}],"hitsAddend":5}"#;

@@ -1,10 +1,11 @@
 //! `tollgate simulate`, run as a user runs it, on real files: each trace format, bad and
 //! out-of-order lines, every algorithm, the comparison, the diff, and repeatable output.
 
+mod common;
+
+use common::{path, temp_file, tollgate};
 use serde_json::Value;
-use std::io::Write;
 use std::process::Command;
-use tempfile::NamedTempFile;
 
 /// Five requests a second per client (fixed window), and a per-user limit from a header.
 const FIVE_A_SECOND: &str = r"
@@ -26,37 +27,9 @@ descriptors:
     rate_limit: { unit: second, requests_per_unit: 10, name: per-client }
 ";
 
-/// A temporary file holding `text`, named with `suffix`; removed when dropped.
-fn file(text: &str, suffix: &str) -> NamedTempFile {
-    let mut file = tempfile::Builder::new()
-        .prefix("tollgate-simulate-")
-        .suffix(suffix)
-        .tempfile()
-        .expect("a writable temporary directory");
-    file.write_all(text.as_bytes()).expect("written");
-    file
-}
-
-fn path(file: &NamedTempFile) -> &str {
-    file.path().to_str().expect("a UTF-8 temporary path")
-}
-
-/// Runs the binary with `args`: its exit code, standard output and standard error.
-fn tollgate(args: &[&str]) -> (Option<i32>, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args(args)
-        .output()
-        .expect("the tollgate binary runs");
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 /// `tollgate simulate RULES --trace TRACE --json ARGS...`, parsed; panics unless it succeeds.
 fn simulate_json(rules: &str, trace: &str, suffix: &str, args: &[&str]) -> Value {
-    let (rules, trace) = (file(rules, ".yaml"), file(trace, suffix));
+    let (rules, trace) = (temp_file(rules, ".yaml"), temp_file(trace, suffix));
     let base = ["simulate", path(&rules), "--trace", path(&trace), "--json"];
     let (code, out, err) = tollgate(&[&base[..], args].concat());
     assert_eq!(code, Some(0), "{err}");
@@ -148,7 +121,10 @@ fn unreadable_lines_are_reported_and_skipped_or_stop_a_strict_run() {
                  not json at all\n\
                  {\"ts\": 1795773600, \"ip\": \"nowhere\"}\n\
                  {\"ts\": 1795773601, \"ip\": \"203.0.113.9\"}\n";
-    let (rules, trace) = (file(FIVE_A_SECOND, ".yaml"), file(trace, ".jsonl"));
+    let (rules, trace) = (
+        temp_file(FIVE_A_SECOND, ".yaml"),
+        temp_file(trace, ".jsonl"),
+    );
     let args = [
         "simulate",
         path(&rules),
@@ -175,7 +151,10 @@ fn lines_out_of_time_order_stop_the_run_with_their_number() {
     let trace = "{\"ts\": 1795773605, \"ip\": \"203.0.113.9\"}\n\
                  {\"ts\": 1795773605, \"ip\": \"203.0.113.9\"}\n\
                  {\"ts\": 1795773604, \"ip\": \"203.0.113.9\"}\n";
-    let (rules, trace) = (file(FIVE_A_SECOND, ".yaml"), file(trace, ".jsonl"));
+    let (rules, trace) = (
+        temp_file(FIVE_A_SECOND, ".yaml"),
+        temp_file(trace, ".jsonl"),
+    );
     let (code, _, err) = tollgate(&["simulate", path(&rules), "--trace", path(&trace)]);
     assert_eq!(code, Some(1));
     assert!(err.contains("line 3"), "{err}");
@@ -225,7 +204,7 @@ descriptors:
 
 #[test]
 fn against_other_rules_counts_the_requests_that_change_verdict() {
-    let other = file(TEN_A_SECOND, ".yaml");
+    let other = temp_file(TEN_A_SECOND, ".yaml");
     let report = simulate_json(
         FIVE_A_SECOND,
         &twenty_at_once(),
@@ -241,7 +220,10 @@ fn against_other_rules_counts_the_requests_that_change_verdict() {
 
 #[test]
 fn the_same_input_gives_the_same_output_byte_for_byte() {
-    let (rules, trace) = (file(FIVE_A_SECOND, ".yaml"), file(&json_trace(), ".jsonl"));
+    let (rules, trace) = (
+        temp_file(FIVE_A_SECOND, ".yaml"),
+        temp_file(&json_trace(), ".jsonl"),
+    );
     let dir = tempfile::tempdir().expect("a temporary directory");
     let run = |plot: &str| {
         let plot = dir.path().join(plot);
@@ -272,7 +254,10 @@ fn the_same_input_gives_the_same_output_byte_for_byte() {
 
 #[test]
 fn the_text_report_has_a_table_and_the_most_denied_keys() {
-    let (rules, trace) = (file(FIVE_A_SECOND, ".yaml"), file(&json_trace(), ".jsonl"));
+    let (rules, trace) = (
+        temp_file(FIVE_A_SECOND, ".yaml"),
+        temp_file(&json_trace(), ".jsonl"),
+    );
     let (code, out, err) = tollgate(&[
         "simulate",
         path(&rules),
@@ -319,7 +304,7 @@ fn the_text_report_has_a_table_and_the_most_denied_keys() {
 
 #[test]
 fn synthetic_traffic_repeats_with_its_seed() {
-    let rules = file(FIVE_A_SECOND, ".yaml");
+    let rules = temp_file(FIVE_A_SECOND, ".yaml");
     let run = |seed: &str| {
         let args = [
             "simulate",
@@ -357,7 +342,7 @@ fn synthetic_traffic_repeats_with_its_seed() {
 
 #[test]
 fn a_missing_trace_and_pattern_is_a_usage_error() {
-    let rules = file(FIVE_A_SECOND, ".yaml");
+    let rules = temp_file(FIVE_A_SECOND, ".yaml");
     let (code, _, err) = tollgate(&["simulate", path(&rules)]);
     assert_eq!(code, Some(2), "{err}");
     let (code, _, err) = tollgate(&["simulate", path(&rules), "--synthetic", "sawtooth"]);

@@ -244,22 +244,12 @@ impl<'a> Quoted<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::read;
+    use super::super::tests::{headers, read, T0};
     use super::super::Format;
     use super::*;
 
-    /// 2026-11-27T10:00:00Z.
-    const T0: u64 = 1_795_773_600_000_000_000;
-
     fn one(line: &str) -> Result<TraceRequest, String> {
         CombinedParser::default().parse(line)
-    }
-
-    fn headers(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|&(name, value)| (name.to_owned(), value.to_owned()))
-            .collect()
     }
 
     #[test]

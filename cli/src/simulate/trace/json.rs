@@ -188,19 +188,9 @@ impl Visitor<'_> for HeaderValueSeed<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::read;
+    use super::super::tests::{headers, read, T0};
     use super::super::Format;
     use super::*;
-
-    /// 2026-11-27T10:00:00Z.
-    const T0: u64 = 1_795_773_600_000_000_000;
-
-    fn headers(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|&(name, value)| (name.to_owned(), value.to_owned()))
-            .collect()
-    }
 
     #[test]
     fn a_full_object_is_a_request() {

@@ -543,12 +543,35 @@ mod tests {
 
     /// Reads a whole trace; each error as its message.
     pub(super) fn read(trace: &str, format: Option<Format>) -> Vec<Result<TraceRequest, String>> {
-        match TraceReader::new(trace.as_bytes(), format) {
+        read_from(trace.as_bytes(), format)
+    }
+
+    /// Reads all of `reader`, a trace in `format` (detected when `None`); each error as its
+    /// message.
+    fn read_from<R: BufRead>(
+        reader: R,
+        format: Option<Format>,
+    ) -> Vec<Result<TraceRequest, String>> {
+        match TraceReader::new(reader, format) {
             Ok(reader) => reader
                 .map(|row| row.map_err(|error| error.to_string()))
                 .collect(),
             Err(error) => vec![Err(error.to_string())],
         }
+    }
+
+    /// The times of the requests `reader` holds, and its errors' messages.
+    fn times_from<R: BufRead>(reader: R) -> Vec<Result<u64, String>> {
+        let rows = read_from(reader, None).into_iter();
+        rows.map(|row| row.map(|request| request.at)).collect()
+    }
+
+    /// `(name, value)` pairs as a request's headers.
+    pub(super) fn headers(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|&(name, value)| (name.to_owned(), value.to_owned()))
+            .collect()
     }
 
     /// The times of a trace's requests, and its errors' messages.
@@ -567,7 +590,7 @@ mod tests {
     }
 
     /// 2026-11-27T10:00:00Z.
-    const T0: u64 = 1_795_773_600_000_000_000;
+    pub(super) const T0: u64 = 1_795_773_600_000_000_000;
     const SECOND: u64 = 1_000_000_000;
 
     #[test]
@@ -693,13 +716,7 @@ mod tests {
     fn a_line_that_is_not_utf8_is_unreadable_and_the_next_is_read() {
         let mut trace = b"  {\"ts\": 1, \"ip\": \"::1\", \"path\": \"/".to_vec();
         trace.extend_from_slice(b"\xe9\"}\n{\"ts\": 2, \"ip\": \"::1\"}\n");
-        let rows: Vec<_> = TraceReader::new(&trace[..], None)
-            .map(|reader| {
-                reader
-                    .map(|row| row.map(|request| request.at).map_err(|e| e.to_string()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let rows = times_from(&trace[..]);
         assert_eq!(
             rows,
             [
@@ -780,13 +797,7 @@ mod tests {
                 self.0 = true;
             }
         }
-        let rows: Vec<_> = TraceReader::new(Failing(false), None)
-            .map(|reader| {
-                reader
-                    .map(|row| row.map(|request| request.at).map_err(|e| e.to_string()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let rows = times_from(Failing(false));
         assert_eq!(
             rows,
             [

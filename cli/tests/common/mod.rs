@@ -1,0 +1,88 @@
+//! What the `tollgate` command's tests (and benches) share: files to hand it, and the
+//! binary run as a user runs it, once or as a `tollgate serve` process.
+#![allow(dead_code)] // Each test file uses its own part.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use tempfile::NamedTempFile;
+
+/// A temporary file holding `text`, named with `suffix` (e.g. `.yaml`); removed when dropped.
+pub fn temp_file(text: &str, suffix: &str) -> NamedTempFile {
+    let mut file = tempfile::Builder::new()
+        .prefix("tollgate-cli-")
+        .suffix(suffix)
+        .tempfile()
+        .expect("a writable temporary directory");
+    file.write_all(text.as_bytes())
+        .expect("the file is written");
+    file
+}
+
+/// The path of `file`, as an argument.
+pub fn path(file: &NamedTempFile) -> &str {
+    file.path().to_str().expect("a UTF-8 temporary path")
+}
+
+/// Runs the binary with `args`: its exit code, standard output and standard error.
+pub fn tollgate(args: &[&str]) -> (Option<i32>, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(args)
+        .output()
+        .expect("the tollgate binary runs");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// A `tollgate serve` process on free loopback ports, killed when dropped.
+pub struct Served {
+    child: Child,
+    /// Its gRPC address.
+    pub grpc: String,
+    /// Its HTTP address.
+    pub http: String,
+}
+
+impl Served {
+    /// Starts `tollgate serve` on the rules at `rules` with `extra` arguments, and waits
+    /// until it listens.
+    pub fn start(rules: &Path, extra: &[&str]) -> Served {
+        let rules = rules.to_str().expect("a UTF-8 path");
+        let ports = ["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"];
+        let args = [&["serve", "--rules", rules][..], &ports, extra].concat();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the tollgate binary runs");
+        let stdout = child.stdout.take().expect("its standard output");
+        let mut lines = BufReader::new(stdout).lines();
+        // It says where it listens once both listeners are bound.
+        let (grpc, http) = loop {
+            let Some(Ok(line)) = lines.next() else {
+                panic!("tollgate serve stopped before it listened");
+            };
+            let after = |marker: &str| {
+                let (_, rest) = line.split_once(marker)?;
+                rest.split_whitespace().next().map(str::to_owned)
+            };
+            if let (Some(grpc), Some(http)) = (after("gRPC on "), after("HTTP on ")) {
+                break (grpc, http);
+            }
+        };
+        // Keep reading its output, so that it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Served { child, grpc, http }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
