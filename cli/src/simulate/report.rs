@@ -102,6 +102,18 @@ impl RequestSummary {
     }
 }
 
+impl std::fmt::Display for RequestSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let RequestSummary {
+            at,
+            method,
+            target,
+            ip,
+        } = self;
+        write!(f, "{at} {method} {target} from {ip}")
+    }
+}
+
 /// One request's verdict, for `--verbose`.
 #[derive(Debug, Serialize)]
 struct RequestLine {
@@ -248,11 +260,7 @@ impl Report {
         if self.verbose {
             out.push_str("\nEvery request (as written):\n");
             for line in &self.lines {
-                let s = &line.summary;
-                let mut text = format!(
-                    "#{} {} {} {} from {}: {}",
-                    line.request, s.at, s.method, s.target, s.ip, line.verdict
-                );
+                let mut text = format!("#{} {}: {}", line.request, line.summary, line.verdict);
                 if let Some(delay) = line.delay_ms {
                     text.push_str(&format!(" {delay:.3} ms"));
                 }
@@ -344,14 +352,10 @@ impl Report {
         out.push_str("\nExamples:\n");
         for (limit, changes) in &self.changes {
             for change in &changes.examples {
-                let s = &change.request;
                 out.push_str(&format!(
-                    "  {limit}: #{} {} {} {} from {}: {}\n",
+                    "  {limit}: #{} {}: {}\n",
                     change.ordinal,
-                    s.at,
-                    s.method,
-                    s.target,
-                    s.ip,
+                    change.request,
                     change.kind()
                 ));
             }
