@@ -128,14 +128,15 @@ impl<St: Store> Limiter<St> {
         // entries, which leave their descriptor unlimited (a shadow-mode one only reports,
         // and has nothing to report).
         let replaced = rules.replaced(&matches);
-        let kept: SmallVec<[bool; 4]> = matches
-            .iter()
-            .zip(&replaced)
-            .map(|(m, replaced)| !replaced && rules.limits()[m.limit_index].limited().is_some())
-            .collect();
-        let (mut keep, mut keep_owners) = (kept.iter(), kept.iter());
-        matches.retain(|_| keep.next().copied().unwrap_or(false));
-        owners.retain(|_| keep_owners.next().copied().unwrap_or(false));
+        let (mut matches, owners): (Matches, Vec<_>) = matches
+            .into_iter()
+            .zip(owners)
+            .zip(replaced)
+            .filter(|((m, _), replaced)| {
+                !replaced && rules.limits()[m.limit_index].limited().is_some()
+            })
+            .map(|(kept, _)| kept)
+            .unzip();
         let mut each = Vec::new();
         let bookings = self.book(&rules, &mut matches, |position, limit| {
             let weights = owners[position].iter();
