@@ -47,6 +47,7 @@ fn check<'a>(quota: &'a Quota, key: &'a [u8], approximate: bool) -> LimitCheck<'
         quota,
         cost: 1,
         shadow: false,
+        check_only: false,
         sync_every: None,
         limit: "per-client",
         approximate: approximate.then_some(Approximate::new(MEMORY)),

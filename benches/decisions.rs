@@ -277,6 +277,7 @@ impl<'k> Fixture<'k> {
                     quota,
                     cost: 1,
                     shadow: false,
+                    check_only: false,
                     sync_every: None,
                     limit: "test",
                     approximate: None,

@@ -90,6 +90,7 @@ fn measure(threads: usize, verdict: Verdict, rounds: usize) {
             quota,
             cost: 1,
             shadow: false,
+            check_only: false,
             sync_every: None,
             limit: "test",
             approximate: None,

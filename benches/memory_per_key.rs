@@ -423,6 +423,7 @@ fn run_tollgate(algorithm: Algorithm, quota: Quota, case: Case) -> Measured {
                 quota: &quota,
                 cost: 1,
                 shadow: false,
+                check_only: false,
                 sync_every: None,
                 limit: "test",
                 approximate: None,

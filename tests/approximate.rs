@@ -23,6 +23,7 @@ fn check<'a>(
         quota,
         cost: 1,
         shadow: false,
+        check_only: false,
         sync_every: None,
         limit: "per-client",
         approximate: Some(Approximate::new(memory)),

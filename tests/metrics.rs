@@ -290,6 +290,7 @@ async fn the_overshoot_of_a_local_first_limit_is_a_gauge() {
         quota: &quota,
         cost: 1,
         shadow: false,
+        check_only: false,
         // As long as the window: no background sync comes between the two servers' requests
         // and the `sync_now`s, however slow the machine.
         sync_every: Some(Duration::from_secs(10)),
@@ -339,6 +340,7 @@ fn an_approximate_limit_reports_its_sketch() {
             quota: &quota,
             cost: 1,
             shadow: false,
+            check_only: false,
             sync_every: None,
             limit: "per-client",
             approximate: Some(approximate),

@@ -44,6 +44,7 @@ fn check<'a>(algorithm: Algorithm, quota: &'a Quota, key: &'a [u8]) -> LimitChec
         quota,
         cost: 1,
         shadow: false,
+        check_only: false,
         sync_every: Some(EVERY),
         limit: "test",
         approximate: None,

@@ -243,6 +243,7 @@ fn a_sketch_too_small_for_its_load_warns_once() {
                 quota: &quota,
                 cost: 1,
                 shadow: false,
+                check_only: false,
                 sync_every: None,
                 limit: "per-client",
                 approximate: Some(Approximate::new(64 << 10)),

@@ -88,7 +88,10 @@ const SERVICE_DIFFERENCES: &str = "\
 As envoyproxy/ratelimit, the service applies the limit that a descriptor's last entry reaches,
 and a limit without `algorithm` is a fixed window (unless `defaults` says otherwise). Unlike it:
   - a call over one limit charges none of the others (all or nothing);
-  - `hits_addend: 0` on a descriptor counts as 1 (envoyproxy/ratelimit: checked, not charged);
+  - `hits_addend: 0` on a descriptor checks without charging, as there, but is over the limit
+    once a request of weight 1 would be (envoyproxy/ratelimit: once its count is past it);
+  - a weight that does not fit is refused and counts nothing, so a charge sent after the fact
+    (Envoy's `apply_on_stream_done`) that does not fit is not counted (there: counted);
   - a descriptor's own `limit` override is not read: the file's limit applies;
   - another domain is NOT_FOUND (envoyproxy/ratelimit: OK, nothing limited);
   - answers carry the rate-limit headers that `response` chooses (`response: { headers: none }`

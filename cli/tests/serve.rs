@@ -197,6 +197,19 @@ async fn hits_addend_is_the_weight_of_a_call() {
     let answer = ask(&mut client, call(vec![light])).await;
     assert_eq!(answer.overall_code(), Code::Ok);
     assert_eq!(answer.statuses[0].limit_remaining, 0);
+    // A descriptor's `hits_addend: 0` checks without charging: over, once nothing is left.
+    let check = |ip: &str| {
+        let mut descriptor = login(ip);
+        descriptor.hits_addend = Some(0);
+        call(vec![descriptor])
+    };
+    let full = ask(&mut client, check("203.0.113.20")).await;
+    assert_eq!(full.overall_code(), Code::OverLimit);
+    for _ in 0..2 {
+        let fresh = ask(&mut client, check("203.0.113.21")).await;
+        assert_eq!(fresh.overall_code(), Code::Ok);
+        assert_eq!(fresh.statuses[0].limit_remaining, 5, "nothing charged");
+    }
 }
 
 #[tokio::test]

@@ -29,3 +29,21 @@ pub struct Decision {
     /// the newest booking is given back (see [`Algorithm::cancel`](super::Algorithm::cancel)).
     pub booked_until: Option<Nanos>,
 }
+
+impl Decision {
+    /// The decision on a request only checked, never charged: whether it fits and, if not,
+    /// when it would (this decision, on a request of its weight), but with what remains and
+    /// when the limit is back to its full allowance as they stand, from `as_it_stands` (the
+    /// same state decided for a weight of 0): nothing was charged, and nothing booked.
+    pub(crate) fn checked(self, as_it_stands: Decision) -> Decision {
+        if !self.allowed {
+            return self;
+        }
+        Decision {
+            remaining: as_it_stands.remaining,
+            reset_after: as_it_stands.reset_after,
+            booked_until: None,
+            ..self
+        }
+    }
+}

@@ -17,8 +17,20 @@ pub(crate) struct Booking {
     pub(crate) cost: u64,
     /// Whether the limit only reports: in shadow mode itself, or all limits are.
     pub(crate) shadow: bool,
+    /// Whether the limit is only checked, never charged (see [`Weight::Checked`]).
+    pub(crate) check_only: bool,
     /// The end of its place in a queue, once a shaping leaky bucket queued it.
     pub(crate) booked_until: Option<Nanos>,
+}
+
+/// A request's weight under one limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Weight {
+    /// Charged when the request is admitted.
+    Charged(u64),
+    /// Decided as a request of this weight would be, with the other limits, and never
+    /// charged: a rate limit service's descriptor of `hits_addend: 0`.
+    Checked(u64),
 }
 
 /// How many limits of one request are kept without allocating: most requests meet one or two.
@@ -33,7 +45,7 @@ pub(crate) type Queued = Option<Box<Bookings>>;
 
 impl Booking {
     /// The bookings of an admitted request that hold queue places (their enforced shaping
-    /// leaky buckets booked one, as `decisions` say), each with the end of its place, taken
+    /// leaky buckets booked one, as `decisions` say, unless only checked), each with the end of its place, taken
     /// out of `bookings`.
     pub(crate) fn take_queued(bookings: &mut Bookings, decisions: &[Decision]) -> Queued {
         if !decisions.iter().any(|d| d.booked_until.is_some()) {
@@ -42,7 +54,7 @@ impl Booking {
         let mut decisions = decisions.iter();
         bookings.retain(|booking| {
             booking.booked_until = decisions.next().and_then(|d| d.booked_until);
-            booking.booked_until.is_some() && !booking.shadow
+            booking.booked_until.is_some() && !booking.shadow && !booking.check_only
         });
         (!bookings.is_empty()).then(|| Box::new(std::mem::take(bookings)))
     }
@@ -58,6 +70,7 @@ impl Booking {
             tag: 0..0,
             cost: 1,
             shadow,
+            check_only: false,
             booked_until: None,
         }
     }

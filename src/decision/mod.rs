@@ -19,7 +19,7 @@ mod limit_decision;
 mod ruling;
 mod verdict;
 
-pub(crate) use booking::{Booking, Bookings, Queued, INLINE_LIMITS};
+pub(crate) use booking::{Booking, Bookings, Queued, Weight, INLINE_LIMITS};
 pub(crate) use failure::{StoreFailure, StoreFailures};
 pub use limit_decision::LimitDecision;
 pub(crate) use ruling::Ruling;

@@ -112,11 +112,21 @@
 //!   client: its `429`, or the upstream's response.
 //!
 //! **Weight.** The call's `hits_addend` is the request's cost under each of its
-//! descriptors; a descriptor's own `hits_addend` wins over it, and 0 counts as 1
-//! (envoyproxy/ratelimit checks a descriptor of `hits_addend: 0` without charging it). A
-//! descriptor's own `limit` override is not read: the file's limit applies. A limit
-//! with a fixed [`cost`](super::rules#cost-weighted-requests) counts that instead. (Envoy
-//! takes the call's `hits_addend` from the filter state `envoy.ratelimit.hits_addend`.)
+//! descriptors (0, its default, counts as 1); a descriptor's own `hits_addend` wins over
+//! it. A limit with a fixed [`cost`](super::rules#cost-weighted-requests) counts that
+//! instead. (Envoy takes the call's `hits_addend` from the filter state
+//! `envoy.ratelimit.hits_addend`.) A descriptor's own `limit` override is not read: the
+//! file's limit applies.
+//!
+//! **Checks.** A descriptor of `hits_addend: 0` is only checked, as in envoyproxy/ratelimit:
+//! it is charged nothing, and its status says whether one more request would be admitted
+//! (`OVER_LIMIT` once none would; envoyproxy/ratelimit says so only once its count has gone
+//! past the limit), with `limit_remaining` as it stands. A check over its limit refuses
+//! the call like any descriptor, so the call charges nothing. A gateway may check a request
+//! this way and charge it once its cost is known (Envoy's `apply_on_stream_done`, with a
+//! `hits_addend` read from the response, for a language model's tokens, say): that later
+//! charge is a call like any other, so a cost larger than what is left is refused and
+//! counted nowhere, where envoyproxy/ratelimit counts it and goes past the limit.
 //!
 //! **All or nothing.** A call is admitted only when every descriptor has room, and a call
 //! over one limit charges none of the others: their statuses say `OK` (they had room), and

@@ -4,7 +4,7 @@
 use super::active::Active;
 use super::Limiter;
 use crate::decision::{
-    Booking, Bookings, LimitDecision, Queued, Ruling, StoreFailures, INLINE_LIMITS,
+    Booking, Bookings, LimitDecision, Queued, Ruling, StoreFailures, Weight, INLINE_LIMITS,
 };
 use crate::observe::{self, DecisionStart};
 use crate::rules::tree::{Matches, Values};
@@ -38,19 +38,19 @@ impl<St: Store> Limiter<St> {
         let mut matches = Matches::new();
         rules.applicable(values, &mut matches)?;
         let bookings = self.book(rules, &mut matches, |_, limit| {
-            limit.cost(values, default_cost)
+            Weight::Charged(limit.cost(values, default_cost))
         });
         Ok(self.acquire(active, bookings, each))
     }
 
     /// The bookings of `matches` (their keys taken out), each limit's weight given by
-    /// `cost` (the match's position, the limit). A shadow `unlimited` entry, the only
+    /// `weight` (the match's position, the limit). A shadow `unlimited` entry, the only
     /// unlimited one left in matches, has nothing to book.
     pub(super) fn book(
         &self,
         rules: &Rules,
         matches: &mut Matches,
-        mut cost: impl FnMut(usize, &Limit) -> u64,
+        mut weight: impl FnMut(usize, &Limit) -> Weight,
     ) -> Bookings {
         let shadow_all = rules.shadow_mode() || self.shadow_mode();
         let mut bookings = Bookings::new();
@@ -60,8 +60,13 @@ impl<St: Store> Limiter<St> {
             if limit.limited().is_none() {
                 continue;
             }
+            let (cost, check_only) = match weight(position, limit) {
+                Weight::Charged(cost) => (cost, false),
+                Weight::Checked(cost) => (cost, true),
+            };
             bookings.push(Booking {
-                cost: cost(position, limit),
+                cost,
+                check_only,
                 limit_index: m.limit_index,
                 key: std::mem::take(&mut m.key),
                 tag: m.tag.clone(),
@@ -145,6 +150,7 @@ fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
         quota,
         cost: booking.cost,
         shadow: booking.shadow,
+        check_only: booking.check_only,
         sync_every: limit.sync_every(),
         limit: limit.label(),
         approximate: limit.approximate(),

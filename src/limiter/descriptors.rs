@@ -1,9 +1,9 @@
 //! Deciding the descriptors of a rate limit service's call (Envoy's RLS), all or nothing.
 
 use super::{Deciding, Limiter};
-use crate::decision::{LimitDecision, Verdict};
+use crate::decision::{LimitDecision, Verdict, Weight};
 use crate::rules::tree::{Matches, Values};
-use crate::rules::Rules;
+use crate::rules::{Limit, Rules};
 use crate::source::MissingPeerAddr;
 use crate::store::Store;
 use smallvec::SmallVec;
@@ -16,8 +16,23 @@ pub struct Descriptor<'a> {
     /// The entries, e.g. `[("remote_address", "203.0.113.9"), ("path", "/login")]`.
     pub entries: &'a [(&'a str, &'a str)],
     /// The request's weight under the descriptor's limit (Envoy's `hits_addend`), for a
-    /// limit that sets no `cost` of its own.
+    /// limit that sets no `cost` of its own. 0 only checks the limit: it is decided as a
+    /// request of weight 1 would be, with the call's other limits (over it, the call is
+    /// refused), and charged nothing.
     pub cost: u64,
+}
+
+/// The weight of a booking under `limit` for descriptors of `costs`: what those charged
+/// add up to, or, when each is only checked (cost 0), a check as a request of weight 1.
+fn weight(limit: &Limit, costs: impl Iterator<Item = u64>) -> Weight {
+    let charged = costs
+        .filter(|&cost| cost > 0)
+        .map(|cost| limit.cost(&mut NoValues, cost))
+        .reduce(u64::saturating_add);
+    charged.map_or_else(
+        || Weight::Checked(limit.cost(&mut NoValues, 1)),
+        Weight::Charged,
+    )
 }
 
 /// The values of a descriptor's limit: none (a limit's `cost` source has nothing to read).
@@ -139,10 +154,10 @@ impl<St: Store> Limiter<St> {
             .unzip();
         let mut each = Vec::new();
         let bookings = self.book(&rules, &mut matches, |position, limit| {
-            let weights = owners[position].iter();
-            weights
-                .map(|&owner| limit.cost(&mut NoValues, descriptors[owner].cost))
-                .fold(0, u64::saturating_add)
+            let costs = owners[position]
+                .iter()
+                .map(|&owner| descriptors[owner].cost);
+            weight(limit, costs)
         });
         let stage = self.acquire(&active, bookings, Some(&mut each));
         let mut deciding = Deciding::new(self, active, stage);

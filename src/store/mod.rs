@@ -11,6 +11,8 @@
 //!   is charged.
 //! - **Shadow limits never deny.** Their decision is reported, and they are charged only when
 //!   they have room.
+//! - **Limits only checked are never charged.** They are decided with the others, and one
+//!   that has no room refuses the request as any enforced limit does.
 
 pub mod decisions;
 mod memory;
@@ -51,6 +53,11 @@ pub struct LimitCheck<'a> {
     pub cost: u64,
     /// Whether the limit only reports (never denies).
     pub shadow: bool,
+    /// Whether the limit is only checked, never charged (Envoy's descriptors of
+    /// `hits_addend: 0`): its decision says whether a request of `cost` would be admitted,
+    /// and when it would be if not, with what remains (and when the limit is full again)
+    /// as it stands. A check with no room refuses the request as any enforced limit does.
+    pub check_only: bool,
     /// `sync_every` of the rules: a store shared by a fleet may decide this limit from local
     /// counts, sent to the shared state and refreshed from it at this interval (see the
     /// guide's "Local-first limits"). `None`: decide it exactly. A store of one process, such

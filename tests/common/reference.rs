@@ -175,6 +175,7 @@ pub fn run_reference_suite<S: Store>(make: impl Fn(ManualClock) -> S) {
                 quota: &quota,
                 cost,
                 shadow: false,
+                check_only: false,
                 sync_every: None,
                 limit: "test",
                 approximate: None,

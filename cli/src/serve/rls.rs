@@ -32,7 +32,8 @@ pub(crate) async fn should_rate_limit<St: Store>(
     request: &RateLimitRequest,
 ) -> Result<RateLimitResponse, Status> {
     malformed(request, &limiter.rules())?;
-    // A call's weight: `hits_addend` (0 means 1), unless a descriptor sets its own.
+    // A call's weight: `hits_addend` (0 means 1), unless a descriptor sets its own, where
+    // 0 only checks its limit, as envoyproxy/ratelimit does.
     let weight = u64::from(request.hits_addend.max(1));
     let entries: Vec<Vec<(&str, &str)>> = request
         .descriptors
@@ -50,7 +51,7 @@ pub(crate) async fn should_rate_limit<St: Store>(
         .zip(&entries)
         .map(|(descriptor, entries)| Descriptor {
             entries,
-            cost: descriptor.hits_addend.unwrap_or(weight).max(1),
+            cost: descriptor.hits_addend.unwrap_or(weight),
         })
         .collect();
     let checked = limiter.check_descriptors(&descriptors).await;

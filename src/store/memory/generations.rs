@@ -119,6 +119,23 @@ impl Generations {
         self.decide_exactly(fingerprint, check, now, capacity, charge)
     }
 
+    /// Decides a limit only checked, charging nothing (see [`Decision::checked`]).
+    pub(super) fn check(
+        &mut self,
+        fingerprint: NonZeroU64,
+        check: &LimitCheck<'_>,
+        sketch: Option<&Sketch>,
+        now: Nanos,
+        capacity: usize,
+    ) -> Decision {
+        let decision = self.decide(fingerprint, check, sketch, now, capacity, Charge::No);
+        if !decision.allowed {
+            return decision;
+        }
+        let weightless = LimitCheck { cost: 0, ..*check };
+        decision.checked(self.decide(fingerprint, &weightless, sketch, now, capacity, Charge::No))
+    }
+
     /// [`Generations::decide`] on the key's own state.
     #[inline(always)]
     fn decide_exactly(

@@ -82,7 +82,7 @@ use std::sync::Arc;
 ///
 /// let store = MemoryStore::with_clock(ManualClock::new());
 /// let quota = Quota::new(1, Duration::from_secs(1))?;
-/// let check = LimitCheck { domain: "demo", key: b"user:42", tag: b"42", algorithm: Algorithm::FixedWindow, quota: &quota, cost: 1, shadow: false, sync_every: None, limit: "per-user", approximate: None };
+/// let check = LimitCheck { domain: "demo", key: b"user:42", tag: b"42", algorithm: Algorithm::FixedWindow, quota: &quota, cost: 1, shadow: false, check_only: false, sync_every: None, limit: "per-user", approximate: None };
 /// let Acquisition::Ready(Ok(first)) = store.acquire(&[check]) else { unreachable!() };
 /// let Acquisition::Ready(Ok(second)) = store.acquire(&[check]) else { unreachable!() };
 /// assert!(first[0].allowed);
@@ -312,19 +312,20 @@ impl<C: Clock> MemoryStore<C> {
             let shard = &self.shards[self.shard_of(fingerprint)].0;
             // Each path returns its own result, so that neither decision is copied through
             // the other's.
-            if let Some(decision) = decide_shared(shard, fingerprint, check, now) {
-                return Decisions::one(decision);
+            if !check.check_only {
+                if let Some(decision) = decide_shared(shard, fingerprint, check, now) {
+                    return Decisions::one(decision);
+                }
             }
             let sketches = check.approximate.map(|_| self.sketches_for(checks));
             let sketch = sketches.as_ref().and_then(|s| sketch_of(s, check));
-            let decision = shard.write().decide(
-                fingerprint,
-                check,
-                sketch,
-                now,
-                capacity,
-                Charge::IfAdmitted,
-            );
+            let mut generations = shard.write();
+            let decision = if check.check_only {
+                generations.check(fingerprint, check, sketch, now, capacity)
+            } else {
+                let charge = Charge::IfAdmitted;
+                generations.decide(fingerprint, check, sketch, now, capacity, charge)
+            };
             return Decisions::one(decision);
         }
         self.decide_together(checks, now)
@@ -369,7 +370,12 @@ impl<C: Clock> MemoryStore<C> {
             .iter()
             .zip(&fingerprints)
             .map(|(check, &f)| {
-                guards[guard_of(f)].decide(f, check, sketch(check), now, capacity, Charge::No)
+                let generations = &mut guards[guard_of(f)];
+                if check.check_only {
+                    generations.check(f, check, sketch(check), now, capacity)
+                } else {
+                    generations.decide(f, check, sketch(check), now, capacity, Charge::No)
+                }
             })
             .collect();
         if checks
@@ -378,7 +384,7 @@ impl<C: Clock> MemoryStore<C> {
             .all(|(c, d)| c.shadow || d.allowed)
         {
             for ((check, &f), decision) in checks.iter().zip(&fingerprints).zip(&mut decisions) {
-                if decision.allowed {
+                if decision.allowed && !check.check_only {
                     *decision = guards[guard_of(f)].decide(
                         f,
                         check,
@@ -471,6 +477,7 @@ mod tests {
             quota,
             cost: 1,
             shadow: false,
+            check_only: false,
             sync_every: None,
             limit: "test",
             approximate: None,

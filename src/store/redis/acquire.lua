@@ -7,7 +7,8 @@
 -- KEYS[i]  the state key of check i
 -- ARGV[1]  now in base units, or "" to read Redis's clock (TIME, in microseconds)
 -- ARGV[1 + 11*(i-1) + k], k = 1..11: algorithm, ticks per base unit, limit, period, burst,
---          queue, max_delay (-1: none), shaping (1/0), cost, shadow (1/0), ticks per ms
+--          queue, max_delay (-1: none), shaping (1/0), cost, flags (1: shadow, + 2: only
+--          checked, never charged), ticks per ms
 --          (0 when a tick is longer than a millisecond: then ARGV is ms per tick, negated)
 -- Returns  { now (base units), then per check: allowed, limit, remaining, reset_after,
 --          retry_after, delay, booked_until (-1: none), mark } with durations in the check's
@@ -224,12 +225,18 @@ for i = 1, #KEYS do
     algorithm = tonumber(ARGV[a + 1]), div = tonumber(ARGV[a + 2]), limit = tonumber(ARGV[a + 3]),
     period = tonumber(ARGV[a + 4]), burst = tonumber(ARGV[a + 5]), queue = tonumber(ARGV[a + 6]),
     max_delay = tonumber(ARGV[a + 7]), shaping = ARGV[a + 8] == '1', cost = tonumber(ARGV[a + 9]),
-    shadow = ARGV[a + 10] == '1', per_ms = tonumber(ARGV[a + 11]),
+    flags = tonumber(ARGV[a + 10]), per_ms = tonumber(ARGV[a + 11]),
   }
+  q.shadow, q.check_only = q.flags % 2 == 1, q.flags >= 2
   q.now = idiv(now_base, q.div)
   -- pcall: a key of another type reads as never seen (and is overwritten when charged).
   q.fields = state(redis.pcall('GET', KEYS[i]), state_fields[q.algorithm])
   q.decision, q.next = algorithms[q.algorithm](q.fields, q.now, q, q.cost)
+  if q.check_only and q.decision[1] == 1 then
+    -- Nothing is charged: what remains, and when the limit is full again, as they stand.
+    local as_it_stands = algorithms[q.algorithm](q.fields, q.now, q, 0)
+    q.decision[3], q.decision[4], q.decision[7] = as_it_stands[3], as_it_stands[4], -1
+  end
   checks[i] = q
 end
 
@@ -240,7 +247,7 @@ end
 
 local reply = { now_base }
 for i, q in ipairs(checks) do
-  if admitted and q.decision[1] == 1 then
+  if admitted and q.decision[1] == 1 and not q.check_only then
     redis.call('SET', KEYS[i], joined(q.next), 'PX', px(q.decision[4], q.per_ms))
   end
   for _, v in ipairs(q.decision) do reply[#reply + 1] = v end

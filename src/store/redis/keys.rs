@@ -101,6 +101,7 @@ mod tests {
             quota: &quota,
             cost: 1,
             shadow: false,
+            check_only: false,
             sync_every: None,
             limit: "test",
             approximate: None,

@@ -161,7 +161,12 @@ struct Planned {
 impl Planned {
     /// Whether the limit only reports.
     fn shadow(&self) -> bool {
-        self.args[9] == 1
+        self.args[9] & SHADOW != 0
+    }
+
+    /// Whether the limit is only checked, never charged.
+    fn check_only(&self) -> bool {
+        self.args[9] & CHECK_ONLY != 0
     }
 
     /// The decision from the first seven numbers `acquire.lua` answered for this check.
@@ -339,7 +344,7 @@ impl RedisStore {
             max_delay,
             i64::from(quota.is_shaping()),
             int(clamped_cost(check.cost, check.algorithm, quota)),
-            i64::from(check.shadow),
+            flags(check),
             tick.per_ms(),
         ];
         Ok(Planned {
@@ -348,6 +353,17 @@ impl RedisStore {
             args,
         })
     }
+}
+
+/// The flag of a shadow limit's check in `acquire.lua`'s arguments.
+const SHADOW: i64 = 1;
+/// The flag of a check that is never charged.
+const CHECK_ONLY: i64 = 2;
+
+/// The flags of `check`, as `acquire.lua` reads them.
+fn flags(check: &LimitCheck<'_>) -> i64 {
+    let flag = |set: bool, flag: i64| if set { flag } else { 0 };
+    flag(check.shadow, SHADOW) | flag(check.check_only, CHECK_ONLY)
 }
 
 /// A [`LimitCheck`] that a future can keep.
@@ -359,6 +375,7 @@ struct OwnedCheck {
     quota: Quota,
     cost: u64,
     shadow: bool,
+    check_only: bool,
     sync_every: Option<Duration>,
     limit: String,
     approximate: Option<super::Approximate>,
@@ -374,6 +391,7 @@ impl From<&LimitCheck<'_>> for OwnedCheck {
             quota: *check.quota,
             cost: check.cost,
             shadow: check.shadow,
+            check_only: check.check_only,
             sync_every: check.sync_every,
             limit: check.limit.to_owned(),
             approximate: check.approximate,
@@ -391,6 +409,7 @@ impl OwnedCheck {
             quota: &self.quota,
             cost: self.cost,
             shadow: self.shadow,
+            check_only: self.check_only,
             sync_every: self.sync_every,
             limit: &self.limit,
             approximate: self.approximate,

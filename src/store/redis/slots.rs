@@ -126,14 +126,16 @@ async fn refund_charged(
             .map(|&i| Some((&planned[i], answers[i].as_ref()?)))
             .collect();
         // A slot charged when it answered and all of its enforced limits had room; then
-        // each of its limits that had room was charged.
+        // each of its limits that had room was charged, but those only checked.
         let answered = answered?;
         let charged_slot = answered
             .iter()
             .all(|(check, answer)| check.shadow() || answer.decision.allowed);
         let charged: Vec<(&Planned, i64)> = answered
             .into_iter()
-            .filter(|(_, answer)| charged_slot && answer.decision.allowed)
+            .filter(|(check, answer)| {
+                charged_slot && answer.decision.allowed && !check.check_only()
+            })
             .map(|(check, answer)| (check, answer.mark))
             .collect();
         (!charged.is_empty()).then(|| refund(inner, charged, now))

@@ -75,6 +75,7 @@ mod tests {
             quota,
             cost: 1,
             shadow: false,
+            check_only: false,
             sync_every: Some(Duration::from_millis(100)),
             limit: "test",
             approximate: None,

@@ -91,10 +91,12 @@ impl<A: Clone> SyncTable<A> {
             servers,
             fresh_for: every.saturating_mul(FRESH_INTERVALS),
         };
-        let (decision, charge) =
-            entry
-                .view
-                .acquire(check.algorithm, check.quota, check.cost, now, fleet);
+        let (decision, charge) = entry.view.acquire(check, now, fleet);
+        if check.check_only && decision.allowed {
+            let weightless = LimitCheck { cost: 0, ..*check };
+            let (as_it_stands, _) = entry.view.acquire(&weightless, now, fleet);
+            return (decision.checked(as_it_stands), None);
+        }
         (decision, charge.map(|charge| Admission { id, charge }))
     }
 

@@ -5,6 +5,7 @@ use crate::algorithm::{
     Algorithm, Decision, FixedWindow, Gcra, Quota, SlidingWindowCounter, State,
 };
 use crate::clock::Nanos;
+use crate::store::LimitCheck;
 
 /// One key's local view.
 #[derive(Debug)]
@@ -172,12 +173,17 @@ impl View {
     /// among the servers last seen, on its own admissions alone.
     pub(super) fn acquire(
         &mut self,
-        algorithm: Algorithm,
-        quota: &Quota,
-        cost: u64,
+        check: &LimitCheck<'_>,
         now: u64,
         fleet: Fleet,
     ) -> (Decision, Option<Charge>) {
+        let LimitCheck {
+            algorithm,
+            quota,
+            cost,
+            check_only,
+            ..
+        } = *check;
         self.touched = true;
         self.used_at = self.used_at.max(now);
         let fresh = self
@@ -205,7 +211,7 @@ impl View {
                     let own = algorithm.peek(&state(|w| w.own), at, share, cost);
                     decision = stricter(decision, own);
                 }
-                if !decision.allowed {
+                if !decision.allowed || check_only {
                     return (decision, None);
                 }
                 let window = &mut windows[0];
@@ -227,7 +233,7 @@ impl View {
                 if let Some((own_decision, _)) = own {
                     decision = stricter(decision, own_decision);
                 }
-                if !decision.allowed {
+                if !decision.allowed || check_only {
                     return (decision, None);
                 }
                 let add = booked(quota, cost);
