@@ -193,7 +193,7 @@ async fn hits_addend_is_the_weight_of_a_call() {
     assert_eq!(refused.overall_code(), Code::OverLimit);
     // A descriptor's own `hits_addend` wins over the call's.
     let mut light = login("203.0.113.20");
-    light.hits_addend = Some(2);
+    light.hits_addend = Some(2.into());
     let answer = ask(&mut client, call(vec![light])).await;
     assert_eq!(answer.overall_code(), Code::Ok);
     assert_eq!(answer.statuses[0].limit_remaining, 0);
