@@ -1,8 +1,9 @@
 //! Generates the Rust code of Envoy's rate limit service (`envoy.service.ratelimit.v3`) from
 //! the protos vendored in `proto/`, for the `server` feature; `src/serve/proto.rs` includes it.
 //!
-//! No `protoc` is needed: `protox` compiles the protos in Rust, and `tonic-prost-build` turns
-//! the descriptors into prost messages, a tonic server and a tonic client.
+//! No `protoc` is needed: `protox` compiles the protos in Rust, `tonic-prost-build` turns
+//! the descriptors into prost messages, a tonic server and a tonic client, and `pbjson-build`
+//! into the messages' serde impls in proto3 JSON.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Also keeps cargo from running this again when any other file of the package changes.
@@ -22,16 +23,30 @@ mod rls {
     const PROTO_ROOT: &str = "proto";
     /// The one file whose service is generated.
     const RLS: &str = "envoy/service/ratelimit/v3/rls.proto";
-    /// The package of the well-known types, which map to `prost-types`.
+    /// The package of the well-known types, which map to `pbjson-types`.
     const WELL_KNOWN: &str = "google.protobuf";
+    /// The well-known types in Rust: prost messages with serde impls in proto3 JSON.
+    const WELL_KNOWN_IN_RUST: &str = "::pbjson_types";
+    /// The prefix of the packages given serde impls: Envoy's, those that `rls.proto` reaches.
+    const ENVOY: &str = ".envoy";
 
-    /// Writes `proto.rs`, and the files it includes, to `OUT_DIR`.
+    /// Writes the code of each package that `rls.proto` reaches to `OUT_DIR`: its prost
+    /// messages and tonic service in `<package>.rs`, their serde impls in `<package>.serde.rs`.
     pub(crate) fn generate() -> Result<(), Box<dyn Error>> {
         let descriptors = keep_what_rls_uses(protox::compile([RLS], [PROTO_ROOT])?);
+        // No extern path for pbjson: its code names no well-known type, it calls their impls.
+        let mut json = pbjson_build::Builder::new();
+        for file in &descriptors.file {
+            json.register_file_descriptor(file.clone());
+        }
+        json.build(&[ENVOY])?;
         tonic_prost_build::configure()
             // A client generic over any gRPC service; the tests bring tonic's `Channel` themselves.
             .build_transport(false)
-            .include_file("proto.rs")
+            // The well-known types are `pbjson-types`, not `prost-types` (no serde impls): prost
+            // maps them to `prost-types` unless it compiles them, which the extern path skips.
+            .compile_well_known_types(true)
+            .extern_path(format!(".{WELL_KNOWN}"), WELL_KNOWN_IN_RUST)
             .emit_rerun_if_changed(false)
             .compile_fds(descriptors)?;
         Ok(())
@@ -40,8 +55,8 @@ mod rls {
     /// Drops every message and enum that `rls.proto`'s service does not reach, and every file
     /// left empty, so that of `base.proto` only `HeaderValue` remains, and nothing of the
     /// validation rules and annotations (options, which prost ignores). Top-level types are kept
-    /// whole, with their nested types. The well-known types stay: prost generates nothing for
-    /// them (they are `prost-types`), but it reads their fields.
+    /// whole, with their nested types. The well-known types stay: nothing is generated for them
+    /// (they are `pbjson-types`), but prost reads their fields.
     fn keep_what_rls_uses(mut set: FileDescriptorSet) -> FileDescriptorSet {
         let kept = reachable_types(&set);
         set.file.retain(|file| {

@@ -193,14 +193,14 @@ async fn hits_addend_is_the_weight_of_a_call() {
     assert_eq!(refused.overall_code(), Code::OverLimit);
     // A descriptor's own `hits_addend` wins over the call's.
     let mut light = login("203.0.113.20");
-    light.hits_addend = Some(2);
+    light.hits_addend = Some(2.into());
     let answer = ask(&mut client, call(vec![light])).await;
     assert_eq!(answer.overall_code(), Code::Ok);
     assert_eq!(answer.statuses[0].limit_remaining, 0);
     // A descriptor's `hits_addend: 0` checks without charging: over, once nothing is left.
     let check = |ip: &str| {
         let mut descriptor = login(ip);
-        descriptor.hits_addend = Some(0);
+        descriptor.hits_addend = Some(0.into());
         call(vec![descriptor])
     };
     let full = ask(&mut client, check("203.0.113.20")).await;

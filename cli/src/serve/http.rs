@@ -13,19 +13,17 @@
 //!
 //!   A body that is not such a request is `400`; a call the service refuses is `400` (a
 //!   malformed call), `404` (a domain it does not limit) or `500`, with the reason as text.
+//!
+//!   The JSON is the serde impls that `pbjson-build` generates with the messages (see
+//!   `serve::proto`): protojson's mapping, as envoyproxy/ratelimit's `/json` has it, with names
+//!   written in lowerCamelCase and read in either case, defaults left out, enums by name and
+//!   unknown fields refused. Unlike protojson, pbjson refuses `null` for a field that is not a
+//!   message (protojson: the default), integers written `1e1` or `1.0`, and enum numbers
+//!   that the proto does not name, which it cannot write either (a `500`; never set here).
 //! - `GET /healthcheck`: `200 OK` once the service is [ready](Readiness), `503` before.
 //! - `GET /metrics`: tollgate's metrics (see the guide's "Metrics") in Prometheus' text format.
 
-use super::proto::envoy::config::core::v3::HeaderValue;
-use super::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
-    Entry, RateLimitOverride,
-};
-use super::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use super::proto::envoy::r#type::v3::RateLimitUnit;
-use super::proto::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
-use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{
-    Code, DescriptorStatus, RateLimit,
-};
+use super::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use super::rls::should_rate_limit;
 use axum::body::Bytes;
@@ -35,9 +33,6 @@ use axum::Router;
 use http::header::CONTENT_TYPE;
 use http::StatusCode;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use serde::de::{Deserializer, Error as _};
-use serde::{Deserialize, Serialize};
-use serde_json::{Number, Value};
 use std::future::ready;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -114,7 +109,7 @@ pub(crate) fn router<St: Store>(
 
 /// `POST /json`: decides the call in `body`.
 async fn decide<St: Store>(limiter: Limiter<St>, body: Bytes) -> Response {
-    let request = match parse_request(&body) {
+    let request = match serde_json::from_slice::<RateLimitRequest>(&body) {
         Ok(request) => request,
         Err(error) => {
             let message = format!("not a RateLimitRequest in JSON: {error}\n");
@@ -122,15 +117,27 @@ async fn decide<St: Store>(limiter: Limiter<St>, body: Bytes) -> Response {
         }
     };
     match should_rate_limit(&limiter, &request).await {
-        Ok(answer) => (
-            answer_status(answer.overall_code),
-            [(CONTENT_TYPE, "application/json")],
-            response_json(&answer),
-        )
-            .into_response(),
+        Ok(answer) => answer_json(&answer),
         Err(status) => {
             let message = format!("{}\n", status.message());
             (error_status(status.code()), message).into_response()
+        }
+    }
+}
+
+/// `answer` in proto3 JSON, with the HTTP status of its overall code.
+fn answer_json(answer: &RateLimitResponse) -> Response {
+    match serde_json::to_string(answer) {
+        Ok(json) => (
+            answer_status(answer.overall_code),
+            [(CONTENT_TYPE, "application/json")],
+            json,
+        )
+            .into_response(),
+        // Only for an enum value that the proto does not name, which the service never sets.
+        Err(error) => {
+            let message = format!("cannot write the answer in JSON: {error}\n");
+            (StatusCode::INTERNAL_SERVER_ERROR, message).into_response()
         }
     }
 }
@@ -169,268 +176,19 @@ fn error_status(code: tonic::Code) -> StatusCode {
     }
 }
 
-/// Reads a `RateLimitRequest` written in proto3 JSON, as protojson reads one: each field
-/// under its JSON name (`hitsAddend`) or its proto name (`hits_addend`), missing or `null`
-/// for its default, integers as numbers or strings, enums by name or number, and no
-/// unknown fields.
-fn parse_request(body: &[u8]) -> Result<RateLimitRequest, serde_json::Error> {
-    serde_json::from_slice::<JsonRequest>(body).map(RateLimitRequest::from)
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JsonRequest {
-    #[serde(default)]
-    domain: Option<String>,
-    #[serde(default)]
-    descriptors: Option<Vec<JsonDescriptor>>,
-    #[serde(default, rename = "hitsAddend", alias = "hits_addend")]
-    #[serde(deserialize_with = "integer")]
-    hits_addend: Option<u32>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JsonDescriptor {
-    #[serde(default)]
-    entries: Option<Vec<JsonEntry>>,
-    #[serde(default)]
-    limit: Option<JsonOverride>,
-    #[serde(default, rename = "hitsAddend", alias = "hits_addend")]
-    #[serde(deserialize_with = "integer")]
-    hits_addend: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JsonEntry {
-    #[serde(default)]
-    key: Option<String>,
-    #[serde(default)]
-    value: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JsonOverride {
-    #[serde(default, rename = "requestsPerUnit", alias = "requests_per_unit")]
-    #[serde(deserialize_with = "integer")]
-    requests_per_unit: Option<u32>,
-    #[serde(default, deserialize_with = "unit")]
-    unit: Option<i32>,
-}
-
-impl From<JsonRequest> for RateLimitRequest {
-    fn from(request: JsonRequest) -> Self {
-        let descriptors = request.descriptors.unwrap_or_default();
-        RateLimitRequest {
-            domain: request.domain.unwrap_or_default(),
-            descriptors: descriptors.into_iter().map(Into::into).collect(),
-            hits_addend: request.hits_addend.unwrap_or_default(),
-        }
-    }
-}
-
-impl From<JsonDescriptor> for RateLimitDescriptor {
-    fn from(descriptor: JsonDescriptor) -> Self {
-        let entries = descriptor.entries.unwrap_or_default();
-        RateLimitDescriptor {
-            entries: entries
-                .into_iter()
-                .map(|entry| Entry {
-                    key: entry.key.unwrap_or_default(),
-                    value: entry.value.unwrap_or_default(),
-                })
-                .collect(),
-            limit: descriptor.limit.map(|limit| RateLimitOverride {
-                requests_per_unit: limit.requests_per_unit.unwrap_or_default(),
-                unit: limit.unit.unwrap_or_default(),
-            }),
-            hits_addend: descriptor.hits_addend,
-        }
-    }
-}
-
-/// An unsigned integer in proto3 JSON: a number or a string holding one (`2`, `"2"`, `2e0`);
-/// `null` is none.
-fn integer<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: TryFrom<u64>,
-{
-    let number = match Option::<Value>::deserialize(deserializer)? {
-        None => return Ok(None),
-        Some(Value::Number(number)) => Some(number),
-        Some(Value::String(text)) => text.parse::<Number>().ok(),
-        Some(_) => None,
-    };
-    number
-        .as_ref()
-        .and_then(unsigned)
-        .and_then(|number| T::try_from(number).ok())
-        .map(Some)
-        .ok_or_else(|| D::Error::custom("expected an unsigned integer in range"))
-}
-
-/// `number` if it is a whole number that a `u64` holds.
-fn unsigned(number: &Number) -> Option<u64> {
-    number.as_u64().or_else(|| {
-        let float = number.as_f64()?;
-        let whole = float.fract() == 0.0 && (0.0..2f64.powi(64)).contains(&float);
-        whole.then_some(float as u64)
-    })
-}
-
-/// A `RateLimitUnit` in proto3 JSON: its name (`"MINUTE"`) or its number; `null` is none.
-fn unit<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i32>, D::Error> {
-    let unit = match Option::<Value>::deserialize(deserializer)? {
-        None => return Ok(None),
-        Some(Value::String(name)) => RateLimitUnit::from_str_name(&name).map(i32::from),
-        Some(Value::Number(number)) => number.as_i64().and_then(|n| i32::try_from(n).ok()),
-        Some(_) => None,
-    };
-    unit.map(Some)
-        .ok_or_else(|| D::Error::custom("expected a unit: SECOND, MINUTE, HOUR, DAY, ..."))
-}
-
-/// Writes `response` in proto3 JSON as protojson writes it: fields in the order the proto
-/// declares them, named in lowerCamelCase, default values left out, enums by name, 32-bit
-/// integers as numbers and durations as `"53s"` or `"0.500s"`.
-///
-/// Only the fields tollgate's service sets are written: the response's `raw_body`,
-/// `dynamic_metadata` and `quota`, a status' `quota` and a header's `raw_value` are never
-/// set.
-fn response_json(response: &RateLimitResponse) -> String {
-    let json = JsonResponse {
-        overall_code: enum_value(response.overall_code, |code: Code| code.as_str_name()),
-        statuses: response.statuses.iter().map(JsonStatus::from).collect(),
-        response_headers_to_add: headers(&response.response_headers_to_add),
-        request_headers_to_add: headers(&response.request_headers_to_add),
-    };
-    serde_json::to_string(&json).expect("plain data serializes")
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct JsonResponse<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    overall_code: Option<EnumValue>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    statuses: Vec<JsonStatus<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    response_headers_to_add: Vec<JsonHeader<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    request_headers_to_add: Vec<JsonHeader<'a>>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct JsonStatus<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    code: Option<EnumValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    current_limit: Option<JsonRateLimit<'a>>,
-    #[serde(skip_serializing_if = "is_zero")]
-    limit_remaining: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    duration_until_reset: Option<String>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct JsonRateLimit<'a> {
-    #[serde(skip_serializing_if = "str::is_empty")]
-    name: &'a str,
-    #[serde(skip_serializing_if = "is_zero")]
-    requests_per_unit: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    unit: Option<EnumValue>,
-}
-
-#[derive(Serialize)]
-struct JsonHeader<'a> {
-    #[serde(skip_serializing_if = "str::is_empty")]
-    key: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    value: &'a str,
-}
-
-/// An enum value in proto3 JSON: its name, or its number when the proto does not name it.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum EnumValue {
-    Name(&'static str),
-    Number(i32),
-}
-
-impl<'a> From<&'a DescriptorStatus> for JsonStatus<'a> {
-    fn from(status: &'a DescriptorStatus) -> Self {
-        JsonStatus {
-            code: enum_value(status.code, |code: Code| code.as_str_name()),
-            current_limit: status.current_limit.as_ref().map(JsonRateLimit::from),
-            limit_remaining: status.limit_remaining,
-            duration_until_reset: status.duration_until_reset.as_ref().map(duration_text),
-        }
-    }
-}
-
-impl<'a> From<&'a RateLimit> for JsonRateLimit<'a> {
-    fn from(limit: &'a RateLimit) -> Self {
-        JsonRateLimit {
-            name: &limit.name,
-            requests_per_unit: limit.requests_per_unit,
-            unit: enum_value(limit.unit, |unit: Unit| unit.as_str_name()),
-        }
-    }
-}
-
-fn headers(headers: &[HeaderValue]) -> Vec<JsonHeader<'_>> {
-    headers.iter().map(JsonHeader::from).collect()
-}
-
-impl<'a> From<&'a HeaderValue> for JsonHeader<'a> {
-    fn from(header: &'a HeaderValue) -> Self {
-        JsonHeader {
-            key: &header.key,
-            value: &header.value,
-        }
-    }
-}
-
-/// The value of an enum field numbered `number`, named by `name`; `None` for the default, 0.
-fn enum_value<E: TryFrom<i32>>(number: i32, name: fn(E) -> &'static str) -> Option<EnumValue> {
-    (number != 0).then(|| {
-        E::try_from(number).map_or(EnumValue::Number(number), |known| {
-            EnumValue::Name(name(known))
-        })
-    })
-}
-
-/// Whether a field is left out: proto3 JSON does not write zeros.
-fn is_zero(number: &u32) -> bool {
-    *number == 0
-}
-
-/// A `Duration` in proto3 JSON: seconds with 0, 3, 6 or 9 decimals and an `s`.
-fn duration_text(duration: &prost_types::Duration) -> String {
-    let sign = if duration.seconds < 0 || duration.nanos < 0 {
-        "-"
-    } else {
-        ""
-    };
-    let seconds = duration.seconds.unsigned_abs();
-    let nanos = duration.nanos.unsigned_abs();
-    match nanos {
-        0 => format!("{sign}{seconds}s"),
-        _ if nanos % 1_000_000 == 0 => format!("{sign}{seconds}.{:03}s", nanos / 1_000_000),
-        _ if nanos % 1_000 == 0 => format!("{sign}{seconds}.{:06}s", nanos / 1_000),
-        _ => format!("{sign}{seconds}.{nanos:09}s"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serve::proto::envoy::config::core::v3::HeaderValue;
+    use crate::serve::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
+        Entry, RateLimitOverride,
+    };
+    use crate::serve::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+    use crate::serve::proto::envoy::r#type::v3::RateLimitUnit;
+    use crate::serve::proto::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
+    use crate::serve::proto::envoy::service::ratelimit::v3::rate_limit_response::{
+        DescriptorStatus, RateLimit,
+    };
     use axum::body::Body;
     use http::Request;
     use tollgate::rules::{KeySources, Rules};
@@ -444,19 +202,23 @@ mod tests {
         }
     }
 
+    /// `body` read as `POST /json` reads it.
+    fn read(body: &str) -> Result<RateLimitRequest, serde_json::Error> {
+        serde_json::from_slice(body.as_bytes())
+    }
+
     #[test]
     fn a_request_reads_as_envoyproxy_ratelimit_writes_it() {
         let body = r#"{"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address",
             "value": "203.0.113.9"}], "hits_addend": 2}], "hits_addend": 1}"#;
-        let request = parse_request(body.as_bytes()).unwrap();
         assert_eq!(
-            request,
+            read(body).unwrap(),
             RateLimitRequest {
                 domain: "edge".to_owned(),
                 descriptors: vec![RateLimitDescriptor {
                     entries: vec![entry("remote_address", "203.0.113.9")],
                     limit: None,
-                    hits_addend: Some(2),
+                    hits_addend: Some(2.into()),
                 }],
                 hits_addend: 1,
             }
@@ -464,13 +226,13 @@ mod tests {
     }
 
     #[test]
-    fn a_request_reads_camel_case_strings_and_nulls_as_protojson_does() {
+    fn a_request_reads_both_names_and_integers_in_strings_as_protojson_does() {
         let body = r#"{"domain": "edge", "hitsAddend": "3", "descriptors": [
             {"entries": [{"key": "perday"}], "hitsAddend": null,
-             "limit": {"requestsPerUnit": 1e1, "unit": "HOUR"}},
-            {"entries": [{"key": "user", "value": null}], "hits_addend": "0",
+             "limit": {"requestsPerUnit": 10, "unit": "HOUR"}},
+            {"entries": [{"key": "user"}], "hits_addend": "0",
              "limit": {"requests_per_unit": "7", "unit": 4}}]}"#;
-        let request = parse_request(body.as_bytes()).unwrap();
+        let request = read(body).unwrap();
         assert_eq!(request.hits_addend, 3);
         let [first, second] = &request.descriptors[..] else {
             panic!("two descriptors: {request:?}");
@@ -483,30 +245,40 @@ mod tests {
         };
         assert_eq!(first.limit, Some(hourly));
         assert_eq!(second.entries, [entry("user", "")]);
-        assert_eq!(second.hits_addend, Some(0));
+        assert_eq!(second.hits_addend, Some(0.into()));
         let daily = RateLimitOverride {
             requests_per_unit: 7,
             unit: RateLimitUnit::Day.into(),
         };
         assert_eq!(second.limit, Some(daily));
-        assert_eq!(parse_request(b"{}").unwrap(), RateLimitRequest::default());
+        assert_eq!(read("{}").unwrap(), RateLimitRequest::default());
+    }
+
+    #[test]
+    fn nulls_exponents_and_unnamed_enum_numbers_are_refused_unlike_protojson() {
+        for body in [
+            r#"{"domain": null}"#,
+            r#"{"descriptors": [{"entries": [{"key": "user", "value": null}]}]}"#,
+            r#"{"hits_addend": 1e1}"#,
+            r#"{"hits_addend": 1.0}"#,
+            r#"{"descriptors": [{"limit": {"unit": 9}}]}"#,
+        ] {
+            assert!(read(body).is_err(), "{body}");
+        }
     }
 
     #[test]
     fn a_malformed_request_is_refused_with_its_reason() {
-        let refused = |body: &str| parse_request(body.as_bytes()).unwrap_err().to_string();
+        let refused = |body: &str| read(body).unwrap_err().to_string();
         assert!(refused(r#"{"domain": "edge", "colour": 1}"#).contains("unknown field `colour`"));
         let both = r#"{"hits_addend": 1, "hitsAddend": 1}"#;
         assert!(refused(both).contains("duplicate field `hitsAddend`"));
         for hits in [r#"-1"#, r#"1.5"#, r#""x""#, r#""4294967296""#, r#"true"#] {
             let body = format!(r#"{{"hits_addend": {hits}}}"#);
-            assert!(
-                refused(&body).contains("expected an unsigned integer"),
-                "{body}"
-            );
+            assert!(read(&body).is_err(), "{body}");
         }
         let unit = r#"{"descriptors": [{"limit": {"unit": "FORTNIGHT"}}]}"#;
-        assert!(refused(unit).contains("expected a unit"));
+        assert!(refused(unit).contains("unknown variant `FORTNIGHT`"));
         assert!(refused("").contains("EOF"));
         assert!(refused(r#"{"domain": 5}"#).contains("invalid type"));
     }
@@ -521,7 +293,7 @@ mod tests {
                 unit: Unit::Minute.into(),
             }),
             limit_remaining: 0,
-            duration_until_reset: Some(prost_types::Duration {
+            duration_until_reset: Some(pbjson_types::Duration {
                 seconds: 53,
                 nanos: 0,
             }),
@@ -537,7 +309,7 @@ mod tests {
             ..RateLimitResponse::default()
         };
         assert_eq!(
-            response_json(&answer),
+            serde_json::to_string(&answer).unwrap(),
             r#"{"overallCode":"OVER_LIMIT","statuses":[{"code":"OVER_LIMIT","currentLimit":{"requestsPerUnit":5,"unit":"MINUTE"},"durationUntilReset":"53s"},{"code":"OK"}]}"#
         );
     }
@@ -549,10 +321,10 @@ mod tests {
             current_limit: Some(RateLimit {
                 name: "login".to_owned(),
                 requests_per_unit: 5,
-                unit: 9,
+                unit: Unit::Hour.into(),
             }),
             limit_remaining: 4,
-            duration_until_reset: Some(prost_types::Duration {
+            duration_until_reset: Some(pbjson_types::Duration {
                 seconds: 0,
                 nanos: 500_000_000,
             }),
@@ -570,21 +342,44 @@ mod tests {
             ..RateLimitResponse::default()
         };
         assert_eq!(
-            response_json(&answer),
-            r#"{"overallCode":"OK","statuses":[{"code":"OK","currentLimit":{"name":"login","requestsPerUnit":5,"unit":9},"limitRemaining":4,"durationUntilReset":"0.500s"}],"responseHeadersToAdd":[{"key":"x-ratelimit-limit","value":"5"}]}"#
+            serde_json::to_string(&answer).unwrap(),
+            r#"{"overallCode":"OK","statuses":[{"code":"OK","currentLimit":{"name":"login","requestsPerUnit":5,"unit":"HOUR"},"limitRemaining":4,"durationUntilReset":"0.500s"}],"responseHeadersToAdd":[{"key":"x-ratelimit-limit","value":"5"}]}"#
         );
-        assert_eq!(response_json(&RateLimitResponse::default()), "{}");
+        assert_eq!(
+            serde_json::to_string(&RateLimitResponse::default()).unwrap(),
+            "{}"
+        );
+    }
+
+    #[test]
+    fn an_answer_with_an_unnamed_enum_number_is_a_500_unlike_protojson() {
+        let status = DescriptorStatus {
+            current_limit: Some(RateLimit {
+                unit: 9,
+                ..RateLimit::default()
+            }),
+            ..DescriptorStatus::default()
+        };
+        let answer = RateLimitResponse {
+            overall_code: Code::Ok.into(),
+            statuses: vec![status],
+            ..RateLimitResponse::default()
+        };
+        let response = answer_json(&answer);
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 
     #[test]
     fn durations_have_0_3_6_or_9_decimals() {
-        let text = |seconds, nanos| duration_text(&prost_types::Duration { seconds, nanos });
-        assert_eq!(text(0, 0), "0s");
-        assert_eq!(text(60, 10_000_000), "60.010s");
-        assert_eq!(text(1, 1_000), "1.000001s");
-        assert_eq!(text(1, 1), "1.000000001s");
-        assert_eq!(text(-1, -500_000_000), "-1.500s");
-        assert_eq!(text(0, -1_000), "-0.000001s");
+        let text = |seconds, nanos| {
+            serde_json::to_string(&pbjson_types::Duration { seconds, nanos }).unwrap()
+        };
+        assert_eq!(text(0, 0), r#""0s""#);
+        assert_eq!(text(60, 10_000_000), r#""60.010s""#);
+        assert_eq!(text(1, 1_000), r#""1.000001s""#);
+        assert_eq!(text(1, 1), r#""1.000000001s""#);
+        assert_eq!(text(-1, -500_000_000), r#""-1.500s""#);
+        assert_eq!(text(0, -1_000), r#""-0.000001s""#);
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub(crate) async fn should_rate_limit<St: Store>(
         .zip(&entries)
         .map(|(descriptor, entries)| Descriptor {
             entries,
-            cost: descriptor.hits_addend.unwrap_or(weight),
+            cost: descriptor.hits_addend.map_or(weight, |hits| hits.value),
         })
         .collect();
     let checked = limiter.check_descriptors(&descriptors).await;
@@ -201,8 +201,8 @@ fn unit_of(period: Duration) -> Unit {
 }
 
 /// `duration` as a protobuf `Duration`.
-fn duration(duration: Duration) -> prost_types::Duration {
-    prost_types::Duration {
+fn duration(duration: Duration) -> pbjson_types::Duration {
+    pbjson_types::Duration {
         seconds: i64::try_from(duration.as_secs()).unwrap_or(i64::MAX),
         nanos: i32::try_from(duration.subsec_nanos()).unwrap_or(0),
     }
