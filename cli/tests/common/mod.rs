@@ -48,8 +48,22 @@ pub struct Served {
 
 impl Served {
     /// Starts `tollgate serve` on the rules at `rules` with `extra` arguments, and waits
-    /// until it listens.
+    /// until it is ready.
     pub fn start(rules: &Path, extra: &[&str]) -> Served {
+        Served::spawn(rules, extra, |line| {
+            line.starts_with("tollgate serve: domain ")
+        })
+    }
+
+    /// Starts `tollgate serve` like [`Served::start`], but waits only until it listens: it
+    /// may not be ready yet.
+    pub fn start_listening(rules: &Path, extra: &[&str]) -> Served {
+        Served::spawn(rules, extra, |_| true)
+    }
+
+    /// Starts `tollgate serve`, and reads its output until a line saying where it listens
+    /// for which `until` holds.
+    fn spawn(rules: &Path, extra: &[&str], until: fn(&str) -> bool) -> Served {
         let rules = rules.to_str().expect("a UTF-8 path");
         let ports = ["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"];
         let args = [&["serve", "--rules", rules][..], &ports, extra].concat();
@@ -61,7 +75,7 @@ impl Served {
             .expect("the tollgate binary runs");
         let stdout = child.stdout.take().expect("its standard output");
         let mut lines = BufReader::new(stdout).lines();
-        // It says where it listens once both listeners are bound.
+        // It says where it listens once both listeners are bound, and again once ready.
         let (grpc, http) = loop {
             let Some(Ok(line)) = lines.next() else {
                 panic!("tollgate serve stopped before it listened");
@@ -71,7 +85,9 @@ impl Served {
                 rest.split_whitespace().next().map(str::to_owned)
             };
             if let (Some(grpc), Some(http)) = (after("gRPC on "), after("HTTP on ")) {
-                break (grpc, http);
+                if until(&line) {
+                    break (grpc, http);
+                }
             }
         };
         // Keep reading its output, so that it never blocks on a full pipe.
