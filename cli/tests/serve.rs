@@ -609,6 +609,10 @@ async fn a_redis_cluster_holds_a_call_all_or_nothing_across_slots() {
     );
 }
 
+/// How long a service with no call in flight may take to exit after SIGTERM: well within
+/// its grace period for calls in flight (10 s), and long enough for a busy machine.
+const EXIT_DEADLINE: Duration = Duration::from_secs(5);
+
 /// How long a test waits for the service to reach a state it polls for.
 const POLL_DEADLINE: Duration = Duration::from_secs(20);
 
@@ -667,6 +671,56 @@ async fn until_redis_answers_the_service_says_why_it_is_not_ready() {
     assert_eq!(answer.overall_code(), Code::Ok);
     let (status, body) = http_call(http, "POST /json HTTP/1.1", LOGIN_JSON);
     assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
+async fn sigterm_while_waiting_for_redis_stops_at_once_with_status_0() {
+    let url = format!("redis://127.0.0.1:{}", redis_server::free_port());
+    let mut service = Service::start_listening(RULES, &["--redis", &url]);
+    let status = service.served.terminate(EXIT_DEADLINE);
+    assert_eq!(status.code(), Some(0), "{status}");
+}
+
+// Several threads: the client's connection answers the service's goodbye (HTTP/2 GOAWAY)
+// while the test waits, blocking, for the process to exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_0_and_syncs_local_first_counts_to_redis() {
+    // 20 a minute, decided in memory and synced every minute: only the sync at the stop
+    // can tell the next instance what the first admitted.
+    let rules = r"
+domain: edge
+descriptors:
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 20, algorithm: gcra, sync_every: 60s }
+";
+    let redis = redis_server::RedisServer::start();
+    let user = || call(vec![descriptor(&[("user", "ann")])]);
+    let mut first = Service::start(rules, &["--redis", &redis.url()]);
+    let mut client = first.client().await;
+    for _ in 0..20 {
+        assert_eq!(ask(&mut client, user()).await.overall_code(), Code::Ok);
+    }
+    // Its client's connection stays open: the service closes it once its calls are done.
+    let status = first.served.terminate(EXIT_DEADLINE);
+    assert_eq!(status.code(), Some(0), "{status}");
+    // The next instance starts from the fleet's totals at its first sync (its first call
+    // is decided alone): it admits a few at most, not another 20.
+    let second = Service::start(rules, &["--redis", &redis.url()]);
+    let mut client = second.client().await;
+    let deadline = Instant::now() + POLL_DEADLINE;
+    let mut admitted = 0;
+    while ask(&mut client, user()).await.overall_code() == Code::Ok {
+        admitted += 1;
+        assert!(
+            Instant::now() < deadline,
+            "the second instance never learned the total"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        admitted <= 5,
+        "{admitted} admitted after the first instance's 20"
+    );
 }
 
 #[test]

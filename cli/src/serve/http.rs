@@ -14,8 +14,9 @@
 //!   A body that is not such a request is `400`; a call the service refuses is `400` (a
 //!   malformed call), `404` (a domain it does not limit) or `500`, with the reason as text.
 //! - `GET /healthcheck`: `200 OK` once the service is [ready](Readiness), `503` with the
-//!   reason before: `starting: loading the rules`, `starting: cannot connect to Redis at
-//!   ...`.
+//!   reason otherwise: `starting: loading the rules`, `starting: cannot connect to Redis at
+//!   ...`, and `shutting down` once it is stopping, so that a load balancer sends it
+//!   nothing more.
 //! - `GET /metrics`: tollgate's metrics (see the guide's "Metrics") in Prometheus' text format.
 //!
 //! The endpoints answer from the start, before the rules are loaded and the store connected:
@@ -710,6 +711,12 @@ descriptors:
         assert_eq!((status, body.as_str()), (StatusCode::OK, "OK"));
         let (status, _, _) = call(&mut router, post_json(call_body)).await;
         assert_eq!(status, StatusCode::OK);
+        readiness.set_stopping();
+        let (status, _, body) = call(&mut router, probe()).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+        );
     }
 
     #[tokio::test]

@@ -12,12 +12,17 @@
 //! answer `503` with the reason, gRPC calls `UNAVAILABLE`); then the rules are compiled (a
 //! mistake is an error), the store connected (a Redis that is not up yet is waited for:
 //! see [`store`]), and the service is ready.
+//!
+//! SIGTERM or Ctrl-C stops it: not ready any more (`503 shutting down`), both servers stop
+//! accepting and finish the calls in flight, for at most [`shutdown::GRACE`], then a Redis
+//! store sends the counts of its local-first limits, and the process exits with status 0.
 
 mod grpc;
 mod http;
 pub(crate) mod proto;
 mod readiness;
 mod rls;
+mod shutdown;
 mod store;
 
 use clap::Args;
@@ -25,6 +30,7 @@ use grpc::RlsService;
 use metrics_exporter_prometheus::PrometheusHandle;
 use proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use readiness::Readiness;
+use shutdown::{Signals, Stop, StopRequest, GRACE};
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -60,7 +66,7 @@ pub(crate) struct ServeArgs {
     redis_cluster: Vec<String>,
 }
 
-/// Runs the service until it fails or is stopped.
+/// Runs the service until it fails or is stopped: success when a signal stopped it.
 pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -83,10 +89,11 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     })
 }
 
-/// Binds, starts and serves (see the module docs).
+/// Binds, starts, serves until a signal and stops (see the module docs).
 async fn serve(args: &ServeArgs) -> Result<(), String> {
     let listeners = Listeners::bind(args).await?;
     let store = StoreChoice::new(args.redis.as_deref(), &args.redis_cluster)?;
+    let signals = Signals::listen()?;
     // Before the limiter: it registers its metrics when it is built.
     let metrics = http::install_metrics()?;
     println!("tollgate serve: starting; {}", listeners.addresses);
@@ -94,6 +101,7 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
         args,
         listeners,
         metrics,
+        signals,
     };
     match store {
         StoreChoice::Memory => {
@@ -160,22 +168,30 @@ async fn listen(addr: SocketAddr, protocol: &str) -> Result<(TcpListener, Socket
     Ok((listener, bound))
 }
 
-/// The service, listening for calls, before it starts.
+/// The service, listening for calls and for signals, before it starts.
 struct Service<'a> {
     args: &'a ServeArgs,
     listeners: Listeners,
     metrics: PrometheusHandle,
+    signals: Signals,
 }
 
 impl Service<'_> {
-    /// Serves at once, starts (the rules, then `store`), and decides until it fails.
+    /// Serves at once, starts (the rules, then `store`), decides until a signal, then
+    /// stops gracefully.
     async fn run<St: Backing>(
-        self,
+        mut self,
         readiness: Readiness<St>,
         store: impl Future<Output = St>,
     ) -> Result<(), String> {
         let addresses = self.listeners.addresses;
-        let mut servers = tokio::spawn(serve_both(self.listeners, readiness.clone(), self.metrics));
+        let stop = Stop::new();
+        let mut servers = tokio::spawn(serve_both(
+            self.listeners,
+            readiness.clone(),
+            self.metrics,
+            stop.request(),
+        ));
         // Ends only when the service cannot start; else it keeps the rules watched.
         let starting = async {
             match start(self.args, addresses, &readiness, store).await {
@@ -184,9 +200,28 @@ impl Service<'_> {
             }
         };
         tokio::select! {
-            error = starting => Err(error),
-            served = &mut servers => Err(stopped_by_itself(outcome(served))),
+            error = starting => return Err(error),
+            served = &mut servers => return Err(stopped_by_itself(outcome(served))),
+            signal = self.signals.received() => eprintln!(
+                "tollgate serve: {signal}: stopping, finishing the calls in flight \
+                 (at most {GRACE:?})"
+            ),
         }
+        readiness.set_stopping();
+        stop.now();
+        let drained = match tokio::time::timeout(GRACE, &mut servers).await {
+            Ok(served) => outcome(served),
+            Err(_) => {
+                eprintln!("tollgate serve: calls still in flight after {GRACE:?}: stopping anyway");
+                servers.abort();
+                Ok(())
+            }
+        };
+        // After the last call: what it admitted is sent too.
+        if let Ok(limiter) = readiness.limiter() {
+            limiter.store().finish().await;
+        }
+        drained
     }
 }
 
@@ -215,11 +250,13 @@ async fn start<St: Backing>(
     Ok(watcher)
 }
 
-/// Serves gRPC and HTTP on `listeners`.
+/// Serves gRPC and HTTP on `listeners` until `stop` is made, then finishes the calls in
+/// flight.
 async fn serve_both<St: Store>(
     listeners: Listeners,
     readiness: Readiness<St>,
     metrics: PrometheusHandle,
+    stop: StopRequest,
 ) -> Result<(), String> {
     let endpoints = http::router(readiness.clone(), metrics);
     let service = RateLimitServiceServer::new(RlsService::new(readiness));
@@ -227,8 +264,8 @@ async fn serve_both<St: Store>(
     let incoming = TcpIncoming::from(listeners.grpc).with_nodelay(Some(true));
     let grpc = tonic::transport::Server::builder()
         .add_service(service)
-        .serve_with_incoming(incoming);
-    let http = axum::serve(listeners.http, endpoints);
+        .serve_with_incoming_shutdown(incoming, stop.clone().made());
+    let http = axum::serve(listeners.http, endpoints).with_graceful_shutdown(stop.made());
     tokio::try_join!(
         async { grpc.await.map_err(|error| format!("gRPC server: {error}")) },
         async { http.await.map_err(|error| format!("HTTP server: {error}")) },

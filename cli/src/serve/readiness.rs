@@ -1,9 +1,9 @@
 //! Whether `tollgate serve` can decide yet, shared by its gRPC and HTTP servers, which
 //! listen from the start.
 //!
-//! The service goes through two phases, only forward: *starting*, with the reason it
-//! cannot decide yet (the rules are loading, Redis is not reachable), and *ready*. Its
-//! [`Limiter`] is put in once built, when the service becomes ready.
+//! The service goes through three phases, only forward: *starting*, with the reason it
+//! cannot decide yet (the rules are loading, Redis is not reachable), *ready*, and
+//! *stopping*. Its [`Limiter`] is put in once built, when the service becomes ready.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -17,13 +17,16 @@ enum Phase {
     Starting(String),
     /// Deciding.
     Ready,
+    /// Finishing the calls in flight before the process exits.
+    Stopping,
 }
 
 impl Phase {
     /// The phase after asking for `next`: phases only move forward, so a late reason to
-    /// wait does not unready a ready service.
+    /// wait neither unreadies a ready service nor wakes a stopping one.
     fn then(&self, next: Phase) -> Phase {
         match (self, next) {
+            (Phase::Stopping, _) | (_, Phase::Stopping) => Phase::Stopping,
             (Phase::Ready, _) => Phase::Ready,
             (Phase::Starting(_), next) => next,
         }
@@ -37,6 +40,7 @@ impl fmt::Display for Phase {
         match self {
             Phase::Starting(reason) => write!(f, "starting: {reason}"),
             Phase::Ready => f.write_str("ready"),
+            Phase::Stopping => f.write_str("shutting down"),
         }
     }
 }
@@ -78,14 +82,20 @@ impl<St: Store> Readiness<St> {
         self.advance(Phase::Starting(reason.into()));
     }
 
-    /// Puts `limiter` in, and marks the service ready.
+    /// Puts `limiter` in, and marks the service ready (unless it is stopping already).
     pub(crate) fn set_ready(&self, limiter: Limiter<St>) {
         // A second limiter is never built: `serve` builds one, once.
         let _ = self.shared.limiter.set(limiter);
         self.advance(Phase::Ready);
     }
 
-    /// `Ok` when the service is ready, else why not (`starting: ...`).
+    /// Marks the service stopping: `GET /healthcheck` answers `503`, so that a load
+    /// balancer sends it nothing more.
+    pub(crate) fn set_stopping(&self) {
+        self.advance(Phase::Stopping);
+    }
+
+    /// `Ok` when the service is ready, else why not (`starting: ...`, `shutting down`).
     pub(crate) fn health(&self) -> Result<(), String> {
         match &*self.phase() {
             Phase::Ready => Ok(()),
@@ -93,7 +103,8 @@ impl<St: Store> Readiness<St> {
         }
     }
 
-    /// The limiter to decide a call with, or why there is none yet.
+    /// The limiter to decide a call with, or why there is none yet. While stopping, the
+    /// calls still coming on open connections are decided.
     pub(crate) fn limiter(&self) -> Result<&Limiter<St>, String> {
         match self.shared.limiter.get() {
             Some(limiter) => Ok(limiter),
@@ -140,7 +151,11 @@ descriptors:
         let waiting = || Phase::Starting("connecting to Redis".to_owned());
         assert_eq!(starting().then(waiting()), waiting());
         assert_eq!(starting().then(Phase::Ready), Phase::Ready);
+        assert_eq!(starting().then(Phase::Stopping), Phase::Stopping);
         assert_eq!(Phase::Ready.then(waiting()), Phase::Ready);
+        assert_eq!(Phase::Ready.then(Phase::Stopping), Phase::Stopping);
+        assert_eq!(Phase::Stopping.then(waiting()), Phase::Stopping);
+        assert_eq!(Phase::Stopping.then(Phase::Ready), Phase::Stopping);
     }
 
     #[test]
@@ -157,7 +172,7 @@ descriptors:
     }
 
     #[test]
-    fn a_ready_service_decides_and_stays_ready() {
+    fn a_ready_service_decides_and_still_does_while_stopping() {
         let readiness = Readiness::starting("loading the rules");
         let shared = readiness.clone();
         readiness.set_ready(limiter());
@@ -165,5 +180,17 @@ descriptors:
         assert!(shared.limiter().is_ok());
         shared.waiting_for("a late reason");
         assert_eq!(shared.health(), Ok(()), "ready stays ready");
+        shared.set_stopping();
+        assert_eq!(shared.health(), Err("shutting down".to_owned()));
+        assert!(shared.limiter().is_ok(), "calls in flight are decided");
+    }
+
+    #[test]
+    fn a_service_stopped_while_starting_never_becomes_ready() {
+        let readiness = Readiness::starting("connecting to Redis");
+        readiness.set_stopping();
+        assert_eq!(readiness.limiter().err().as_deref(), Some("shutting down"));
+        readiness.set_ready(limiter());
+        assert_eq!(readiness.health(), Err("shutting down".to_owned()));
     }
 }

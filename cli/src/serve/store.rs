@@ -117,6 +117,9 @@ fn next_wait(wait: Duration) -> Duration {
 pub(crate) trait Backing: Store + Sized {
     /// Starts what the store needs done while `limiter` decides with it.
     fn keep_up(limiter: &Limiter<Self>);
+
+    /// Finishes the store's work, before the process exits.
+    async fn finish(&self);
 }
 
 impl Backing for MemoryStore {
@@ -133,11 +136,22 @@ impl Backing for MemoryStore {
             }
         });
     }
+
+    /// Nothing: the state ends with the process.
+    async fn finish(&self) {}
 }
 
 impl Backing for RedisStore {
     /// Nothing: the store keeps its connection and syncs by itself.
     fn keep_up(_limiter: &Limiter<Self>) {}
+
+    /// Sends Redis what the local-first limits admitted since their last sync, so that a
+    /// planned stop loses no counts.
+    async fn finish(&self) {
+        if let Err(error) = self.sync_now().await {
+            eprintln!("tollgate serve: cannot send the local-first counts to Redis: {error}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 use tempfile::NamedTempFile;
 
 /// A temporary file holding `text`, named with `suffix` (e.g. `.yaml`); removed when dropped.
@@ -93,6 +94,31 @@ impl Served {
         // Keep reading its output, so that it never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
         Served { child, grpc, http }
+    }
+
+    /// Sends it SIGTERM, and waits (at most `deadline`) until it exits: its exit status.
+    ///
+    /// # Panics
+    ///
+    /// When it is still running after `deadline`.
+    pub fn terminate(&mut self, deadline: Duration) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill -TERM {pid}");
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("its status") {
+                return status;
+            }
+            assert!(
+                started.elapsed() < deadline,
+                "tollgate serve still runs {deadline:?} after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
