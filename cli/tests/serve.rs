@@ -9,7 +9,7 @@ mod proto;
 #[allow(dead_code)]
 mod redis_server;
 
-use common::Served;
+use common::{path, temp_file, tollgate, Served};
 use proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use proto::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
@@ -59,6 +59,17 @@ impl Service {
 
     fn start_on(rules: NamedTempFile, extra: &[&str]) -> Service {
         let served = Served::start(rules.path(), extra);
+        Service {
+            served,
+            _rules: rules,
+        }
+    }
+
+    /// Starts `tollgate serve` on `rules` with `extra` arguments, and waits only until it
+    /// listens: it may not be ready yet.
+    fn start_listening(rules: &str, extra: &[&str]) -> Service {
+        let rules = common::temp_file(rules, ".yaml");
+        let served = Served::start_listening(rules.path(), extra);
         Service {
             served,
             _rules: rules,
@@ -609,4 +620,139 @@ async fn a_redis_cluster_holds_a_call_all_or_nothing_across_slots() {
         fresh.statuses[0].limit_remaining, 2,
         "user-5 was refused with the login, uncharged"
     );
+}
+
+/// How long a service with no call in flight may take to exit after SIGTERM: well within
+/// its grace period for calls in flight (10 s), and long enough for a busy machine.
+const EXIT_DEADLINE: Duration = Duration::from_secs(5);
+
+/// How long a test waits for the service to reach a state it polls for.
+const POLL_DEADLINE: Duration = Duration::from_secs(20);
+
+/// A login in proto3 JSON, for `POST /json`.
+const LOGIN_JSON: &str = r#"{"domain":"edge","descriptors":[{"entries":[{"key":"generic_key","value":"login"},{"key":"remote_address","value":"198.51.100.98"}]}]}"#;
+
+/// Asks `GET /healthcheck` on `http` every 50 ms until `wanted` holds for its status and
+/// body, at most [`POLL_DEADLINE`]: the last status and body.
+async fn poll_health(http: &str, wanted: impl Fn(u16, &str) -> bool) -> (u16, String) {
+    let deadline = Instant::now() + POLL_DEADLINE;
+    loop {
+        let (status, body) = http_call(http, "GET /healthcheck HTTP/1.1", "");
+        if wanted(status, &body) {
+            return (status, body);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still {status} {body:?} after {POLL_DEADLINE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn until_redis_answers_the_service_says_why_it_is_not_ready() {
+    let port = redis_server::free_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let service = Service::start_listening(RULES, &["--redis", &url]);
+    let http = &service.served.http;
+    // The rules load in a moment; then it waits for Redis, which is not there.
+    let (status, reason) = poll_health(http, |_, body| body.contains("Redis")).await;
+    assert_eq!(status, 503, "{reason}");
+    assert!(
+        reason.starts_with("starting: ") && reason.contains(&url),
+        "{reason}"
+    );
+    let mut client = service.client().await;
+    let refused = client
+        .should_rate_limit(call(vec![login("203.0.113.70")]))
+        .await
+        .expect_err("not ready");
+    assert_eq!(refused.code(), GrpcCode::Unavailable, "{refused:?}");
+    assert!(refused.message().contains("Redis"), "{refused:?}");
+    let (status, body) = http_call(http, "POST /json HTTP/1.1", LOGIN_JSON);
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("Redis"), "{body}");
+    let (status, _) = http_call(http, "GET /metrics HTTP/1.1", "");
+    assert_eq!(
+        status, 200,
+        "metrics are served before the service is ready"
+    );
+    // Once Redis is up, the service connects by itself and decides.
+    let _redis = redis_server::RedisServer::start_with(port, &[]);
+    poll_health(http, |status, _| status == 200).await;
+    let answer = ask(&mut client, call(vec![login("203.0.113.70")])).await;
+    assert_eq!(answer.overall_code(), Code::Ok);
+    let (status, body) = http_call(http, "POST /json HTTP/1.1", LOGIN_JSON);
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
+async fn sigterm_while_waiting_for_redis_stops_at_once_with_status_0() {
+    let url = format!("redis://127.0.0.1:{}", redis_server::free_port());
+    let mut service = Service::start_listening(RULES, &["--redis", &url]);
+    let status = service.served.terminate(EXIT_DEADLINE);
+    assert_eq!(status.code(), Some(0), "{status}");
+}
+
+// Several threads: the client's connection answers the service's goodbye (HTTP/2 GOAWAY)
+// while the test waits, blocking, for the process to exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_0_and_syncs_local_first_counts_to_redis() {
+    // 20 a minute, decided in memory and synced every minute: only the sync at the stop
+    // can tell the next instance what the first admitted.
+    let rules = r"
+domain: edge
+descriptors:
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 20, algorithm: gcra, sync_every: 60s }
+";
+    let redis = redis_server::RedisServer::start();
+    let user = || call(vec![descriptor(&[("user", "ann")])]);
+    let mut first = Service::start(rules, &["--redis", &redis.url()]);
+    let mut client = first.client().await;
+    for _ in 0..20 {
+        assert_eq!(ask(&mut client, user()).await.overall_code(), Code::Ok);
+    }
+    // Its client's connection stays open: the service closes it once its calls are done.
+    let status = first.served.terminate(EXIT_DEADLINE);
+    assert_eq!(status.code(), Some(0), "{status}");
+    // The next instance starts from the fleet's totals at its first sync (its first call
+    // is decided alone): it admits a few at most, not another 20.
+    let second = Service::start(rules, &["--redis", &redis.url()]);
+    let mut client = second.client().await;
+    let deadline = Instant::now() + POLL_DEADLINE;
+    let mut admitted = 0;
+    while ask(&mut client, user()).await.overall_code() == Code::Ok {
+        admitted += 1;
+        assert!(
+            Instant::now() < deadline,
+            "the second instance never learned the total"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        admitted <= 5,
+        "{admitted} admitted after the first instance's 20"
+    );
+}
+
+#[test]
+fn bad_addresses_are_errors_before_anything_else() {
+    let rules = temp_file(RULES, ".yaml");
+    let serve = |http: &str, extra: &[&str]| {
+        let ports = ["--grpc", "127.0.0.1:0", "--http", http];
+        let args = [&["serve", "--rules", path(&rules)][..], &ports, extra].concat();
+        tollgate(&args)
+    };
+    let (code, _, stderr) = serve("127.0.0.1:0", &["--redis", "localhost:6379"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("invalid Redis URL `localhost:6379`"),
+        "{stderr}"
+    );
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let busy = busy.local_addr().expect("its address").to_string();
+    let (code, _, stderr) = serve(&busy, &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("cannot listen on"), "{stderr}");
 }

@@ -33,15 +33,47 @@
 //!   with the timeout, circuit breaker and per-limit `on_store_error` policy of
 //!   [operations: Redis](super::operations#shared-limits-across-a-fleet-redis).
 //!
-//! It prints one line once it listens (``tollgate serve: domain `edge`, 3 limit(s) from
-//! rules.yaml; gRPC on 127.0.0.1:8081 and HTTP on 127.0.0.1:8080``). Rules that do not
-//! compile at start are an error: each mistake is printed with its `line:column`, and the
-//! exit status is 1. The file is then watched as in [hot
-//! reload](super::operations#hot-reload): a saved change is in force within a moment, and
-//! a bad edit is logged while the rules in force keep serving. `tollgate check --service
-//! rules.yaml` validates a file before it ships, Envoy's files included, and lists how the
-//! service reads it differently from envoyproxy/ratelimit. One file, one domain: a service
-//! for several domains is several `tollgate serve`s.
+//! It listens first: a bad or busy address is an error (exit status 1), and otherwise both
+//! servers answer at once, while it starts. It prints where it listens
+//! (`tollgate serve: starting; gRPC on 127.0.0.1:8081 and HTTP on 127.0.0.1:8080`), then:
+//!
+//! 1. It loads the rules. Rules that do not compile are an error: each mistake is printed
+//!    with its `line:column`, and the exit status is 1.
+//! 2. It connects the store. A Redis that is not up yet is waited for, not an error: each
+//!    failed attempt is printed (``tollgate serve: cannot connect to Redis at
+//!    `redis://10.0.0.5:6379`: Connection refused (os error 111), retrying in 1.6s``) and
+//!    tried again after 100 ms, then twice as long each time, up to 5 s. Only an address
+//!    that no wait can fix, such as `--redis 10.0.0.5:6379` without its `redis://`, is an
+//!    error at once.
+//! 3. It is ready, and says so in a second line (``tollgate serve: domain `edge`, 3
+//!    limit(s) from rules.yaml; gRPC on 127.0.0.1:8081 and HTTP on 127.0.0.1:8080``).
+//!
+//! Until then, `GET /healthcheck` answers `503` with the reason as text, `POST /json` the
+//! same, and a gRPC call `UNAVAILABLE` with it: `starting: loading the rules`, then
+//! `starting: connecting to Redis at redis://10.0.0.5:6379` and, after a failed attempt,
+//! `starting: cannot connect to Redis at ...` with the error. Envoy's
+//! `failure_mode_deny` decides the requests meanwhile; a probe on `/healthcheck` keeps the
+//! instance out of a load balancer until it is ready.
+//!
+//! Once it is ready, the file is watched as in [hot reload](super::operations#hot-reload)
+//! (a change saved while it waited for Redis included): a saved change is in force within
+//! a moment, and a bad edit is logged while the rules in force keep serving. `tollgate
+//! check --service rules.yaml` validates a file before it ships, Envoy's files included,
+//! and lists how the service reads it differently from envoyproxy/ratelimit. One file, one
+//! domain: a service for several domains is several `tollgate serve`s.
+//!
+//! ## Stopping
+//!
+//! SIGTERM (what Kubernetes and systemd send) or Ctrl-C stops the service gracefully.
+//! `GET /healthcheck` answers `503 shutting down` at once, so that a load balancer sends
+//! nothing more; both servers stop accepting connections and answer the calls in flight
+//! (a gRPC client is told with HTTP/2's `GOAWAY`, and Envoy moves to another instance);
+//! after a grace period of 10 s, calls still in flight or not, the service stops anyway.
+//! Then, with Redis, it sends what its
+//! [local-first](super::rules#local-first-limits-sync_every) limits admitted since their
+//! last sync ([`RedisStore::sync_now`](crate::store::RedisStore::sync_now)), so that a
+//! planned stop loses no counts, and it exits with status 0. A signal during start-up
+//! stops it the same way, at once.
 //!
 //! # The rules file
 //!
@@ -335,8 +367,10 @@
 //!   [{"key":"x-ratelimit-limit","value":"5"},{"key":"x-ratelimit-remaining","value":"4"}]}
 //!   ```
 //!
-//! - `GET /healthcheck`: `200 OK` once the service is ready to decide, `503` before: for a
-//!   load balancer's or Kubernetes' probe.
+//! - `GET /healthcheck`: `200 OK` once the service is ready to decide; `503` with the
+//!   reason as text before ([running it](#running-it)) and once it is
+//!   [stopping](#stopping) (`shutting down`): for a load balancer's or Kubernetes' probe.
+//!   Until the service is ready, `POST /json` answers `503` with the same reason.
 //! - `GET /metrics`: tollgate's [metrics](super::operations#metrics) in Prometheus' text
 //!   format, as the layer records them: `tollgate_requests_total` per limit and outcome,
 //!   `tollgate_decision_seconds`, `tollgate_store_errors_total`, `tollgate_reloads_total`,

@@ -2,19 +2,21 @@
 
 use super::proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use super::readiness::Readiness;
 use super::rls::should_rate_limit;
 use tollgate::store::Store;
-use tollgate::Limiter;
 use tonic::{Request, Response, Status};
 
-/// Envoy's rate limit service, deciding with a [`Limiter`].
+/// Envoy's rate limit service, deciding with the service's limiter once it is
+/// [ready](Readiness); `UNAVAILABLE`, with the reason, before.
 pub(crate) struct RlsService<St: Store> {
-    limiter: Limiter<St>,
+    readiness: Readiness<St>,
 }
 
 impl<St: Store> RlsService<St> {
-    pub(crate) fn new(limiter: Limiter<St>) -> Self {
-        RlsService { limiter }
+    /// The service, deciding once `readiness` has a limiter.
+    pub(crate) fn new(readiness: Readiness<St>) -> Self {
+        RlsService { readiness }
     }
 }
 
@@ -24,7 +26,8 @@ impl<St: Store> RateLimitService for RlsService<St> {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        let answer = should_rate_limit(&self.limiter, request.get_ref()).await?;
+        let limiter = self.readiness.limiter().map_err(Status::unavailable)?;
+        let answer = should_rate_limit(limiter, request.get_ref()).await?;
         Ok(Response::new(answer))
     }
 }

@@ -20,11 +20,19 @@
 //!   unknown fields refused. Unlike protojson, pbjson refuses `null` for a field that is not a
 //!   message (protojson: the default), integers written `1e1` or `1.0`, and enum numbers
 //!   that the proto does not name, which it cannot write either (a `500`; never set here).
-//! - `GET /healthcheck`: `200 OK` once the service is [ready](Readiness), `503` before.
+//! - `GET /healthcheck`: `200 OK` once the service is [ready](Readiness), `503` with the
+//!   reason otherwise: `starting: loading the rules`, `starting: cannot connect to Redis at
+//!   ...`, and `shutting down` once it is stopping, so that a load balancer sends it
+//!   nothing more.
 //! - `GET /metrics`: tollgate's metrics (see the guide's "Metrics") in Prometheus' text format.
+//!
+//! The endpoints answer from the start, before the rules are loaded and the store connected:
+//! until the service is ready, `POST /json` answers `503` with the same reason as
+//! `GET /healthcheck`, and `GET /metrics` answers as always.
 
 use super::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use super::readiness::Readiness;
 use super::rls::should_rate_limit;
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
@@ -34,34 +42,12 @@ use http::header::CONTENT_TYPE;
 use http::StatusCode;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::future::ready;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 use tollgate::store::Store;
-use tollgate::Limiter;
 
 /// How often the Prometheus recorder folds its histogram samples into summaries, so that
 /// they do not pile up between scrapes (the exporter's own listener does it every 5 s).
 const UPKEEP_EVERY: Duration = Duration::from_secs(5);
-
-/// Whether the service is ready to decide: `GET /healthcheck` answers `503` until it is.
-///
-/// The rules are compiled before anything listens, so `serve` sets it once, when its gRPC
-/// listener is bound; until then a probe that reached the HTTP port would be told to wait.
-/// Clones share the flag.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Readiness(Arc<AtomicBool>);
-
-impl Readiness {
-    /// Marks the service ready.
-    pub(crate) fn set_ready(&self) {
-        self.0.store(true, Ordering::Release);
-    }
-
-    fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-}
 
 /// Installs the Prometheus recorder of `GET /metrics`, and the task that keeps it up.
 ///
@@ -91,24 +77,26 @@ pub(crate) fn install_metrics() -> Result<PrometheusHandle, String> {
     Ok(handle)
 }
 
-/// The HTTP endpoints: `POST /json` deciding with `limiter`, `GET /healthcheck` telling
-/// `readiness` and `GET /metrics` rendering `metrics`.
-pub(crate) fn router<St: Store>(
-    limiter: Limiter<St>,
-    readiness: Readiness,
-    metrics: PrometheusHandle,
-) -> Router {
+/// The HTTP endpoints: `POST /json` deciding with the limiter of `readiness`, `GET
+/// /healthcheck` telling whether it is ready and `GET /metrics` rendering `metrics`.
+pub(crate) fn router<St: Store>(readiness: Readiness<St>, metrics: PrometheusHandle) -> Router {
+    let deciding = readiness.clone();
     Router::new()
         .route(
             "/json",
-            post(move |body: Bytes| decide(limiter.clone(), body)),
+            post(move |body: Bytes| decide(deciding.clone(), body)),
         )
         .route("/healthcheck", get(move || ready(healthcheck(&readiness))))
         .route("/metrics", get(move || ready(prometheus_text(&metrics))))
 }
 
-/// `POST /json`: decides the call in `body`.
-async fn decide<St: Store>(limiter: Limiter<St>, body: Bytes) -> Response {
+/// `POST /json`: decides the call in `body`, or answers `503` with the reason while the
+/// service is not ready.
+async fn decide<St: Store>(readiness: Readiness<St>, body: Bytes) -> Response {
+    let limiter = match readiness.limiter() {
+        Ok(limiter) => limiter,
+        Err(reason) => return unavailable(&reason),
+    };
     let request = match serde_json::from_slice::<RateLimitRequest>(&body) {
         Ok(request) => request,
         Err(error) => {
@@ -116,7 +104,7 @@ async fn decide<St: Store>(limiter: Limiter<St>, body: Bytes) -> Response {
             return (StatusCode::BAD_REQUEST, message).into_response();
         }
     };
-    match should_rate_limit(&limiter, &request).await {
+    match should_rate_limit(limiter, &request).await {
         Ok(answer) => answer_json(&answer),
         Err(status) => {
             let message = format!("{}\n", status.message());
@@ -142,13 +130,17 @@ fn answer_json(answer: &RateLimitResponse) -> Response {
     }
 }
 
-/// `GET /healthcheck`: `OK`, or `503` while the service is not ready.
-fn healthcheck(readiness: &Readiness) -> Response {
-    if readiness.is_ready() {
-        "OK".into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
+/// `GET /healthcheck`: `OK`, or `503` with the reason while the service is not ready.
+fn healthcheck<St: Store>(readiness: &Readiness<St>) -> Response {
+    match readiness.health() {
+        Ok(()) => "OK".into_response(),
+        Err(reason) => unavailable(&reason),
     }
+}
+
+/// `503 Service Unavailable`, saying why.
+fn unavailable(reason: &str) -> Response {
+    (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")).into_response()
 }
 
 /// `GET /metrics`: the metrics in Prometheus' text exposition format.
@@ -193,6 +185,7 @@ mod tests {
     use http::Request;
     use tollgate::rules::{KeySources, Rules};
     use tollgate::store::MemoryStore;
+    use tollgate::Limiter;
     use tower_service::Service as _;
 
     fn entry(key: &str, value: &str) -> Entry {
@@ -421,8 +414,8 @@ mod tests {
         )
     }
 
-    /// The endpoints over one limit, 1 request a minute per `user`.
-    fn endpoints(readiness: &Readiness) -> Router {
+    /// A limiter of one limit, 1 request a minute per `user`.
+    fn limiter() -> Limiter<MemoryStore> {
         let yaml = "
 domain: edge
 defaults: { algorithm: gcra }
@@ -431,9 +424,20 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 1, name: per-user }
 ";
         let rules = Rules::from_yaml_with(yaml, KeySources::Given).unwrap();
-        let limiter = Limiter::with_store(rules, MemoryStore::new());
+        Limiter::with_store(rules, MemoryStore::new())
+    }
+
+    /// The endpoints of a service in the phase `readiness` tells.
+    fn endpoints(readiness: &Readiness<MemoryStore>) -> Router {
         let metrics = PrometheusBuilder::new().build_recorder().handle();
-        router(limiter, readiness.clone(), metrics)
+        router(readiness.clone(), metrics)
+    }
+
+    /// The endpoints of a ready service, over [`limiter`].
+    fn ready_endpoints() -> Router {
+        let readiness = Readiness::starting("loading the rules");
+        readiness.set_ready(limiter());
+        endpoints(&readiness)
     }
 
     fn post_json(body: &str) -> Request<Body> {
@@ -443,7 +447,7 @@ descriptors:
 
     #[tokio::test]
     async fn json_answers_200_then_429_over_the_limit() {
-        let mut router = endpoints(&Readiness::default());
+        let mut router = ready_endpoints();
         let body = r#"{"domain": "edge", "descriptors": [{"entries": [{"key": "user", "value": "ann"}]}]}"#;
         let (status, content_type, allowed) = call(&mut router, post_json(body)).await;
         assert_eq!(
@@ -464,7 +468,7 @@ descriptors:
 
     #[tokio::test]
     async fn json_refuses_malformed_bodies_and_calls_with_their_reason() {
-        let mut router = endpoints(&Readiness::default());
+        let mut router = ready_endpoints();
         let (status, _, message) = call(&mut router, post_json("{")).await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
         assert!(
@@ -484,20 +488,36 @@ descriptors:
     }
 
     #[tokio::test]
-    async fn healthcheck_is_503_until_ready() {
-        let readiness = Readiness::default();
+    async fn healthcheck_and_json_are_503_with_the_reason_until_ready() {
+        let readiness = Readiness::starting("loading the rules");
         let mut router = endpoints(&readiness);
         let probe = || Request::get("/healthcheck").body(Body::empty()).unwrap();
-        let (status, _, _) = call(&mut router, probe()).await;
-        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-        readiness.set_ready();
+        let call_body = r#"{"domain": "edge", "descriptors": [{"entries": [{"key": "user"}]}]}"#;
+        let starting = (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "starting: loading the rules\n",
+        );
+        let (status, _, body) = call(&mut router, probe()).await;
+        assert_eq!((status, body.as_str()), starting);
+        let (status, _, body) = call(&mut router, post_json(call_body)).await;
+        assert_eq!((status, body.as_str()), starting);
+        readiness.set_ready(limiter());
         let (status, _, body) = call(&mut router, probe()).await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, "OK"));
+        let (status, _, _) = call(&mut router, post_json(call_body)).await;
+        assert_eq!(status, StatusCode::OK);
+        readiness.set_stopping();
+        let (status, _, body) = call(&mut router, probe()).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+        );
     }
 
     #[tokio::test]
     async fn metrics_are_prometheus_text() {
-        let mut router = endpoints(&Readiness::default());
+        // Before the service is ready, too.
+        let mut router = endpoints(&Readiness::starting("loading the rules"));
         let scrape = Request::get("/metrics").body(Body::empty()).unwrap();
         let (status, content_type, _) = call(&mut router, scrape).await;
         assert_eq!(status, StatusCode::OK);

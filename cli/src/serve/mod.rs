@@ -5,25 +5,43 @@
 //! envoyproxy/ratelimit accepts it, and its values come in each call. The file is watched:
 //! saved changes take effect at once, and a bad edit is logged while the rules in force
 //! keep serving.
+//!
+//! Start-up goes in this order, so that a probe can always tell where it is: both
+//! listeners are bound (a bad or busy address is an error), then both servers answer at
+//! once while the service is not [ready](readiness) (`GET /healthcheck` and `POST /json`
+//! answer `503` with the reason, gRPC calls `UNAVAILABLE`); then the rules are compiled (a
+//! mistake is an error), the store connected (a Redis that is not up yet is waited for:
+//! see [`store`]), and the service is ready.
+//!
+//! SIGTERM or Ctrl-C stops it: not ready any more (`503 shutting down`), both servers stop
+//! accepting and finish the calls in flight, for at most [`shutdown::GRACE`], then a Redis
+//! store sends the counts of its local-first limits, and the process exits with status 0.
 
 mod grpc;
 mod http;
 pub(crate) mod proto;
+mod readiness;
 mod rls;
+mod shutdown;
+mod store;
 
 use clap::Args;
 use grpc::RlsService;
-use http::Readiness;
 use metrics_exporter_prometheus::PrometheusHandle;
 use proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
+use readiness::Readiness;
+use shutdown::{Signals, Stop, StopRequest, GRACE};
+use std::fmt;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use store::{Backing, StoreChoice};
 use tokio::net::TcpListener;
+use tokio::task::JoinError;
 use tollgate::reload::RulesWatcher;
 use tollgate::rules::{KeySources, Rules};
-use tollgate::store::{MemoryStore, RedisStore, Store};
+use tollgate::store::{MemoryStore, Store};
 use tollgate::Limiter;
 use tonic::transport::server::TcpIncoming;
 
@@ -48,7 +66,7 @@ pub(crate) struct ServeArgs {
     redis_cluster: Vec<String>,
 }
 
-/// Runs the service until it fails or is stopped.
+/// Runs the service until it fails or is stopped: success when a signal stopped it.
 pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -71,63 +89,74 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
     })
 }
 
+/// Binds, starts, serves until a signal and stops (see the module docs).
 async fn serve(args: &ServeArgs) -> Result<(), String> {
+    let listeners = Listeners::bind(args).await?;
+    let store = StoreChoice::new(args.redis.as_deref(), &args.redis_cluster)?;
+    let signals = Signals::listen()?;
     // Before the limiter: it registers its metrics when it is built.
     let metrics = http::install_metrics()?;
-    let rules = Rules::from_file_with(&args.rules, KeySources::Given)
-        .map_err(|errors| errors.to_string())?;
-    let redis = match (&args.redis, args.redis_cluster.as_slice()) {
-        (Some(url), _) => Some(RedisStore::builder(url.clone())),
-        (None, []) => None,
-        (None, nodes) => Some(RedisStore::cluster_builder(nodes.to_vec())),
+    println!("tollgate serve: starting; {}", listeners.addresses);
+    let service = Service {
+        args,
+        listeners,
+        metrics,
+        signals,
     };
-    match redis {
-        None => {
-            let limiter = Limiter::with_store(rules, MemoryStore::new());
-            tokio::spawn(sweep(limiter.clone()));
-            serve_with(limiter, metrics, args).await
+    match store {
+        StoreChoice::Memory => {
+            let store = std::future::ready(MemoryStore::new());
+            service.run(Readiness::starting(LOADING), store).await
         }
-        Some(builder) => {
-            let store = builder.connect().await.map_err(|error| error.to_string())?;
-            serve_with(Limiter::with_store(rules, store), metrics, args).await
+        StoreChoice::Redis(target) => {
+            let readiness = Readiness::starting(LOADING);
+            service
+                .run(readiness.clone(), target.connect(&readiness))
+                .await
         }
     }
 }
 
-/// Serves the rate limit service with `limiter`, over gRPC and HTTP, watching its rules file.
-async fn serve_with<St: Store>(
-    limiter: Limiter<St>,
-    metrics: PrometheusHandle,
-    args: &ServeArgs,
-) -> Result<(), String> {
-    // Kept while serving: dropping the watcher stops watching.
-    let _watcher = watch(&args.rules, limiter.clone())?;
-    let (grpc, grpc_addr) = listen(args.grpc, "gRPC").await?;
-    let (http, http_addr) = listen(args.http, "HTTP").await?;
-    let readiness = Readiness::default();
-    readiness.set_ready();
-    println!(
-        "tollgate serve: domain `{}`, {} limit(s) from {}; gRPC on {grpc_addr} and HTTP on {http_addr}",
-        limiter.rules().domain(),
-        limiter.rules().limits().len(),
-        args.rules.display()
-    );
-    let endpoints = http::router(limiter.clone(), readiness, metrics);
-    let service = RateLimitServiceServer::new(RlsService::new(limiter));
-    let grpc = async {
-        tonic::transport::Server::builder()
-            .add_service(service)
-            // Without TCP_NODELAY, a small answer can wait for a delayed ACK (40 ms).
-            .serve_with_incoming(TcpIncoming::from(grpc).with_nodelay(Some(true)))
-            .await
-            .map_err(|error| format!("gRPC server: {error}"))
-    };
-    let http = async {
-        axum::serve(http, endpoints)
-            .await
-            .map_err(|error| format!("HTTP server: {error}"))
-    };
-    tokio::try_join!(grpc, http).map(|_| ())
+/// Why the service is not ready at first.
+const LOADING: &str = "loading the rules";
+
+/// Where the service listens, as its lines say it: `gRPC on ... and HTTP on ...`.
+#[derive(Clone, Copy)]
+struct Addresses {
+    /// Of `ShouldRateLimit`.
+    grpc: SocketAddr,
+    /// Of `POST /json`, `GET /healthcheck` and `GET /metrics`.
+    http: SocketAddr,
+}
+
+impl fmt::Display for Addresses {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "gRPC on {} and HTTP on {}", self.grpc, self.http)
+    }
+}
+
+/// Both listeners, bound.
+struct Listeners {
+    grpc: TcpListener,
+    http: TcpListener,
+    /// Where they are bound (a port 0 asked for is the port the system gave).
+    addresses: Addresses,
+}
+
+impl Listeners {
+    /// Binds the addresses of `args`, before anything else: a bad or busy one is an error.
+    async fn bind(args: &ServeArgs) -> Result<Listeners, String> {
+        let (grpc, grpc_addr) = listen(args.grpc, "gRPC").await?;
+        let (http, http_addr) = listen(args.http, "HTTP").await?;
+        Ok(Listeners {
+            grpc,
+            http,
+            addresses: Addresses {
+                grpc: grpc_addr,
+                http: http_addr,
+            },
+        })
+    }
 }
 
 /// Listens on `addr`, for the `protocol` server: the listener and the address it got.
@@ -139,18 +168,121 @@ async fn listen(addr: SocketAddr, protocol: &str) -> Result<(TcpListener, Socket
     Ok((listener, bound))
 }
 
-/// How often the memory store forgets its idle keys and counts the ones it keeps.
-const SWEEP_EVERY: Duration = Duration::from_secs(10);
+/// The service, listening for calls and for signals, before it starts.
+struct Service<'a> {
+    args: &'a ServeArgs,
+    listeners: Listeners,
+    metrics: PrometheusHandle,
+    signals: Signals,
+}
 
-/// Forgets the memory store's idle keys, and sets `tollgate_tracked_keys`, every
-/// [`SWEEP_EVERY`]: without it, memory grows with every client ever seen.
-async fn sweep(limiter: Limiter<MemoryStore>) {
-    let mut every = tokio::time::interval(SWEEP_EVERY);
-    loop {
-        every.tick().await;
-        limiter.store().sweep();
-        limiter.record_tracked_keys();
+impl Service<'_> {
+    /// Serves at once, starts (the rules, then `store`), decides until a signal, then
+    /// stops gracefully.
+    async fn run<St: Backing>(
+        mut self,
+        readiness: Readiness<St>,
+        store: impl Future<Output = St>,
+    ) -> Result<(), String> {
+        let addresses = self.listeners.addresses;
+        let stop = Stop::new();
+        let mut servers = tokio::spawn(serve_both(
+            self.listeners,
+            readiness.clone(),
+            self.metrics,
+            stop.request(),
+        ));
+        // Ends only when the service cannot start; else it keeps the rules watched.
+        let starting = async {
+            match start(self.args, addresses, &readiness, store).await {
+                Ok(_watcher) => std::future::pending().await,
+                Err(error) => error,
+            }
+        };
+        tokio::select! {
+            error = starting => return Err(error),
+            served = &mut servers => return Err(stopped_by_itself(outcome(served))),
+            signal = self.signals.received() => eprintln!(
+                "tollgate serve: {signal}: stopping, finishing the calls in flight \
+                 (at most {GRACE:?})"
+            ),
+        }
+        readiness.set_stopping();
+        stop.now();
+        let drained = match tokio::time::timeout(GRACE, &mut servers).await {
+            Ok(served) => outcome(served),
+            Err(_) => {
+                eprintln!("tollgate serve: calls still in flight after {GRACE:?}: stopping anyway");
+                servers.abort();
+                Ok(())
+            }
+        };
+        // After the last call: what it admitted is sent too.
+        if let Ok(limiter) = readiness.limiter() {
+            limiter.store().finish().await;
+        }
+        drained
     }
+}
+
+/// Compiles the rules, connects `store`, and marks the service ready; the watcher of its
+/// rules file.
+async fn start<St: Backing>(
+    args: &ServeArgs,
+    addresses: Addresses,
+    readiness: &Readiness<St>,
+    store: impl Future<Output = St>,
+) -> Result<RulesWatcher, String> {
+    let rules = Rules::from_file_with(&args.rules, KeySources::Given)
+        .map_err(|errors| errors.to_string())?;
+    let limiter = Limiter::with_store(rules, store.await);
+    // Watching reads the file again: a change saved while the store connected is in force.
+    let watcher = watch(&args.rules, limiter.clone())?;
+    St::keep_up(&limiter);
+    let rules = limiter.rules();
+    readiness.set_ready(limiter);
+    println!(
+        "tollgate serve: domain `{}`, {} limit(s) from {}; {addresses}",
+        rules.domain(),
+        rules.limits().len(),
+        args.rules.display(),
+    );
+    Ok(watcher)
+}
+
+/// Serves gRPC and HTTP on `listeners` until `stop` is made, then finishes the calls in
+/// flight.
+async fn serve_both<St: Store>(
+    listeners: Listeners,
+    readiness: Readiness<St>,
+    metrics: PrometheusHandle,
+    stop: StopRequest,
+) -> Result<(), String> {
+    let endpoints = http::router(readiness.clone(), metrics);
+    let service = RateLimitServiceServer::new(RlsService::new(readiness));
+    // Without TCP_NODELAY, a small answer can wait for a delayed ACK (40 ms).
+    let incoming = TcpIncoming::from(listeners.grpc).with_nodelay(Some(true));
+    let grpc = tonic::transport::Server::builder()
+        .add_service(service)
+        .serve_with_incoming_shutdown(incoming, stop.clone().made());
+    let http = axum::serve(listeners.http, endpoints).with_graceful_shutdown(stop.made());
+    tokio::try_join!(
+        async { grpc.await.map_err(|error| format!("gRPC server: {error}")) },
+        async { http.await.map_err(|error| format!("HTTP server: {error}")) },
+    )
+    .map(|_| ())
+}
+
+/// How the task of the servers ended: an error if one failed.
+fn outcome(served: Result<Result<(), String>, JoinError>) -> Result<(), String> {
+    served.map_err(|failed| format!("a server failed: {failed}"))?
+}
+
+/// The error of servers that ended with `outcome` though nobody asked them to stop.
+fn stopped_by_itself(outcome: Result<(), String>) -> String {
+    outcome
+        .err()
+        .unwrap_or_else(|| "the servers stopped by themselves".to_owned())
 }
 
 /// Watches `path` for changes to put in force on `limiter`.

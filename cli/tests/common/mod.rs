@@ -4,7 +4,8 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 use tempfile::NamedTempFile;
 
 /// A temporary file holding `text`, named with `suffix` (e.g. `.yaml`); removed when dropped.
@@ -48,8 +49,22 @@ pub struct Served {
 
 impl Served {
     /// Starts `tollgate serve` on the rules at `rules` with `extra` arguments, and waits
-    /// until it listens.
+    /// until it is ready.
     pub fn start(rules: &Path, extra: &[&str]) -> Served {
+        Served::spawn(rules, extra, |line| {
+            line.starts_with("tollgate serve: domain ")
+        })
+    }
+
+    /// Starts `tollgate serve` like [`Served::start`], but waits only until it listens: it
+    /// may not be ready yet.
+    pub fn start_listening(rules: &Path, extra: &[&str]) -> Served {
+        Served::spawn(rules, extra, |_| true)
+    }
+
+    /// Starts `tollgate serve`, and reads its output until a line saying where it listens
+    /// for which `until` holds.
+    fn spawn(rules: &Path, extra: &[&str], until: fn(&str) -> bool) -> Served {
         let rules = rules.to_str().expect("a UTF-8 path");
         let ports = ["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"];
         let args = [&["serve", "--rules", rules][..], &ports, extra].concat();
@@ -61,7 +76,7 @@ impl Served {
             .expect("the tollgate binary runs");
         let stdout = child.stdout.take().expect("its standard output");
         let mut lines = BufReader::new(stdout).lines();
-        // It says where it listens once both listeners are bound.
+        // It says where it listens once both listeners are bound, and again once ready.
         let (grpc, http) = loop {
             let Some(Ok(line)) = lines.next() else {
                 panic!("tollgate serve stopped before it listened");
@@ -71,12 +86,39 @@ impl Served {
                 rest.split_whitespace().next().map(str::to_owned)
             };
             if let (Some(grpc), Some(http)) = (after("gRPC on "), after("HTTP on ")) {
-                break (grpc, http);
+                if until(&line) {
+                    break (grpc, http);
+                }
             }
         };
         // Keep reading its output, so that it never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
         Served { child, grpc, http }
+    }
+
+    /// Sends it SIGTERM, and waits (at most `deadline`) until it exits: its exit status.
+    ///
+    /// # Panics
+    ///
+    /// When it is still running after `deadline`.
+    pub fn terminate(&mut self, deadline: Duration) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill -TERM {pid}");
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("its status") {
+                return status;
+            }
+            assert!(
+                started.elapsed() < deadline,
+                "tollgate serve still runs {deadline:?} after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 

@@ -1,0 +1,193 @@
+//! Where `tollgate serve` keeps its state: in memory, in a Redis server or in a Redis
+//! Cluster, chosen from its arguments; and what each store needs besides deciding.
+//!
+//! A Redis that is not up yet does not stop the service: it connects with retries, waiting
+//! longer each time (100 ms, doubling, up to 5 s), and tells why it is not ready meanwhile.
+//! An address that no wait can make work (not a URL, a scheme other than `redis://` or
+//! `rediss://`, cluster nodes that disagree on their password) is an error at once.
+
+use super::readiness::Readiness;
+use std::fmt;
+use std::time::Duration;
+use tollgate::store::{MemoryStore, RedisStore, RedisStoreBuilder, Store};
+use tollgate::Limiter;
+
+/// The first wait before connecting to Redis again.
+const FIRST_WAIT: Duration = Duration::from_millis(100);
+/// The longest wait between two attempts to connect to Redis.
+const LONGEST_WAIT: Duration = Duration::from_secs(5);
+
+/// How often the memory store forgets its idle keys and counts the ones it keeps.
+const SWEEP_EVERY: Duration = Duration::from_secs(10);
+
+/// Where the state lives.
+pub(crate) enum StoreChoice {
+    /// In this process: each instance counts alone.
+    Memory,
+    /// In Redis, shared by every instance using it.
+    Redis(RedisTarget),
+}
+
+/// A Redis server or Redis Cluster, its addresses checked.
+pub(crate) enum RedisTarget {
+    /// One server, at this URL.
+    Server(String),
+    /// A cluster, given some of its nodes.
+    Cluster(Vec<String>),
+}
+
+impl StoreChoice {
+    /// The store of `--redis URL` or `--redis-cluster URLS`, in memory without either.
+    ///
+    /// # Errors
+    ///
+    /// An address that retrying cannot fix.
+    pub(crate) fn new(server: Option<&str>, cluster: &[String]) -> Result<StoreChoice, String> {
+        // Connecting fails alike for a Redis that is down and for an address that can never
+        // work: a `StoreError` tells them apart only in its text. So the addresses are
+        // parsed here, by the parsers `RedisStoreBuilder::connect` runs before it reaches the
+        // network: what fails here fails at once, and whatever `connect` fails with later is
+        // worth retrying. (The key prefix, the other thing it checks, is the default one.)
+        match (server, cluster) {
+            (Some(url), _) => {
+                check_url(url)?;
+                Ok(StoreChoice::Redis(RedisTarget::Server(url.to_owned())))
+            }
+            (None, []) => Ok(StoreChoice::Memory),
+            (None, nodes) => {
+                nodes.iter().try_for_each(|node| check_url(node))?;
+                redis::cluster::ClusterClient::new(nodes.to_vec())
+                    .map_err(|error| format!("invalid Redis Cluster nodes: {error}"))?;
+                Ok(StoreChoice::Redis(RedisTarget::Cluster(nodes.to_vec())))
+            }
+        }
+    }
+}
+
+/// Whether `url` can name a Redis server, whether one answers there or not.
+fn check_url(url: &str) -> Result<(), String> {
+    redis::Client::open(url)
+        .map(drop)
+        .map_err(|error| format!("invalid Redis URL `{url}`: {error}"))
+}
+
+impl RedisTarget {
+    /// Connects, trying again after each failure until it succeeds; `readiness` tells why
+    /// the service waits meanwhile, and each failure is printed.
+    pub(crate) async fn connect(&self, readiness: &Readiness<RedisStore>) -> RedisStore {
+        readiness.waiting_for(format!("connecting to {self}"));
+        let mut wait = FIRST_WAIT;
+        loop {
+            match self.builder().connect().await {
+                Ok(store) => return store,
+                Err(error) => {
+                    eprintln!("tollgate serve: {error}, retrying in {wait:?}");
+                    readiness.waiting_for(error.to_string());
+                    tokio::time::sleep(wait).await;
+                    wait = next_wait(wait);
+                }
+            }
+        }
+    }
+
+    fn builder(&self) -> RedisStoreBuilder {
+        match self {
+            RedisTarget::Server(url) => RedisStore::builder(url.clone()),
+            RedisTarget::Cluster(nodes) => RedisStore::cluster_builder(nodes.clone()),
+        }
+    }
+}
+
+impl fmt::Display for RedisTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RedisTarget::Server(url) => write!(f, "Redis at {url}"),
+            RedisTarget::Cluster(nodes) => write!(f, "the Redis Cluster at {}", nodes.join(", ")),
+        }
+    }
+}
+
+/// The wait after `wait` between two attempts to connect: twice as long, up to
+/// [`LONGEST_WAIT`].
+fn next_wait(wait: Duration) -> Duration {
+    (wait * 2).min(LONGEST_WAIT)
+}
+
+/// What `tollgate serve` does with its store besides deciding.
+pub(crate) trait Backing: Store + Sized {
+    /// Starts what the store needs done while `limiter` decides with it.
+    fn keep_up(limiter: &Limiter<Self>);
+
+    /// Finishes the store's work, before the process exits.
+    async fn finish(&self);
+}
+
+impl Backing for MemoryStore {
+    /// Forgets idle keys, and sets `tollgate_tracked_keys`, every [`SWEEP_EVERY`]: without
+    /// it, memory grows with every client ever seen. The task ends with the process.
+    fn keep_up(limiter: &Limiter<Self>) {
+        let limiter = limiter.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(SWEEP_EVERY);
+            loop {
+                every.tick().await;
+                limiter.store().sweep();
+                limiter.record_tracked_keys();
+            }
+        });
+    }
+
+    /// Nothing: the state ends with the process.
+    async fn finish(&self) {}
+}
+
+impl Backing for RedisStore {
+    /// Nothing: the store keeps its connection and syncs by itself.
+    fn keep_up(_limiter: &Limiter<Self>) {}
+
+    /// Sends Redis what the local-first limits admitted since their last sync, so that a
+    /// planned stop loses no counts.
+    async fn finish(&self) {
+        if let Err(error) = self.sync_now().await {
+            eprintln!("tollgate serve: cannot send the local-first counts to Redis: {error}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_double_from_100_ms_up_to_5_s() {
+        let waits: Vec<Duration> =
+            std::iter::successors(Some(FIRST_WAIT), |&wait| Some(next_wait(wait)))
+                .take(8)
+                .collect();
+        let millis: Vec<u128> = waits.iter().map(Duration::as_millis).collect();
+        assert_eq!(millis, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+    }
+
+    #[test]
+    fn addresses_that_no_wait_fixes_are_refused_at_once() {
+        let refused = |server: Option<&str>, cluster: &[&str]| {
+            let cluster: Vec<String> = cluster.iter().map(|node| (*node).to_owned()).collect();
+            StoreChoice::new(server, &cluster).err()
+        };
+        let error = refused(Some("localhost:6379"), &[]).expect("no scheme");
+        assert!(
+            error.starts_with("invalid Redis URL `localhost:6379`"),
+            "{error}"
+        );
+        assert!(refused(Some("http://127.0.0.1:6379"), &[]).is_some());
+        let error = refused(None, &["redis://127.0.0.1:7000", "nonsense"]).expect("a bad node");
+        assert!(error.starts_with("invalid Redis URL `nonsense`"), "{error}");
+        let passwords = ["redis://:one@127.0.0.1:7000", "redis://:two@127.0.0.1:7001"];
+        let error = refused(None, &passwords).expect("two passwords");
+        assert!(error.starts_with("invalid Redis Cluster nodes"), "{error}");
+        // Nothing listens there: that is for retrying, not an error.
+        assert_eq!(refused(Some("redis://127.0.0.1:1"), &[]), None);
+        assert_eq!(refused(None, &["redis://127.0.0.1:1"]), None);
+        assert_eq!(refused(None, &[]), None);
+    }
+}
