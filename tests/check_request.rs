@@ -44,7 +44,7 @@ descriptors:
 /// The `i`th request: from one of five clients (some behind the proxy), some with a user.
 fn request(i: u64) -> Request<Body> {
     let mut builder = Request::get(format!("/items/{}", i % 7));
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         builder = builder.header("x-user", format!("user-{}", i % 2));
     }
     let peer: SocketAddr = if i % 5 < 2 {

@@ -75,7 +75,7 @@ fn size(bytes: usize) -> String {
     const UNITS: [(usize, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
     UNITS
         .iter()
-        .find(|(unit, _)| bytes % unit == 0)
+        .find(|(unit, _)| bytes.is_multiple_of(*unit))
         .map_or_else(
             || format!("{bytes}B"),
             |(unit, name)| format!("{}{name}", bytes / unit),

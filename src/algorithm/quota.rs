@@ -44,7 +44,7 @@ fn token_bucket_fits_a_timestamp(requests: u64, period_nanos: u64, burst: u64) -
     let counts_fit = requests <= i64::MAX as u64 && burst <= i64::MAX as u64;
     requests > 0
         && counts_fit
-        && period_nanos % requests == 0
+        && period_nanos.is_multiple_of(requests)
         && (period_nanos / requests)
             .checked_mul(burst)
             .is_some_and(|refill| refill <= MAX_TIMESTAMP_REFILL)

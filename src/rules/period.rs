@@ -60,7 +60,7 @@ impl Unit {
         let millis = duration.as_millis();
         let (unit, size) = PERIOD_UNITS
             .into_iter()
-            .find(|(_, size)| millis >= *size && millis % size == 0)
+            .find(|(_, size)| millis >= *size && millis.is_multiple_of(*size))
             .unwrap_or(("ms", 1));
         format!("{}{unit}", millis / size)
     }

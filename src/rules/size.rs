@@ -26,7 +26,7 @@ pub(super) fn parse_size(text: &str) -> Option<u128> {
 pub(super) fn format_size(bytes: u128) -> String {
     match SIZE_UNITS
         .into_iter()
-        .find(|(_, size)| bytes >= *size && bytes % size == 0)
+        .find(|(_, size)| bytes >= *size && bytes.is_multiple_of(*size))
     {
         Some((unit, size)) => format!("{}{unit}", bytes / size),
         None => format!("{bytes} bytes"),

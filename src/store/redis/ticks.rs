@@ -36,7 +36,7 @@ impl Tick {
         };
         [1, 1_000, 1_000_000, 1_000_000_000]
             .into_iter()
-            .filter(|&nanos| nanos >= base_ns && quota.period_nanos() % nanos == 0)
+            .filter(|&nanos| nanos >= base_ns && quota.period_nanos().is_multiple_of(nanos))
             .map(|nanos| Tick {
                 nanos,
                 per_base: nanos / base_ns,

@@ -48,7 +48,7 @@ impl Line {
             }
             // A holder preempted mid-request: give it the core rather than spin on.
             spins += 1;
-            if spins % 64 == 0 {
+            if spins.is_multiple_of(64) {
                 std::thread::yield_now();
             } else {
                 spin_loop();
