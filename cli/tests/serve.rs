@@ -107,6 +107,25 @@ fn call(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
     }
 }
 
+/// How long a test waits for the service to reach a state it polls for.
+const POLL_DEADLINE: Duration = Duration::from_secs(20);
+
+/// Tries `attempt` every 50 ms until it succeeds, at most [`POLL_DEADLINE`]: what it gave.
+/// A failed attempt says why, for the test's failure.
+async fn poll<T>(mut attempt: impl AsyncFnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + POLL_DEADLINE;
+    loop {
+        match attempt().await {
+            Ok(done) => return done,
+            Err(not_yet) => assert!(
+                Instant::now() < deadline,
+                "after {POLL_DEADLINE:?}: {not_yet}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn ask(
     client: &mut RateLimitServiceClient<Channel>,
     request: RateLimitRequest,
@@ -480,15 +499,14 @@ async fn a_saved_change_to_the_rules_takes_effect() {
         RULES.replace("requests_per_unit: 3", "requests_per_unit: 30"),
     )
     .expect("rewritten");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    poll(async || {
         let answer = ask(&mut client, call(vec![descriptor(&[("user", "8")])])).await;
-        if limit_of(&answer) == Some(30) {
-            break;
+        match limit_of(&answer) {
+            Some(30) => Ok(()),
+            limit => Err(format!("the limit is still {limit:?}")),
         }
-        assert!(Instant::now() < deadline, "the new rules never took effect");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -574,17 +592,11 @@ descriptors:
     for _ in 0..10 {
         assert_eq!(ask(&mut one, user()).await.overall_code(), Code::Ok);
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if ask(&mut two, user()).await.overall_code() == Code::OverLimit {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the second instance never learned the total"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll(async || match ask(&mut two, user()).await.overall_code() {
+        Code::OverLimit => Ok(()),
+        _ => Err("the second instance never learned the total".to_owned()),
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -626,27 +638,21 @@ async fn a_redis_cluster_holds_a_call_all_or_nothing_across_slots() {
 /// its grace period for calls in flight (10 s), and long enough for a busy machine.
 const EXIT_DEADLINE: Duration = Duration::from_secs(5);
 
-/// How long a test waits for the service to reach a state it polls for.
-const POLL_DEADLINE: Duration = Duration::from_secs(20);
-
 /// A login in proto3 JSON, for `POST /json`.
 const LOGIN_JSON: &str = r#"{"domain":"edge","descriptors":[{"entries":[{"key":"generic_key","value":"login"},{"key":"remote_address","value":"198.51.100.98"}]}]}"#;
 
-/// Asks `GET /healthcheck` on `http` every 50 ms until `wanted` holds for its status and
-/// body, at most [`POLL_DEADLINE`]: the last status and body.
+/// Asks `GET /healthcheck` on `http` until `wanted` holds for its status and body (see
+/// [`poll`]): that status and body.
 async fn poll_health(http: &str, wanted: impl Fn(u16, &str) -> bool) -> (u16, String) {
-    let deadline = Instant::now() + POLL_DEADLINE;
-    loop {
+    poll(async || {
         let (status, body) = http_call(http, "GET /healthcheck HTTP/1.1", "");
         if wanted(status, &body) {
-            return (status, body);
+            Ok((status, body))
+        } else {
+            Err(format!("still {status} {body:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "still {status} {body:?} after {POLL_DEADLINE:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test]
