@@ -45,8 +45,8 @@ pub(crate) type Queued = Option<Box<Bookings>>;
 
 impl Booking {
     /// The bookings of an admitted request that hold queue places (their enforced shaping
-    /// leaky buckets booked one, as `decisions` say, unless only checked), each with the end of its place, taken
-    /// out of `bookings`.
+    /// leaky buckets booked one, as `decisions` say, unless only checked), each with the end
+    /// of its place, taken out of `bookings`.
     pub(crate) fn take_queued(bookings: &mut Bookings, decisions: &[Decision]) -> Queued {
         if !decisions.iter().any(|d| d.booked_until.is_some()) {
             return None;

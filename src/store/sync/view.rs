@@ -165,7 +165,8 @@ impl View {
         }
     }
 
-    /// Decides a request of `cost` at fleet time `now`, charging this view when admitted.
+    /// Decides `check` at fleet time `now`, charging this view when it is admitted (unless
+    /// it is only checked).
     ///
     /// With fleet totals fresher than `fleet.fresh_for`, the request is decided against the
     /// limit on everything known to be admitted (the totals plus what this server admitted
