@@ -11,12 +11,14 @@ use self::generations::{decide_shared, Charge, Generations};
 use self::tables::{PackedSlot, Timestamp};
 use super::sketch::Sketch;
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
+use crate::algorithm::Decision;
 use crate::clock::{Clock, Nanos, SystemClock};
 use arc_swap::{ArcSwap, Guard};
 use parking_lot::{RwLock, RwLockWriteGuard};
 use smallvec::SmallVec;
 use std::fmt;
 use std::num::NonZeroU64;
+use std::slice;
 use std::sync::Arc;
 
 /// Limit state in process memory: the default store.
@@ -308,27 +310,44 @@ impl<C: Clock> MemoryStore<C> {
         let capacity = self.generation_capacity;
         // One limit (the common case): one hash, one lock, decide and charge in one step.
         if let [check] = checks {
+            if check.check_only {
+                return Decisions::one(self.check_alone(check, now));
+            }
             let fingerprint = self.fingerprint(check);
             let shard = &self.shards[self.shard_of(fingerprint)].0;
             // Each path returns its own result, so that neither decision is copied through
             // the other's.
-            if !check.check_only {
-                if let Some(decision) = decide_shared(shard, fingerprint, check, now) {
-                    return Decisions::one(decision);
-                }
+            if let Some(decision) = decide_shared(shard, fingerprint, check, now) {
+                return Decisions::one(decision);
             }
             let sketches = check.approximate.map(|_| self.sketches_for(checks));
             let sketch = sketches.as_ref().and_then(|s| sketch_of(s, check));
-            let mut generations = shard.write();
-            let decision = if check.check_only {
-                generations.check(fingerprint, check, sketch, now, capacity)
-            } else {
-                let charge = Charge::IfAdmitted;
-                generations.decide(fingerprint, check, sketch, now, capacity, charge)
-            };
+            let decision = shard.write().decide(
+                fingerprint,
+                check,
+                sketch,
+                now,
+                capacity,
+                Charge::IfAdmitted,
+            );
             return Decisions::one(decision);
         }
         self.decide_together(checks, now)
+    }
+
+    /// Decides one limit only checked (a rate limit service's, off the layer's path).
+    #[inline(never)]
+    fn check_alone(&self, check: &LimitCheck<'_>, now: Nanos) -> Decision {
+        let fingerprint = self.fingerprint(check);
+        let shard = &self.shards[self.shard_of(fingerprint)].0;
+        let sketches = check
+            .approximate
+            .map(|_| self.sketches_for(slice::from_ref(check)));
+        let sketch = sketches.as_ref().and_then(|s| sketch_of(s, check));
+        let capacity = self.generation_capacity;
+        shard
+            .write()
+            .check(fingerprint, check, sketch, now, capacity)
     }
 
     /// Decides several limits of one request, all or nothing.
