@@ -40,7 +40,11 @@ async fn call<St: Store>(
     let call: Vec<Descriptor<'_>> = descriptors
         .iter()
         .zip(&entries)
-        .map(|(&(_, _, cost), entries)| Descriptor { entries, cost })
+        .map(|(&(_, _, cost), entries)| Descriptor {
+            entries,
+            cost,
+            limit: None,
+        })
         .collect();
     let checked = limiter.check_descriptors(&call).await;
     let remaining = checked

@@ -3,9 +3,10 @@
 
 use proptest::prelude::*;
 use tollgate::clock::ManualClock;
-use tollgate::rules::{KeySources, Rules};
+use tollgate::response::verdict_headers;
+use tollgate::rules::{KeySources, Rules, Unit};
 use tollgate::store::MemoryStore;
-use tollgate::{Descriptor, Limiter};
+use tollgate::{Descriptor, LimitOverride, Limiter};
 
 const RULES: &str = r"
 domain: edge
@@ -32,7 +33,11 @@ fn limiter() -> Limiter<MemoryStore<ManualClock>> {
 }
 
 fn one<'a>(entries: &'a [(&'a str, &'a str)]) -> Descriptor<'a> {
-    Descriptor { entries, cost: 1 }
+    Descriptor {
+        entries,
+        cost: 1,
+        limit: None,
+    }
 }
 
 /// The name of the limit each descriptor reached, in order.
@@ -178,6 +183,88 @@ descriptors:
     assert_eq!(explained.applied()[0].limit().label(), "v2");
 }
 
+/// A descriptor of `entries` with its own quota of `requests_per_unit` per `unit`.
+fn own<'a>(
+    entries: &'a [(&'a str, &'a str)],
+    requests_per_unit: u64,
+    unit: Unit,
+) -> Descriptor<'a> {
+    let limit = Some(LimitOverride {
+        requests_per_unit,
+        unit,
+    });
+    Descriptor {
+        entries,
+        cost: 1,
+        limit,
+    }
+}
+
+/// Whether `call` is admitted.
+async fn admitted(limiter: &Limiter<MemoryStore<ManualClock>>, call: &[Descriptor<'_>]) -> bool {
+    limiter.check_descriptors(call).await.verdict().is_allowed()
+}
+
+#[tokio::test]
+async fn a_descriptor_with_its_own_quota_is_limited_by_it_alone() {
+    let limiter = limiter();
+    // No entry of the rules matches a tenant: its own quota limits it.
+    let acme = [("tenant", "acme")];
+    assert!(admitted(&limiter, &[own(&acme, 2, Unit::Minute)]).await);
+    assert!(admitted(&limiter, &[own(&acme, 2, Unit::Minute)]).await);
+    let third = limiter
+        .check_descriptors(&[own(&acme, 2, Unit::Minute)])
+        .await;
+    assert!(!third.verdict().is_allowed());
+    let decision = third.descriptors()[0].as_ref().expect("its own limit");
+    assert_eq!(decision.limit(), "override per minute");
+    assert_eq!(decision.decision().capacity, 2);
+    let headers = verdict_headers(third.rules(), third.verdict());
+    assert_eq!(headers["x-ratelimit-limit"], "2");
+    // The entry it reaches plays no part: unlimited there, or 1 a minute.
+    let internal = [("api_key", "internal")];
+    assert!(admitted(&limiter, &[own(&internal, 1, Unit::Minute)]).await);
+    assert!(!admitted(&limiter, &[own(&internal, 1, Unit::Minute)]).await);
+    let ann = [("user", "ann")];
+    for _ in 0..3 {
+        assert!(admitted(&limiter, &[own(&ann, 3, Unit::Minute)]).await);
+    }
+    // All or nothing with the call's other descriptors.
+    let api = [("path", "/api/own")];
+    assert!(!admitted(&limiter, &[one(&api), own(&acme, 2, Unit::Minute)]).await);
+    let left = limiter.check_descriptors(&[one(&api)]).await;
+    let api_left = left.descriptors()[0].as_ref().expect("api").decision();
+    assert_eq!(api_left.remaining, 2, "the refused call charged nothing");
+    // The file's limits are the file's: the override limits are not among them.
+    assert_eq!(limiter.rules().limits().len(), 4);
+}
+
+#[tokio::test]
+async fn own_quotas_count_per_entries_and_unit() {
+    let yaml = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 9 }\n";
+    let rules = Rules::from_yaml_with(yaml, KeySources::Given).expect("valid rules");
+    let limiter = Limiter::with_store(rules, MemoryStore::with_clock(ManualClock::new()));
+    let acme = [("tenant", "acme")];
+    let both = [("tenant", "acme"), ("plan", "gold")];
+    assert!(admitted(&limiter, &[own(&acme, 2, Unit::Minute)]).await);
+    assert!(admitted(&limiter, &[own(&acme, 2, Unit::Minute)]).await);
+    // A fixed window by default: another requests per unit counts in the same window.
+    assert!(admitted(&limiter, &[own(&acme, 3, Unit::Minute)]).await);
+    assert!(!admitted(&limiter, &[own(&acme, 3, Unit::Minute)]).await);
+    // Other entries, or another unit, count apart.
+    assert!(admitted(&limiter, &[own(&both, 1, Unit::Minute)]).await);
+    assert!(admitted(&limiter, &[own(&acme, 1, Unit::Hour)]).await);
+    // Rules for the layer have no override limits: the descriptor is matched as any.
+    let layer = Rules::from_yaml(yaml.replace("user", "method").as_str()).expect("valid");
+    let limiter = Limiter::with_store(layer, MemoryStore::with_clock(ManualClock::new()));
+    let get = [("method", "GET")];
+    let checked = limiter
+        .check_descriptors(&[own(&get, 1, Unit::Minute)])
+        .await;
+    let decision = checked.descriptors()[0].as_ref().expect("the file's limit");
+    assert_eq!(decision.decision().capacity, 9, "the file's quota");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -189,6 +276,7 @@ proptest! {
             0..8,
         ),
         cost in 0_u64..5,
+        quotas in prop::collection::vec(prop::option::of((0_u64..5, 0..Unit::ALL.len())), 8),
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let limiter = limiter();
@@ -198,7 +286,15 @@ proptest! {
             .collect();
         let call: Vec<Descriptor<'_>> = entries
             .iter()
-            .map(|entries| Descriptor { entries, cost })
+            .zip(&quotas)
+            .map(|(entries, quota)| Descriptor {
+                entries,
+                cost,
+                limit: quota.map(|(requests_per_unit, unit)| LimitOverride {
+                    requests_per_unit,
+                    unit: Unit::ALL[unit],
+                }),
+            })
             .collect();
         let checked = runtime.block_on(limiter.check_descriptors(&call));
         prop_assert_eq!(checked.descriptors().len(), call.len());

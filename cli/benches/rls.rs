@@ -127,6 +127,7 @@ async fn in_process<St: Store>(limiter: Limiter<St>, concurrency: usize, seconds
             let call = [Descriptor {
                 entries: &entries,
                 cost: 1,
+                limit: None,
             }];
             limiter.check_descriptors(&call).await;
         }

@@ -92,7 +92,8 @@ and a limit without `algorithm` is a fixed window (unless `defaults` says otherw
     once a request of weight 1 would be (envoyproxy/ratelimit: once its count is past it);
   - a weight that does not fit is refused and counts nothing, so a charge sent after the fact
     (Envoy's `apply_on_stream_done`) that does not fit is not counted (there: counted);
-  - a descriptor's own `limit` override is not read: the file's limit applies;
+  - a descriptor's own `limit` override is decided by `defaults.algorithm` when the file
+    sets one (envoyproxy/ratelimit: a fixed window);
   - another domain is NOT_FOUND (envoyproxy/ratelimit: OK, nothing limited);
   - answers carry the rate-limit headers that `response` chooses (`response: { headers: none }`
     for none, as envoyproxy/ratelimit without LIMIT_RESPONSE_HEADERS_ENABLED);

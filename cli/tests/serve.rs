@@ -10,8 +10,11 @@ mod proto;
 mod redis_server;
 
 use common::{path, temp_file, tollgate, Served};
-use proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
+    Entry, RateLimitOverride,
+};
 use proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use proto::envoy::r#type::v3::RateLimitUnit;
 use proto::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use proto::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
@@ -242,6 +245,38 @@ async fn hits_addend_is_the_weight_of_a_call() {
     }
 }
 
+/// A descriptor of `entries` with its own limit, `requests_per_unit` per `unit`.
+fn with_own_limit(
+    entries: &[(&str, &str)],
+    requests_per_unit: u32,
+    unit: RateLimitUnit,
+) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        limit: Some(RateLimitOverride {
+            requests_per_unit,
+            unit: unit.into(),
+        }),
+        ..descriptor(entries)
+    }
+}
+
+#[tokio::test]
+async fn a_descriptor_with_its_own_limit_is_limited_by_it() {
+    let service = Service::start(RULES, &[]);
+    let mut client = service.client().await;
+    // No entry of the rules for tenants; `api_key: internal` is unlimited there.
+    for entries in [[("tenant", "acme")], [("api_key", "internal")]] {
+        let own = || call(vec![with_own_limit(&entries, 2, RateLimitUnit::Hour)]);
+        for _ in 0..2 {
+            assert_eq!(ask(&mut client, own()).await.overall_code(), Code::Ok);
+        }
+        let over = ask(&mut client, own()).await;
+        assert_eq!(over.overall_code(), Code::OverLimit, "{entries:?}");
+        let limit = over.statuses[0].current_limit.as_ref().expect("a limit");
+        assert_eq!((limit.requests_per_unit, limit.unit()), (2, Unit::Hour));
+    }
+}
+
 #[tokio::test]
 async fn unlimited_and_shadow_mode_never_refuse() {
     let service = Service::start(RULES, &[]);
@@ -462,6 +497,15 @@ async fn malformed_calls_get_a_clear_status() {
         call(vec![descriptor(&[("user", "1")]); 1000]),
         GrpcCode::InvalidArgument,
         "at most",
+    ));
+    cases.push((
+        call(vec![with_own_limit(
+            &[("tenant", "acme")],
+            5,
+            RateLimitUnit::Unknown,
+        )]),
+        GrpcCode::InvalidArgument,
+        "limit override has no unit",
     ));
     for (request, code, message) in cases {
         let status = client

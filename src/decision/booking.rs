@@ -1,6 +1,6 @@
 //! A limit booked for one request: which limit, its state key, the request's weight.
 
-use crate::algorithm::Decision;
+use crate::algorithm::{Decision, Quota};
 use crate::clock::Nanos;
 use crate::rules::tree::StateKey;
 use smallvec::SmallVec;
@@ -19,6 +19,10 @@ pub(crate) struct Booking {
     pub(crate) shadow: bool,
     /// Whether the limit is only checked, never charged (see [`Weight::Checked`]).
     pub(crate) check_only: bool,
+    /// The quota the call gave instead of the limit's (a rate limit service's descriptor
+    /// with its own, [`LimitOverride`](crate::LimitOverride)); boxed, as the layer never
+    /// has one.
+    pub(crate) quota: Option<Box<Quota>>,
     /// The end of its place in a queue, once a shaping leaky bucket queued it.
     pub(crate) booked_until: Option<Nanos>,
 }
@@ -71,6 +75,7 @@ impl Booking {
             cost: 1,
             shadow,
             check_only: false,
+            quota: None,
             booked_until: None,
         }
     }

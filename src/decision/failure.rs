@@ -74,15 +74,13 @@ impl StoreFailures {
     /// The ruling when an enforced `deny` limit refuses the request: reported as the first
     /// such limit, with nothing remaining and a short wait.
     pub(crate) fn denial(&self, rules: &Rules, bookings: &[Booking]) -> Option<Ruling> {
-        let limit = self
-            .with(bookings, StoreFailure::Denied)
-            .next()
-            .map(|b| b.limit_index)?;
+        let denying = self.with(bookings, StoreFailure::Denied).next()?;
+        let limit = denying.limit_index;
+        let quota = denying.quota.as_deref().copied();
+        let quota = quota.or_else(|| rules.limits[limit].quota());
         let decision = Decision {
             allowed: false,
-            capacity: rules.limits[limit]
-                .quota()
-                .map_or(0, |q| q.requests_per_period()),
+            capacity: quota.map_or(0, |quota| quota.requests_per_period()),
             remaining: 0,
             reset_after: STORE_ERROR_RETRY,
             retry_after: STORE_ERROR_RETRY,

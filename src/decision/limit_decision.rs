@@ -23,7 +23,7 @@ impl LimitDecision {
     /// The decision of the limit at `limit_index` of `rules`.
     pub(crate) fn new(rules: &Rules, limit_index: usize, shadow: bool, decision: Decision) -> Self {
         LimitDecision {
-            limit: rules.limits()[limit_index].shared_label().clone(),
+            limit: rules.limits[limit_index].shared_label().clone(),
             limit_index,
             shadow,
             decision,
@@ -36,7 +36,8 @@ impl LimitDecision {
     }
 
     /// The limit's index in [`Rules::limits`](crate::rules::Rules::limits) of the rules
-    /// the request was decided under.
+    /// the request was decided under; past their end for a rate limit service's
+    /// descriptor that brought its own quota ([`LimitOverride`](crate::LimitOverride)).
     pub fn limit_index(&self) -> usize {
         self.limit_index
     }

@@ -54,7 +54,7 @@ impl Verdict {
     pub(crate) fn new(ruling: Ruling, rules: &Rules) -> Self {
         let limit = ruling
             .reported()
-            .map(|(index, _)| Arc::clone(rules.limits()[index].shared_label()));
+            .map(|(index, _)| Arc::clone(rules.limits[index].shared_label()));
         Verdict { ruling, limit }
     }
 

@@ -147,8 +147,17 @@
 //! descriptors (0, its default, counts as 1); a descriptor's own `hits_addend` wins over
 //! it. A limit with a fixed [`cost`](super::rules#cost-weighted-requests) counts that
 //! instead. (Envoy takes the call's `hits_addend` from the filter state
-//! `envoy.ratelimit.hits_addend`.) A descriptor's own `limit` override is not read: the
-//! file's limit applies.
+//! `envoy.ratelimit.hits_addend`.)
+//!
+//! **A descriptor's own limit.** A descriptor may bring its own quota, `limit: {
+//! requests_per_unit, unit }` (Envoy's override, which a route sets from, say, a tenant's
+//! plan in dynamic metadata). As in envoyproxy/ratelimit, it is limited by that quota
+//! alone, whatever entry of the file it reaches (`unlimited`, `replaces` and `shadow_mode`
+//! included), counted per distinct entries and unit; its status' `current_limit` is the
+//! override. It is decided by the file's default algorithm (`defaults.algorithm`: a fixed
+//! window, as there, unless the file says otherwise) and `on_store_error`, exactly, all or
+//! nothing with the call's other descriptors; metrics and logs name it `override per
+//! minute` (or the unit's). A unit of `UNKNOWN` is `INVALID_ARGUMENT`.
 //!
 //! **Checks.** A descriptor of `hits_addend: 0` is only checked, as in envoyproxy/ratelimit:
 //! it is charged nothing, and its status says whether one more request would be admitted

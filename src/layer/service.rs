@@ -227,7 +227,7 @@ fn plan<'a, B>(rules: &'a Rules, ruling: &'a Ruling, request: &mut Request<B>) -
     }
     let reported = ruling
         .reported()
-        .map(|(index, decision)| (&rules.limits()[index], decision));
+        .map(|(index, decision)| (&rules.limits[index], decision));
     match reported {
         Some((limit, decision)) if !ruling.is_allowed() => Plan::Reject(Rejection {
             limit,

@@ -67,6 +67,7 @@ impl<St: Store> Limiter<St> {
             bookings.push(Booking {
                 cost,
                 check_only,
+                quota: None,
                 limit_index: m.limit_index,
                 key: std::mem::take(&mut m.key),
                 tag: m.tag.clone(),
@@ -142,6 +143,7 @@ fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
     let (algorithm, quota) = limit
         .limited()
         .expect("only limited entries are booked (see `Limiter::start`)");
+    let quota = booking.quota.as_deref().unwrap_or(quota);
     LimitCheck {
         domain: rules.domain(),
         key: &booking.key,

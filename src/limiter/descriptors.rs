@@ -1,9 +1,10 @@
 //! Deciding the descriptors of a rate limit service's call (Envoy's RLS), all or nothing.
 
 use super::{Deciding, Limiter};
+use crate::algorithm::Quota;
 use crate::decision::{LimitDecision, Verdict, Weight};
 use crate::rules::tree::{Matches, Values};
-use crate::rules::{Limit, Rules};
+use crate::rules::{Limit, Rules, Unit};
 use crate::source::MissingPeerAddr;
 use crate::store::Store;
 use smallvec::SmallVec;
@@ -20,6 +21,37 @@ pub struct Descriptor<'a> {
     /// request of weight 1 would be, with the call's other limits (over it, the call is
     /// refused), and charged nothing.
     pub cost: u64,
+    /// A quota of the descriptor's own (Envoy's `limit` override), instead of what the
+    /// rules say of it; see [`LimitOverride`].
+    pub limit: Option<LimitOverride>,
+}
+
+/// A descriptor's own quota (Envoy's `limit` override, which the gateway sets from, say,
+/// a tenant's plan): the descriptor is limited to `requests_per_unit` per `unit` alone,
+/// as envoyproxy/ratelimit limits it, whatever entry of the rules it reaches (its
+/// `unlimited`, `replaces` and `shadow_mode` included). Its state is kept per distinct
+/// entries and unit, so calls with another `requests_per_unit` count in the same place.
+///
+/// It is decided by the rules' default algorithm (`defaults.algorithm`, a fixed window
+/// unless it says otherwise, with a burst of `requests_per_unit`) and `on_store_error`,
+/// exactly (no `sync_every`, no `approximate`), all or nothing with the call's other
+/// descriptors. Its decision's [`limit`](LimitDecision::limit) is `override per UNIT`.
+/// Only rules compiled with [`KeySources::Given`](crate::rules::KeySources::Given) take
+/// it; others ignore it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitOverride {
+    /// The requests admitted per unit.
+    pub requests_per_unit: u64,
+    /// The unit.
+    pub unit: Unit,
+}
+
+impl LimitOverride {
+    /// The quota: `requests_per_unit` per `unit`.
+    fn quota(self) -> Quota {
+        Quota::new(self.requests_per_unit, self.unit.period())
+            .expect("a unit is a period a quota takes")
+    }
 }
 
 /// The weight of a booking under `limit` for descriptors of `costs`: what those charged
@@ -106,8 +138,8 @@ impl<St: Store> Limiter<St> {
     /// let client = [("remote_address", "203.0.113.9")];
     /// let unknown = [("tenant", "acme")];
     /// let call = [
-    ///     Descriptor { entries: &client, cost: 1 },
-    ///     Descriptor { entries: &unknown, cost: 1 },
+    ///     Descriptor { entries: &client, cost: 1, limit: None },
+    ///     Descriptor { entries: &unknown, cost: 1, limit: None },
     /// ];
     /// let first = limiter.check_descriptors(&call).await;
     /// assert!(first.verdict().is_allowed());
@@ -127,7 +159,11 @@ impl<St: Store> Limiter<St> {
         // call stays all or nothing.
         let mut owners: Vec<SmallVec<[usize; 1]>> = Vec::new();
         for (owner, descriptor) in descriptors.iter().enumerate() {
-            let Some(matched) = rules.descriptor_limit(descriptor.entries) else {
+            let own = descriptor.limit;
+            let matched = own
+                .and_then(|own| rules.override_match(own.unit, descriptor.entries))
+                .or_else(|| rules.descriptor_limit(descriptor.entries));
+            let Some(matched) = matched else {
                 continue;
             };
             // An `unlimited` entry is kept until `replaces` are known (its own replace too).
@@ -148,17 +184,25 @@ impl<St: Store> Limiter<St> {
             .zip(owners)
             .zip(replaced)
             .filter(|((m, _), replaced)| {
-                !replaced && rules.limits()[m.limit_index].limited().is_some()
+                !replaced && rules.limits[m.limit_index].limited().is_some()
             })
             .map(|(kept, _)| kept)
             .unzip();
         let mut each = Vec::new();
-        let bookings = self.book(&rules, &mut matches, |position, limit| {
+        let mut bookings = self.book(&rules, &mut matches, |position, limit| {
             let costs = owners[position]
                 .iter()
                 .map(|&owner| descriptors[owner].cost);
             weight(limit, costs)
         });
+        // The quotas the descriptors brought to override limits (those of one booking
+        // differ at most in their requests per unit: the strictest counts).
+        let overrides = bookings.iter_mut().zip(&owners);
+        for (booking, owners) in overrides.filter(|(b, _)| b.limit_index >= rules.limits().len()) {
+            let own = owners.iter().filter_map(|&owner| descriptors[owner].limit);
+            let strictest = own.min_by_key(|own| own.requests_per_unit);
+            booking.quota = strictest.map(|own| Box::new(own.quota()));
+        }
         let stage = self.acquire(&active, bookings, Some(&mut each));
         let mut deciding = Deciding::new(self, active, stage);
         let ruling = deciding.settle_each(Some(&mut each)).await;

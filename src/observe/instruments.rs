@@ -76,7 +76,7 @@ impl Instruments {
         describe();
         let domain = Label::new("domain", rules.domain().to_owned());
         let limits = rules
-            .limits()
+            .limits
             .iter()
             .map(|limit| {
                 // `unlimited` entries decide nothing: no series that never move.

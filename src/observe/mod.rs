@@ -56,11 +56,7 @@ impl Observer {
     pub(crate) fn new(rules: &Rules, clock: Arc<dyn Clock>) -> Self {
         Observer {
             clock,
-            limits: rules
-                .limits()
-                .iter()
-                .map(|_| LimitLogs::default())
-                .collect(),
+            limits: rules.limits.iter().map(|_| LimitLogs::default()).collect(),
             #[cfg(feature = "metrics")]
             instruments: Instruments::register(rules),
         }

@@ -38,7 +38,7 @@ pub fn verdict_headers(rules: &Rules, verdict: &Verdict) -> HeaderMap {
     let (Some(label), Some(decision)) = (verdict.limit(), verdict.decision()) else {
         return map;
     };
-    let Some(limit) = rules.limits().iter().find(|limit| limit.label() == label) else {
+    let Some(limit) = rules.limits.iter().find(|limit| limit.label() == label) else {
         return map;
     };
     let options = rules.response();

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_saphyr::{Location, Spanned};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 /// A value with the place in the file it came from (unknown for rules built in Rust).
 pub(crate) type Located<T> = Spanned<T>;
@@ -419,6 +420,36 @@ pub enum Unit {
 }
 
 impl Unit {
+    /// Every unit, shortest first.
+    pub const ALL: [Unit; 7] = [
+        Unit::Second,
+        Unit::Minute,
+        Unit::Hour,
+        Unit::Day,
+        Unit::Week,
+        Unit::Month,
+        Unit::Year,
+    ];
+
+    /// The unit's name in a rules file.
+    ///
+    /// ```
+    /// use tollgate::rules::Unit;
+    ///
+    /// assert_eq!(Unit::Minute.name(), "minute");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Second => "second",
+            Unit::Minute => "minute",
+            Unit::Hour => "hour",
+            Unit::Day => "day",
+            Unit::Week => "week",
+            Unit::Month => "month",
+            Unit::Year => "year",
+        }
+    }
+
     /// The unit's length in seconds.
     pub fn seconds(self) -> u64 {
         match self {
@@ -430,6 +461,18 @@ impl Unit {
             Unit::Month => 30 * 86_400,
             Unit::Year => 365 * 86_400,
         }
+    }
+
+    /// The unit's length.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::rules::Unit;
+    ///
+    /// assert_eq!(Unit::Hour.period(), Duration::from_secs(3_600));
+    /// ```
+    pub fn period(self) -> Duration {
+        Duration::from_secs(self.seconds())
     }
 }
 

@@ -82,7 +82,11 @@ pub struct Rules {
     domain: String,
     pub(crate) sources: Vec<(String, Source)>,
     pub(crate) client_ip: ClientIpResolver,
+    /// The file's limits, then, for a rate limit service (`KeySources::Given`), one
+    /// [override limit](Rules::override_limit) per unit.
     pub(crate) limits: Vec<Limit>,
+    /// How many of `limits` are the file's.
+    declared: usize,
     root: Level,
     /// Whether any limit replaces another (most rules have none: skip the check).
     has_replaces: bool,
@@ -218,7 +222,28 @@ impl Rules {
 
     /// Every rate limit, in the order of the file.
     pub fn limits(&self) -> &[Limit] {
-        &self.limits
+        &self.limits[..self.declared]
+    }
+
+    /// The index, past [`Rules::limits`], of the limit that a rate limit service's
+    /// descriptor of its own quota per `unit` books ([`LimitOverride`](crate::LimitOverride));
+    /// `None` for rules not compiled with [`KeySources::Given`], which have none.
+    pub(crate) fn override_limit(&self, unit: Unit) -> Option<usize> {
+        let at = Unit::ALL.iter().position(|u| *u == unit)?;
+        (self.limits.len() > self.declared).then_some(self.declared + at)
+    }
+
+    /// What a descriptor of `entries` with its own quota per `unit` books: the
+    /// [override limit](Rules::override_limit) of the unit, its state keyed by every entry.
+    pub(crate) fn override_match(
+        &self,
+        unit: Unit,
+        entries: &[(&str, &str)],
+    ) -> Option<tree::Matched> {
+        let index = self.override_limit(unit)?;
+        let limit = &self.limits[index];
+        let id = state_id::state_id(limit.label(), &limit.rate());
+        Some(tree::Matched::of_entries(index, id, entries))
     }
 
     /// These rules with every limit decided by `algorithm`, each keeping its quota: the

@@ -64,6 +64,29 @@ pub(crate) struct Matched {
     pub(crate) tag: Range<usize>,
 }
 
+impl Matched {
+    /// The match of a descriptor that brings its own quota: the limit at `limit_index`,
+    /// keyed by `state_id`, then each entry's key and value, length-prefixed; tagged by its
+    /// entries, all of which say who is limited.
+    pub(crate) fn of_entries(
+        limit_index: usize,
+        state_id: u64,
+        entries: &[(&str, &str)],
+    ) -> Matched {
+        let mut key = StateKey::from_slice(&state_id.to_le_bytes());
+        for text in entries.iter().flat_map(|(key, value)| [key, value]) {
+            let len = u32::try_from(text.len()).unwrap_or(u32::MAX);
+            key.extend_from_slice(&len.to_le_bytes());
+            key.extend_from_slice(text.as_bytes());
+        }
+        Matched {
+            limit_index,
+            tag: STATE_ID_BYTES..key.len(),
+            key,
+        }
+    }
+}
+
 /// State id, then each value on the walk, length-prefixed so that no two walks collide.
 pub(crate) type StateKey = SmallVec<[u8; 48]>;
 

@@ -2,6 +2,8 @@
 //! and the answer, one status per descriptor. Shared by the gRPC service and `POST /json`.
 
 use super::proto::envoy::config::core::v3::HeaderValue;
+use super::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
+use super::proto::envoy::r#type::v3::RateLimitUnit;
 use super::proto::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
@@ -9,9 +11,9 @@ use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use std::time::Duration;
 use tollgate::response::verdict_headers;
-use tollgate::rules::{Rate, Rules};
+use tollgate::rules::{self, Rate, Rules};
 use tollgate::store::Store;
-use tollgate::{Descriptor, LimitDecision, Limiter};
+use tollgate::{Descriptor, LimitDecision, LimitOverride, Limiter};
 use tonic::Status;
 
 /// The most descriptors in one call.
@@ -52,6 +54,7 @@ pub(crate) async fn should_rate_limit<St: Store>(
         .map(|(descriptor, entries)| Descriptor {
             entries,
             cost: descriptor.hits_addend.map_or(weight, |hits| hits.value),
+            limit: descriptor.limit.as_ref().and_then(own_limit),
         })
         .collect();
     let checked = limiter.check_descriptors(&descriptors).await;
@@ -65,7 +68,8 @@ pub(crate) async fn should_rate_limit<St: Store>(
     let statuses = checked
         .descriptors()
         .iter()
-        .map(|decision| status(rules, decision.as_ref()))
+        .zip(&descriptors)
+        .map(|(decision, descriptor)| status(rules, decision.as_ref(), descriptor.limit))
         .collect();
     let response_headers_to_add = verdict_headers(rules, verdict)
         .iter()
@@ -118,6 +122,15 @@ fn malformed(request: &RateLimitRequest, rules: &Rules) -> Result<(), Status> {
                 descriptor.entries.len()
             )));
         }
+        if descriptor
+            .limit
+            .as_ref()
+            .is_some_and(|own| own_limit(own).is_none())
+        {
+            return Err(Status::invalid_argument(format!(
+                "descriptor {i}: its limit override has no unit (SECOND to YEAR)"
+            )));
+        }
         for (j, entry) in descriptor.entries.iter().enumerate() {
             if entry.key.is_empty() {
                 return Err(Status::invalid_argument(format!(
@@ -144,9 +157,31 @@ fn shortened(text: &str) -> String {
     short
 }
 
+/// A descriptor's own limit, as the library takes it; `None` for a unit it does not know.
+fn own_limit(limit: &RateLimitOverride) -> Option<LimitOverride> {
+    let unit = match RateLimitUnit::try_from(limit.unit).ok()? {
+        RateLimitUnit::Unknown => return None,
+        RateLimitUnit::Second => rules::Unit::Second,
+        RateLimitUnit::Minute => rules::Unit::Minute,
+        RateLimitUnit::Hour => rules::Unit::Hour,
+        RateLimitUnit::Day => rules::Unit::Day,
+        RateLimitUnit::Month => rules::Unit::Month,
+        RateLimitUnit::Year => rules::Unit::Year,
+    };
+    Some(LimitOverride {
+        requests_per_unit: u64::from(limit.requests_per_unit),
+        unit,
+    })
+}
+
 /// The status of a descriptor whose limit decided `decision` (`None`: no limit applies to
-/// it). A shadow-mode limit only reports: its descriptor is `OK`, its figures its own.
-fn status(rules: &Rules, decision: Option<&LimitDecision>) -> DescriptorStatus {
+/// it), `own` the descriptor's own limit if it brought one. A shadow-mode limit only
+/// reports: its descriptor is `OK`, its figures its own.
+fn status(
+    rules: &Rules,
+    decision: Option<&LimitDecision>,
+    own: Option<LimitOverride>,
+) -> DescriptorStatus {
     let Some(limit) = decision else {
         return DescriptorStatus {
             code: Code::Ok.into(),
@@ -162,7 +197,7 @@ fn status(rules: &Rules, decision: Option<&LimitDecision>) -> DescriptorStatus {
     };
     DescriptorStatus {
         code: if over { Code::OverLimit } else { Code::Ok }.into(),
-        current_limit: Some(current_limit(rules, limit)),
+        current_limit: Some(own.map_or_else(|| current_limit(rules, limit), override_limit)),
         limit_remaining: u32::try_from(decided.remaining).unwrap_or(u32::MAX),
         duration_until_reset: Some(duration(until_reset)),
         ..DescriptorStatus::default()
@@ -181,6 +216,15 @@ fn current_limit(rules: &Rules, decision: &LimitDecision) -> RateLimit {
         name: limit.name().unwrap_or_default().to_owned(),
         requests_per_unit: u32::try_from(requests).unwrap_or(u32::MAX),
         unit: unit.into(),
+    }
+}
+
+/// A descriptor's own limit as Envoy's API names a limit.
+fn override_limit(own: LimitOverride) -> RateLimit {
+    RateLimit {
+        requests_per_unit: u32::try_from(own.requests_per_unit).unwrap_or(u32::MAX),
+        unit: unit_of(own.unit.period()).into(),
+        ..RateLimit::default()
     }
 }
 

@@ -3,6 +3,7 @@
 //! Each check is a small function that records what is wrong and carries on, so one run
 //! reports all the mistakes in a file.
 
+mod overrides;
 mod rate_limit;
 mod sources;
 
@@ -60,6 +61,10 @@ pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErro
     let client_ip = compiler.client_ip(raw.client_ip);
     let root = compiler.level(&raw.descriptors, "descriptors", "", &[], 1);
     compiler.check_names();
+    let declared = compiler.limits.len();
+    if keys == KeySources::Given {
+        compiler.add_override_limits();
+    }
     let response = response_options::compile(&raw.response, &mut compiler.errors);
     if !compiler.errors.is_empty() {
         // Checks run in passes; report in the order of the file (stable for rules without lines).
@@ -74,6 +79,7 @@ pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErro
         client_ip,
         has_replaces: compiler.limits.iter().any(|l| !l.replaces().is_empty()),
         limits: compiler.limits,
+        declared,
         root,
         response,
         shadow_mode: raw.shadow_mode,
