@@ -326,7 +326,7 @@
 //!
 //! // What Envoy sends for a login from 203.0.113.9: one descriptor of two entries.
 //! let login = [("generic_key", "login"), ("remote_address", "203.0.113.9")];
-//! let call = [Descriptor { entries: &login, cost: 1 }];
+//! let call = [Descriptor { entries: &login, cost: 1, limit: None }];
 //! for remaining in (0..5).rev() {
 //!     let checked = limiter.check_descriptors(&call).await;
 //!     assert!(checked.verdict().is_allowed());                         // overall_code: OK
@@ -342,15 +342,15 @@
 //! let other = [("generic_key", "login"), ("remote_address", "203.0.113.10")];
 //! let alone = [("generic_key", "login")];
 //! let call = [
-//!     Descriptor { entries: &other, cost: 1 },
-//!     Descriptor { entries: &alone, cost: 1 },
+//!     Descriptor { entries: &other, cost: 1, limit: None },
+//!     Descriptor { entries: &alone, cost: 1, limit: None },
 //! ];
 //! let checked = limiter.check_descriptors(&call).await;
 //! let limits = checked.descriptors();
 //! assert!(checked.verdict().is_allowed() && limits[0].is_some() && limits[1].is_none());
 //!
 //! clock.advance(Duration::from_secs(60));                              // the next window
-//! let call = [Descriptor { entries: &login, cost: 1 }];
+//! let call = [Descriptor { entries: &login, cost: 1, limit: None }];
 //! assert!(limiter.check_descriptors(&call).await.verdict().is_allowed());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();

@@ -2,8 +2,8 @@
 
 use super::{Deciding, Limiter};
 use crate::algorithm::Quota;
-use crate::decision::{LimitDecision, Verdict, Weight};
-use crate::rules::tree::{Matches, Values};
+use crate::decision::{Bookings, LimitDecision, Verdict, Weight};
+use crate::rules::tree::{Matched, Matches, Values};
 use crate::rules::{Limit, Rules, Unit};
 use crate::source::MissingPeerAddr;
 use crate::store::Store;
@@ -65,6 +65,34 @@ fn weight(limit: &Limit, costs: impl Iterator<Item = u64>) -> Weight {
         || Weight::Checked(limit.cost(&mut NoValues, 1)),
         Weight::Charged,
     )
+}
+
+/// The limit `descriptor` reaches under `rules`: the override limit of its own quota's
+/// unit, or the entry of the rules its entries reach.
+fn reached(rules: &Rules, descriptor: &Descriptor<'_>) -> Option<Matched> {
+    let own = descriptor.limit;
+    own.and_then(|own| rules.override_match(own.unit, descriptor.entries))
+        .or_else(|| rules.descriptor_limit(descriptor.entries))
+}
+
+/// Gives each booking of an override limit the quota that its descriptors (`owners`, by
+/// position in `descriptors`) brought: they differ at most in their requests per unit, and
+/// the strictest counts.
+fn bring_own_quotas(
+    rules: &Rules,
+    bookings: &mut Bookings,
+    owners: &[SmallVec<[usize; 1]>],
+    descriptors: &[Descriptor<'_>],
+) {
+    let declared = rules.limits().len();
+    for (booking, owners) in bookings.iter_mut().zip(owners) {
+        if booking.limit_index < declared {
+            continue;
+        }
+        let own = owners.iter().filter_map(|&owner| descriptors[owner].limit);
+        let strictest = own.min_by_key(|own| own.requests_per_unit);
+        booking.quota = strictest.map(|own| Box::new(own.quota()));
+    }
 }
 
 /// The values of a descriptor's limit: none (a limit's `cost` source has nothing to read).
@@ -159,11 +187,7 @@ impl<St: Store> Limiter<St> {
         // call stays all or nothing.
         let mut owners: Vec<SmallVec<[usize; 1]>> = Vec::new();
         for (owner, descriptor) in descriptors.iter().enumerate() {
-            let own = descriptor.limit;
-            let matched = own
-                .and_then(|own| rules.override_match(own.unit, descriptor.entries))
-                .or_else(|| rules.descriptor_limit(descriptor.entries));
-            let Some(matched) = matched else {
+            let Some(matched) = reached(&rules, descriptor) else {
                 continue;
             };
             // An `unlimited` entry is kept until `replaces` are known (its own replace too).
@@ -195,14 +219,7 @@ impl<St: Store> Limiter<St> {
                 .map(|&owner| descriptors[owner].cost);
             weight(limit, costs)
         });
-        // The quotas the descriptors brought to override limits (those of one booking
-        // differ at most in their requests per unit: the strictest counts).
-        let overrides = bookings.iter_mut().zip(&owners);
-        for (booking, owners) in overrides.filter(|(b, _)| b.limit_index >= rules.limits().len()) {
-            let own = owners.iter().filter_map(|&owner| descriptors[owner].limit);
-            let strictest = own.min_by_key(|own| own.requests_per_unit);
-            booking.quota = strictest.map(|own| Box::new(own.quota()));
-        }
+        bring_own_quotas(&rules, &mut bookings, &owners, descriptors);
         let stage = self.acquire(&active, bookings, Some(&mut each));
         let mut deciding = Deciding::new(self, active, stage);
         let ruling = deciding.settle_each(Some(&mut each)).await;
