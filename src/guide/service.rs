@@ -292,6 +292,19 @@
 //! `source_cluster`. A header is the client's to choose: limit by one that your gateway or
 //! an authentication filter sets, such as a verified user id.
 //!
+//! A route can also give a descriptor [its own limit](#the-answer), read per request from
+//! dynamic metadata that a filter before it set (a JWT's claim, an external authorization
+//! service's answer), a struct of `requests_per_unit` and `unit`:
+//!
+//! ```yaml
+//! rate_limits:
+//!   - actions:
+//!       - request_headers: { header_name: x-tenant, descriptor_key: tenant }
+//!     limit:
+//!       dynamic_metadata:
+//!         metadata_key: { key: envoy.filters.http.ext_authz, path: [{ key: rate_limit }] }
+//! ```
+//!
 //! `enable_x_ratelimit_headers: DRAFT_VERSION_03` makes Envoy write `X-RateLimit-Limit`,
 //! `X-RateLimit-Remaining` and `X-RateLimit-Reset` itself, from the statuses. tollgate's
 //! own headers have the same names: keep one set. With Envoy's, set
