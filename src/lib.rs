@@ -85,4 +85,5 @@ pub mod store;
 
 pub use decision::{Denial, LimitDecision, Verdict};
 pub use layer::{RateLimit, RateLimitLayer};
-pub use limiter::{CallVerdict, Descriptor, LimitOverride, Limiter};
+pub use limiter::{CallVerdict, Descriptor, Limiter};
+pub use rules::LimitOverride;

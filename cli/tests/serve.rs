@@ -278,6 +278,32 @@ async fn a_descriptor_with_its_own_limit_is_limited_by_it() {
 }
 
 #[tokio::test]
+async fn own_limits_in_redis_are_checked_and_raised_at_once() {
+    let rules = "domain: edge\ndefaults: { algorithm: sliding_window_log }\ndescriptors: []\n";
+    let redis = redis_server::RedisServer::start();
+    let service = Service::start(rules, &["--redis", &redis.url()]);
+    let mut client = service.client().await;
+    let acme = [("tenant", "acme")];
+    let own = |requests: u32| call(vec![with_own_limit(&acme, requests, RateLimitUnit::Hour)]);
+    for _ in 0..2 {
+        assert_eq!(ask(&mut client, own(2)).await.overall_code(), Code::Ok);
+    }
+    assert_eq!(
+        ask(&mut client, own(2)).await.overall_code(),
+        Code::OverLimit
+    );
+    // A larger quota is decided by Redis, not answered from the refusal remembered.
+    assert_eq!(ask(&mut client, own(100)).await.overall_code(), Code::Ok);
+    // A log Redis cannot keep is refused, rather than failing the call's other limits.
+    let refused = client
+        .should_rate_limit(own(5_000))
+        .await
+        .expect_err("too large a log for Redis");
+    assert_eq!(refused.code(), GrpcCode::InvalidArgument, "{refused:?}");
+    assert!(refused.message().contains("cannot be kept"), "{refused:?}");
+}
+
+#[tokio::test]
 async fn unlimited_and_shadow_mode_never_refuse() {
     let service = Service::start(RULES, &[]);
     let mut client = service.client().await;

@@ -157,7 +157,10 @@
 //! override. It is decided by the file's default algorithm (`defaults.algorithm`: a fixed
 //! window, as there, unless the file says otherwise) and `on_store_error`, exactly, all or
 //! nothing with the call's other descriptors; metrics and logs name it `override per
-//! minute` (or the unit's). A unit of `UNKNOWN` is `INVALID_ARGUMENT`.
+//! minute` (or the unit's). A unit of `UNKNOWN` is `INVALID_ARGUMENT`, and so is a quota
+//! the store cannot keep (with Redis, a sliding window log of more than 1,000, or numbers
+//! too large for its exact arithmetic), rather than a store error that would leave the
+//! call's other limits to their `on_store_error` policy.
 //!
 //! **Checks.** A descriptor of `hits_addend: 0` is only checked, as in envoyproxy/ratelimit:
 //! it is charged nothing, and its status says whether one more request would be admitted

@@ -1,10 +1,9 @@
 //! Deciding the descriptors of a rate limit service's call (Envoy's RLS), all or nothing.
 
 use super::{Deciding, Limiter};
-use crate::algorithm::Quota;
 use crate::decision::{Bookings, LimitDecision, Verdict, Weight};
 use crate::rules::tree::{Matched, Matches, Values};
-use crate::rules::{Limit, Rules, Unit};
+use crate::rules::{Limit, LimitOverride, Rules};
 use crate::source::MissingPeerAddr;
 use crate::store::Store;
 use smallvec::SmallVec;
@@ -24,34 +23,6 @@ pub struct Descriptor<'a> {
     /// A quota of the descriptor's own (Envoy's `limit` override), instead of what the
     /// rules say of it; see [`LimitOverride`].
     pub limit: Option<LimitOverride>,
-}
-
-/// A descriptor's own quota (Envoy's `limit` override, which the gateway sets from, say,
-/// a tenant's plan): the descriptor is limited to `requests_per_unit` per `unit` alone,
-/// as envoyproxy/ratelimit limits it, whatever entry of the rules it reaches (its
-/// `unlimited`, `replaces` and `shadow_mode` included). Its state is kept per distinct
-/// entries and unit, so calls with another `requests_per_unit` count in the same place.
-///
-/// It is decided by the rules' default algorithm (`defaults.algorithm`, a fixed window
-/// unless it says otherwise, with a burst of `requests_per_unit`) and `on_store_error`,
-/// exactly (no `sync_every`, no `approximate`), all or nothing with the call's other
-/// descriptors. Its decision's [`limit`](LimitDecision::limit) is `override per UNIT`.
-/// Only rules compiled with [`KeySources::Given`](crate::rules::KeySources::Given) take
-/// it; others ignore it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LimitOverride {
-    /// The requests admitted per unit.
-    pub requests_per_unit: u64,
-    /// The unit.
-    pub unit: Unit,
-}
-
-impl LimitOverride {
-    /// The quota: `requests_per_unit` per `unit`.
-    fn quota(self) -> Quota {
-        Quota::new(self.requests_per_unit, self.unit.period())
-            .expect("a unit is a period a quota takes")
-    }
 }
 
 /// The weight of a booking under `limit` for descriptors of `costs`: what those charged

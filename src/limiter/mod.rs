@@ -7,7 +7,7 @@ mod descriptors;
 mod given_values;
 
 pub(crate) use deciding::Deciding;
-pub use descriptors::{CallVerdict, Descriptor, LimitOverride};
+pub use descriptors::{CallVerdict, Descriptor};
 
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{LimitDecision, Ruling, Verdict};

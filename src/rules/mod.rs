@@ -29,6 +29,7 @@ mod error;
 mod explain;
 mod file;
 mod limit;
+mod limit_override;
 mod period;
 pub(crate) mod request_values;
 mod response_options;
@@ -42,9 +43,10 @@ pub use explain::{AppliedLimit, Explanation};
 pub use file::{HeaderSet, OnStoreError, Unit};
 pub(crate) use limit::Cost;
 pub use limit::{Limit, Rate};
+pub use limit_override::LimitOverride;
 pub use response_options::{ResponseOptions, XRatelimitHeader};
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, Quota};
 use crate::source::{ClientIpResolver, MissingPeerAddr, Source};
 use serde_saphyr::{Budget, Location, Options};
 use smallvec::SmallVec;
@@ -226,11 +228,34 @@ impl Rules {
     }
 
     /// The index, past [`Rules::limits`], of the limit that a rate limit service's
-    /// descriptor of its own quota per `unit` books ([`LimitOverride`](crate::LimitOverride));
+    /// descriptor of its own quota per `unit` books ([`LimitOverride`]);
     /// `None` for rules not compiled with [`KeySources::Given`], which have none.
     pub(crate) fn override_limit(&self, unit: Unit) -> Option<usize> {
         let at = Unit::ALL.iter().position(|u| *u == unit)?;
         (self.limits.len() > self.declared).then_some(self.declared + at)
+    }
+
+    /// The algorithm and quota that a descriptor's own quota `own` is decided with under
+    /// these rules (the defaults' algorithm, see [`LimitOverride`]); `None` for rules not
+    /// compiled with [`KeySources::Given`], which ignore it. For a service to check that its
+    /// store can keep such a limit before it is asked to
+    /// ([`RedisStore::holds`](crate::store::RedisStore::holds)).
+    ///
+    /// ```
+    /// use tollgate::algorithm::Algorithm;
+    /// use tollgate::rules::{KeySources, Rules, Unit};
+    /// use tollgate::LimitOverride;
+    ///
+    /// let rules = Rules::from_yaml_with("domain: edge\ndescriptors: []\n", KeySources::Given)?;
+    /// let own = LimitOverride { requests_per_unit: 10, unit: Unit::Minute };
+    /// let (algorithm, quota) = rules.override_decided_by(own).expect("a service's rules");
+    /// assert_eq!((algorithm, quota.requests_per_period()), (Algorithm::FixedWindow, 10));
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    pub fn override_decided_by(&self, own: LimitOverride) -> Option<(Algorithm, Quota)> {
+        let limit = &self.limits[self.override_limit(own.unit)?];
+        let (algorithm, _) = limit.limited()?;
+        Some((algorithm, own.quota()))
     }
 
     /// What a descriptor of `entries` with its own quota per `unit` books: the

@@ -4,16 +4,16 @@ use super::proto::envoy::service::ratelimit::v3::rate_limit_service_server::Rate
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use super::readiness::Readiness;
 use super::rls::should_rate_limit;
-use tollgate::store::Store;
+use super::store::Backing;
 use tonic::{Request, Response, Status};
 
 /// Envoy's rate limit service, deciding with the service's limiter once it is
 /// [ready](Readiness); `UNAVAILABLE`, with the reason, before.
-pub(crate) struct RlsService<St: Store> {
+pub(crate) struct RlsService<St: Backing> {
     readiness: Readiness<St>,
 }
 
-impl<St: Store> RlsService<St> {
+impl<St: Backing> RlsService<St> {
     /// The service, deciding once `readiness` has a limiter.
     pub(crate) fn new(readiness: Readiness<St>) -> Self {
         RlsService { readiness }
@@ -21,7 +21,7 @@ impl<St: Store> RlsService<St> {
 }
 
 #[tonic::async_trait]
-impl<St: Store> RateLimitService for RlsService<St> {
+impl<St: Backing> RateLimitService for RlsService<St> {
     async fn should_rate_limit(
         &self,
         request: Request<RateLimitRequest>,

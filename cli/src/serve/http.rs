@@ -34,6 +34,7 @@ use super::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use super::readiness::Readiness;
 use super::rls::should_rate_limit;
+use super::store::Backing;
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -79,7 +80,7 @@ pub(crate) fn install_metrics() -> Result<PrometheusHandle, String> {
 
 /// The HTTP endpoints: `POST /json` deciding with the limiter of `readiness`, `GET
 /// /healthcheck` telling whether it is ready and `GET /metrics` rendering `metrics`.
-pub(crate) fn router<St: Store>(readiness: Readiness<St>, metrics: PrometheusHandle) -> Router {
+pub(crate) fn router<St: Backing>(readiness: Readiness<St>, metrics: PrometheusHandle) -> Router {
     let deciding = readiness.clone();
     Router::new()
         .route(
@@ -92,7 +93,7 @@ pub(crate) fn router<St: Store>(readiness: Readiness<St>, metrics: PrometheusHan
 
 /// `POST /json`: decides the call in `body`, or answers `503` with the reason while the
 /// service is not ready.
-async fn decide<St: Store>(readiness: Readiness<St>, body: Bytes) -> Response {
+async fn decide<St: Backing>(readiness: Readiness<St>, body: Bytes) -> Response {
     let limiter = match readiness.limiter() {
         Ok(limiter) => limiter,
         Err(reason) => return unavailable(&reason),

@@ -252,7 +252,7 @@ async fn start<St: Backing>(
 
 /// Serves gRPC and HTTP on `listeners` until `stop` is made, then finishes the calls in
 /// flight.
-async fn serve_both<St: Store>(
+async fn serve_both<St: Backing>(
     listeners: Listeners,
     readiness: Readiness<St>,
     metrics: PrometheusHandle,

@@ -9,10 +9,10 @@ use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
 };
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use super::store::Backing;
 use std::time::Duration;
 use tollgate::response::verdict_headers;
 use tollgate::rules::{self, Rate, Rules};
-use tollgate::store::Store;
 use tollgate::{Descriptor, LimitDecision, LimitOverride, Limiter};
 use tonic::Status;
 
@@ -29,11 +29,11 @@ const LONGEST_TEXT: usize = 4096;
 ///
 /// `INVALID_ARGUMENT` for a request with no domain, no descriptors, an empty descriptor,
 /// too many of them or text too long; `NOT_FOUND` for a domain the rules do not limit.
-pub(crate) async fn should_rate_limit<St: Store>(
+pub(crate) async fn should_rate_limit<St: Backing>(
     limiter: &Limiter<St>,
     request: &RateLimitRequest,
 ) -> Result<RateLimitResponse, Status> {
-    malformed(request, &limiter.rules())?;
+    malformed(request, &limiter.rules(), limiter.store())?;
     // A call's weight: `hits_addend` (0 means 1), unless a descriptor sets its own, where
     // 0 only checks its limit, as envoyproxy/ratelimit does.
     let weight = u64::from(request.hits_addend.max(1));
@@ -89,8 +89,12 @@ pub(crate) async fn should_rate_limit<St: Store>(
     })
 }
 
-/// Why `request` cannot be decided under `rules`, if it cannot.
-fn malformed(request: &RateLimitRequest, rules: &Rules) -> Result<(), Status> {
+/// Why `request` cannot be decided under `rules` with `store`, if it cannot.
+fn malformed<St: Backing>(
+    request: &RateLimitRequest,
+    rules: &Rules,
+    store: &St,
+) -> Result<(), Status> {
     if request.domain.is_empty() {
         return Err(Status::invalid_argument("the domain is empty"));
     }
@@ -122,14 +126,9 @@ fn malformed(request: &RateLimitRequest, rules: &Rules) -> Result<(), Status> {
                 descriptor.entries.len()
             )));
         }
-        if descriptor
-            .limit
-            .as_ref()
-            .is_some_and(|own| own_limit(own).is_none())
-        {
-            return Err(Status::invalid_argument(format!(
-                "descriptor {i}: its limit override has no unit (SECOND to YEAR)"
-            )));
+        if let Some(own) = &descriptor.limit {
+            own_limit_fits(own, rules, store)
+                .map_err(|why| Status::invalid_argument(format!("descriptor {i}: {why}")))?;
         }
         for (j, entry) in descriptor.entries.iter().enumerate() {
             if entry.key.is_empty() {
@@ -155,6 +154,22 @@ fn shortened(text: &str) -> String {
         short.push('…');
     }
     short
+}
+
+/// Why a descriptor's own limit `own` cannot be decided under `rules` with `store`, if it
+/// cannot: a unit it does not know, or a quota the store cannot keep.
+fn own_limit_fits<St: Backing>(
+    own: &RateLimitOverride,
+    rules: &Rules,
+    store: &St,
+) -> Result<(), String> {
+    let own = own_limit(own).ok_or("its limit override has no unit (SECOND to YEAR)")?;
+    match rules.override_decided_by(own) {
+        Some((algorithm, quota)) => store
+            .holds(algorithm, &quota)
+            .map_err(|why| format!("its limit override cannot be kept: {why}")),
+        None => Ok(()),
+    }
 }
 
 /// A descriptor's own limit, as the library takes it; `None` for a unit it does not know.

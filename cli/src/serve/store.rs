@@ -9,6 +9,7 @@
 use super::readiness::Readiness;
 use std::fmt;
 use std::time::Duration;
+use tollgate::algorithm::{Algorithm, Quota};
 use tollgate::store::{MemoryStore, RedisStore, RedisStoreBuilder, Store};
 use tollgate::Limiter;
 
@@ -118,6 +119,10 @@ pub(crate) trait Backing: Store + Sized {
     /// Starts what the store needs done while `limiter` decides with it.
     fn keep_up(limiter: &Limiter<Self>);
 
+    /// Whether the store can keep a limit decided by `algorithm` under `quota` (a
+    /// descriptor's own, which comes with the call), or why not.
+    fn holds(&self, algorithm: Algorithm, quota: &Quota) -> Result<(), String>;
+
     /// Finishes the store's work, before the process exits.
     async fn finish(&self);
 }
@@ -137,6 +142,11 @@ impl Backing for MemoryStore {
         });
     }
 
+    /// Any: the memory store keeps every quota exactly.
+    fn holds(&self, _algorithm: Algorithm, _quota: &Quota) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Nothing: the state ends with the process.
     async fn finish(&self) {}
 }
@@ -144,6 +154,10 @@ impl Backing for MemoryStore {
 impl Backing for RedisStore {
     /// Nothing: the store keeps its connection and syncs by itself.
     fn keep_up(_limiter: &Limiter<Self>) {}
+
+    fn holds(&self, algorithm: Algorithm, quota: &Quota) -> Result<(), String> {
+        RedisStore::holds(self, algorithm, quota).map_err(|error| error.to_string())
+    }
 
     /// Sends Redis what the local-first limits admitted since their last sync, so that a
     /// planned stop loses no counts.

@@ -36,8 +36,14 @@ impl Denials {
         }
     }
 
+    /// The entry of `check`'s key under its quota: a rate limit service's call may bring
+    /// another quota for the same key, whose denials are its own.
     fn id(&self, check: &LimitCheck<'_>) -> u64 {
-        self.hasher.hash_one((check.domain, check.key))
+        let quota = (
+            check.quota.requests_per_period(),
+            check.quota.period_nanos(),
+        );
+        self.hasher.hash_one((check.domain, check.key, quota))
     }
 
     /// Decisions for `checks` if one enforced check is known to be denied at `now`: that one

@@ -310,18 +310,45 @@ pub(super) fn int(value: u64) -> i64 {
 }
 
 impl RedisStore {
-    fn plan(&self, check: &LimitCheck<'_>) -> Result<Planned, StoreError> {
-        let quota = check.quota;
-        if check.algorithm == Algorithm::SlidingWindowLog
-            && quota.requests_per_period() > MAX_LOG_LIMIT
-        {
+    /// Whether this store can keep a limit decided by `algorithm` under `quota`, and why
+    /// not: a sliding window log of more than 1,000 requests (the script reads the whole
+    /// log on every request), or numbers too large for the scripts' exact arithmetic (a
+    /// very large limit over a very long period). A request with such a limit is a store
+    /// error, which its limits' `on_store_error` policies decide: a rate limit service
+    /// checks the quotas its calls bring with it first.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::{Algorithm, Quota};
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let store = RedisStore::builder("redis://127.0.0.1:6379").connect().await?;
+    /// let log = Quota::new(5_000, Duration::from_secs(60))?;
+    /// assert!(store.holds(Algorithm::SlidingWindowLog, &log).is_err());
+    /// assert!(store.holds(Algorithm::SlidingWindowCounter, &log).is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The reason, when the store cannot keep such a limit.
+    pub fn holds(&self, algorithm: Algorithm, quota: &Quota) -> Result<(), StoreError> {
+        self.tick_for(algorithm, quota).map(drop)
+    }
+
+    /// The tick a limit decided by `algorithm` under `quota` is kept in (see
+    /// [`RedisStore::holds`]).
+    fn tick_for(&self, algorithm: Algorithm, quota: &Quota) -> Result<Tick, StoreError> {
+        if algorithm == Algorithm::SlidingWindowLog && quota.requests_per_period() > MAX_LOG_LIMIT {
             let message = format!(
                 "a sliding_window_log of {} is too large for Redis, which reads the whole log on every request (at most {MAX_LOG_LIMIT}; sliding_window_counter scales)",
                 quota.requests_per_period()
             );
             return Err(StoreError::new(message, "log too large"));
         }
-        let tick = Tick::choose(check.algorithm, quota, self.inner.base_ns()).ok_or_else(|| {
+        Tick::choose(algorithm, quota, self.inner.base_ns()).ok_or_else(|| {
             StoreError::new(
                 format!(
                     "the limit `{}` per {:?} is too large for the Redis store's exact arithmetic",
@@ -330,7 +357,12 @@ impl RedisStore {
                 ),
                 "no tick fits",
             )
-        })?;
+        })
+    }
+
+    fn plan(&self, check: &LimitCheck<'_>) -> Result<Planned, StoreError> {
+        let quota = check.quota;
+        let tick = self.tick_for(check.algorithm, quota)?;
         let max_delay = quota
             .max_delay()
             .map_or(-1, |d| int(tick.count(saturating_nanos(d))));
