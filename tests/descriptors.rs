@@ -40,6 +40,11 @@ fn one<'a>(entries: &'a [(&'a str, &'a str)]) -> Descriptor<'a> {
     }
 }
 
+/// Whether `call` is admitted.
+async fn admitted(limiter: &Limiter<MemoryStore<ManualClock>>, call: &[Descriptor<'_>]) -> bool {
+    limiter.check_descriptors(call).await.verdict().is_allowed()
+}
+
 /// The name of the limit each descriptor reached, in order.
 async fn reached(
     limiter: &Limiter<MemoryStore<ManualClock>>,
@@ -73,11 +78,7 @@ async fn a_call_over_one_limit_charges_none_of_the_others() {
     let limiter = limiter();
     let (ann, api) = ([("user", "ann")], [("path", "/api/a")]);
     let call = [one(&api), one(&ann)];
-    assert!(limiter
-        .check_descriptors(&call)
-        .await
-        .verdict()
-        .is_allowed());
+    assert!(admitted(&limiter, &call).await);
     let refused = limiter.check_descriptors(&call).await;
     assert!(!refused.verdict().is_allowed());
     // The refused call did not charge `api`: two of its three are left.
@@ -101,16 +102,8 @@ async fn the_same_descriptor_twice_weighs_twice_and_shares_its_decision() {
     assert_eq!(decisions[0], decisions[1]);
     assert_eq!(decisions[0].as_ref().expect("api").decision().remaining, 1);
     // Two more do not fit in the one left: refused, and not charged.
-    assert!(!limiter
-        .check_descriptors(&twice)
-        .await
-        .verdict()
-        .is_allowed());
-    assert!(limiter
-        .check_descriptors(&[one(&api)])
-        .await
-        .verdict()
-        .is_allowed());
+    assert!(!admitted(&limiter, &twice).await);
+    assert!(admitted(&limiter, &[one(&api)]).await);
 }
 
 #[tokio::test]
@@ -124,16 +117,8 @@ async fn an_unlimited_entry_replaces_what_it_names() {
         assert_eq!(checked.descriptors(), [None, None]);
     }
     // Without the internal key, ann has her one a minute.
-    assert!(limiter
-        .check_descriptors(&[one(&ann)])
-        .await
-        .verdict()
-        .is_allowed());
-    assert!(!limiter
-        .check_descriptors(&[one(&ann)])
-        .await
-        .verdict()
-        .is_allowed());
+    assert!(admitted(&limiter, &[one(&ann)]).await);
+    assert!(!admitted(&limiter, &[one(&ann)]).await);
 }
 
 #[tokio::test]
@@ -198,11 +183,6 @@ fn own<'a>(
         cost: 1,
         limit,
     }
-}
-
-/// Whether `call` is admitted.
-async fn admitted(limiter: &Limiter<MemoryStore<ManualClock>>, call: &[Descriptor<'_>]) -> bool {
-    limiter.check_descriptors(call).await.verdict().is_allowed()
 }
 
 #[tokio::test]
