@@ -51,6 +51,7 @@ fn check<'a>(quota: &'a Quota, key: &'a [u8], approximate: bool) -> LimitCheck<'
         sync_every: None,
         limit: "per-client",
         approximate: approximate.then_some(Approximate::new(MEMORY)),
+        carried_from: &[],
     }
 }
 

@@ -281,6 +281,7 @@ impl<'k> Fixture<'k> {
                     sync_every: None,
                     limit: "test",
                     approximate: None,
+                    carried_from: &[],
                 };
                 verdicts::admitted(store, &check)
             }),

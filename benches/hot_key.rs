@@ -94,6 +94,7 @@ fn measure(threads: usize, verdict: Verdict, rounds: usize) {
             sync_every: None,
             limit: "test",
             approximate: None,
+            carried_from: &[],
         })
         .collect();
     let governor: DefaultKeyedRateLimiter<std::net::IpAddr> =

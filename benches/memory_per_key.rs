@@ -427,6 +427,7 @@ fn run_tollgate(algorithm: Algorithm, quota: Quota, case: Case) -> Measured {
                 sync_every: None,
                 limit: "test",
                 approximate: None,
+                carried_from: &[],
             };
             let Acquisition::Ready(Ok(decisions)) = store.acquire(&[check]) else {
                 panic!("the memory store answers at once, without error");

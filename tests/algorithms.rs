@@ -516,6 +516,7 @@ fn check_store_against_state(
             sync_every: None,
             limit: "test",
             approximate: None,
+            carried_from: &[],
         };
         let decided = acquire(&store, &[check])[0];
         prop_assert_eq!(
@@ -649,6 +650,7 @@ fn admitted_concurrently(algorithm: Algorithm, quota: Quota) -> Vec<Decision> {
         sync_every: None,
         limit: "test",
         approximate: None,
+        carried_from: &[],
     };
     std::thread::scope(|scope| {
         let threads: Vec<_> = (0..THREADS)
@@ -774,6 +776,7 @@ fn two_limits_on_one_request_are_all_or_nothing_under_concurrency() {
             sync_every: None,
             limit: "test",
             approximate: None,
+            carried_from: &[],
         };
         let wide = limit(b"wide", &wide_quota);
         let narrow = limit(b"narrow", &narrow_quota);

@@ -27,6 +27,7 @@ fn check<'a>(
         sync_every: None,
         limit: "per-client",
         approximate: Some(Approximate::new(memory)),
+        carried_from: &[],
     }
 }
 

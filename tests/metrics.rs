@@ -296,6 +296,7 @@ async fn the_overshoot_of_a_local_first_limit_is_a_gauge() {
         sync_every: Some(Duration::from_secs(10)),
         limit: "fleet",
         approximate: None,
+        carried_from: &[],
     };
     // Each server admits its 80 alone and syncs before the next starts: the second sync
     // finds the first's count. (With both syncing at once, the first to apply could be the
@@ -345,6 +346,7 @@ fn an_approximate_limit_reports_its_sketch() {
             sync_every: None,
             limit: "per-client",
             approximate: Some(approximate),
+            carried_from: &[],
         };
         let _ = store.acquire(&[check]);
     };

@@ -892,6 +892,7 @@ fn a_cancelled_queue_place_is_given_back_in_redis() {
             sync_every: None,
             limit: "test",
             approximate: None,
+            carried_from: &[],
         };
         let acquire = || async {
             let decisions = decide(&store, &[check]).await.expect("Redis decides");
@@ -1008,6 +1009,7 @@ fn a_key_holding_garbage_or_deleted_counts_as_never_seen_and_trips_nothing() {
             sync_every: None,
             limit: "test",
             approximate: None,
+            carried_from: &[],
         };
         // The key's name, from a first decision.
         let decisions = decide(&store, &[check]).await.expect("decided by Redis");

@@ -48,6 +48,7 @@ fn check<'a>(algorithm: Algorithm, quota: &'a Quota, key: &'a [u8]) -> LimitChec
         sync_every: Some(EVERY),
         limit: "test",
         approximate: None,
+        carried_from: &[],
     }
 }
 
@@ -134,6 +135,7 @@ fn local_first_and_exact_limits_of_one_request_are_all_or_nothing() {
             sync_every: None,
             limit: "test",
             approximate: None,
+            carried_from: &[],
             ..check(Algorithm::FixedWindow, &exact_quota, b"exact")
         };
         let both = [local, exact];

@@ -247,6 +247,7 @@ fn a_sketch_too_small_for_its_load_warns_once() {
                 sync_every: None,
                 limit: "per-client",
                 approximate: Some(Approximate::new(64 << 10)),
+                carried_from: &[],
             };
             let _ = store.acquire(&[check]);
         }

@@ -23,6 +23,7 @@
 //! # Ok::<(), tollgate::algorithm::QuotaError>(())
 //! ```
 
+mod carry;
 mod decision;
 mod divisor;
 mod fixed_window;
@@ -34,6 +35,7 @@ mod sliding_window_counter;
 mod sliding_window_log;
 mod token_bucket;
 
+pub(crate) use carry::Carry;
 pub use decision::Decision;
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;

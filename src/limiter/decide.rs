@@ -37,21 +37,22 @@ impl<St: Store> Limiter<St> {
         let rules = &*active.rules;
         let mut matches = Matches::new();
         rules.applicable(values, &mut matches)?;
-        let bookings = self.book(rules, &mut matches, |_, limit| {
+        let bookings = self.book(active, &mut matches, |_, limit| {
             Weight::Charged(limit.cost(values, default_cost))
         });
         Ok(self.acquire(active, bookings, each))
     }
 
-    /// The bookings of `matches` (their keys taken out), each limit's weight given by
-    /// `weight` (the match's position, the limit). A shadow `unlimited` entry, the only
-    /// unlimited one left in matches, has nothing to book.
+    /// The bookings of `matches` under `active` (their keys taken out), each limit's weight
+    /// given by `weight` (the match's position, the limit). A shadow `unlimited` entry, the
+    /// only unlimited one left in matches, has nothing to book.
     pub(super) fn book(
         &self,
-        rules: &Rules,
+        active: &Active,
         matches: &mut Matches,
         mut weight: impl FnMut(usize, &Limit) -> Weight,
     ) -> Bookings {
+        let rules = &*active.rules;
         let shadow_all = rules.shadow_mode() || self.shadow_mode();
         let mut bookings = Bookings::new();
         // Each key is taken out of its match, not the matches moved into an iterator.
@@ -64,6 +65,8 @@ impl<St: Store> Limiter<St> {
                 Weight::Charged(cost) => (cost, false),
                 Weight::Checked(cost) => (cost, true),
             };
+            let carried_from =
+                active.carried_from(m.limit_index, &m.key, &m.tag, || self.shared.clock.now());
             bookings.push(Booking {
                 cost,
                 check_only,
@@ -73,6 +76,7 @@ impl<St: Store> Limiter<St> {
                 tag: m.tag.clone(),
                 shadow: shadow_all || limit.is_shadow(),
                 booked_until: None,
+                carried_from,
             });
         }
         bookings
@@ -156,6 +160,7 @@ fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
         sync_every: limit.sync_every(),
         limit: limit.label(),
         approximate: limit.approximate(),
+        carried_from: &booking.carried_from,
     }
 }
 
@@ -201,7 +206,9 @@ fn settle(
     start: DecisionStart,
     each: Option<&mut Each>,
 ) -> (Ruling, Queued) {
-    let Active { rules, observer } = active;
+    let Active {
+        rules, observer, ..
+    } = active;
     // Read where they are: moving the decisions copies them.
     let decisions = match &result {
         Ok(decisions) if decisions.len() == bookings.len() => decisions,
@@ -270,7 +277,9 @@ fn on_store_error(
     fallback: &MemoryStore,
     each: Option<&mut Each>,
 ) -> Ruling {
-    let Active { rules, observer } = active;
+    let Active {
+        rules, observer, ..
+    } = active;
     let failures = StoreFailures::of(rules, bookings);
     observer.store_failed(rules, bookings, failures.outcomes(), error);
     if let Some(denied) = failures.denial(rules, bookings) {

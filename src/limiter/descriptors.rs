@@ -184,7 +184,7 @@ impl<St: Store> Limiter<St> {
             .map(|(kept, _)| kept)
             .unzip();
         let mut each = Vec::new();
-        let mut bookings = self.book(&rules, &mut matches, |position, limit| {
+        let mut bookings = self.book(&active, &mut matches, |position, limit| {
             let costs = owners[position]
                 .iter()
                 .map(|&owner| descriptors[owner].cost);

@@ -169,12 +169,15 @@ impl<St: Store> Limiter<St> {
 
     /// Puts new rules in force. Requests already being decided finish under the old ones.
     /// A limit keeps its counters when its descriptor entries, algorithm and quota are
-    /// unchanged (wherever it moved in the file); a changed limit starts afresh.
+    /// unchanged (wherever it moved in the file). A limit whose quota, period or algorithm
+    /// changed keeps what each client used: a key starts the new limit from its state under
+    /// the old one, in every store (see [`CarriedFrom`](crate::store::CarriedFrom) and the
+    /// guide's [hot reload](crate::guide::operations#hot-reload) section).
     ///
     /// With the `metrics` feature, registers the metric handles of `rules` with the recorder
     /// installed now, so that decisions only increment handles they already hold.
     pub fn set_rules(&self, rules: Rules) {
-        let active = Active::new(rules, &self.shared.clock);
+        let active = Active::after(&self.shared.active.load(), rules, &self.shared.clock);
         self.shared.active.store(Arc::new(active));
     }
 
@@ -553,7 +556,7 @@ descriptors:
     }
 
     #[test]
-    fn counters_survive_rules_that_move_a_limit_and_reset_when_its_quota_changes() {
+    fn counters_survive_rules_that_move_a_limit_or_change_its_quota() {
         let (limiter, _) = limiter(RULES);
         let client = [("remote_address", "1.1.1.1")];
         assert!(check(&limiter, &client).is_allowed());
@@ -571,13 +574,87 @@ descriptors:
             "the third of 3 is counted on the old state"
         );
         assert!(!check(&limiter, &client).is_allowed());
-        let raised = moved.replace("requests_per_unit: 3", "requests_per_unit: 4");
+        let raised = moved.replace("requests_per_unit: 3", "requests_per_unit: 5");
         limiter.set_rules(Rules::from_yaml(&raised).expect("valid rules"));
         assert_eq!(
-            check(&limiter, &client).decision().map(|d| d.remaining),
-            Some(3),
-            "a new quota starts afresh"
+            admitted(&limiter, &client, 10),
+            2,
+            "3 of 3 used, raised to 5: 2 more"
         );
+    }
+
+    /// The rules of one limit per client, `rate_limit` as given.
+    fn one_limit(rate_limit: &str) -> Rules {
+        Rules::from_yaml(&format!(
+            "domain: t\ndescriptors:\n  - key: remote_address\n    rate_limit: {rate_limit}\n"
+        ))
+        .expect("valid rules")
+    }
+
+    #[test]
+    fn a_reload_keeps_what_each_client_used() {
+        let client = [("remote_address", "1.1.1.1")];
+        for algorithm in crate::algorithm::Algorithm::ALL {
+            // A leaky bucket with room for them all at once, as the others.
+            let queue = |limit: u64| match algorithm {
+                crate::algorithm::Algorithm::LeakyBucket => format!(", queue: {}", limit - 1),
+                _ => String::new(),
+            };
+            let rules = |limit: u64| {
+                one_limit(&format!(
+                    "{{ unit: minute, requests_per_unit: {limit}, algorithm: {algorithm}{} }}",
+                    queue(limit)
+                ))
+            };
+            if algorithm == crate::algorithm::Algorithm::TokenBucket {
+                continue; // keeps its tokens: see below
+            }
+            let (limiter, clock) = limiter("domain: t\ndescriptors: []\n");
+            limiter.set_rules(rules(5));
+            assert_eq!(admitted(&limiter, &client, 10), 5, "{algorithm}");
+            limiter.set_rules(rules(8));
+            assert_eq!(admitted(&limiter, &client, 10), 3, "{algorithm}: raised to 8");
+            limiter.set_rules(rules(3));
+            assert_eq!(admitted(&limiter, &client, 10), 0, "{algorithm}: lowered to 3");
+            // Two minutes: the sliding window counter still counts the minute before.
+            clock.advance(Duration::from_secs(120));
+            assert_eq!(admitted(&limiter, &client, 10), 3, "{algorithm}: later");
+            assert_eq!(
+                admitted(&limiter, &[("remote_address", "2.2.2.2")], 10),
+                3,
+                "{algorithm}: another client"
+            );
+        }
+    }
+
+    #[test]
+    fn a_reloaded_token_bucket_keeps_its_level_capped_at_the_new_burst() {
+        let client = [("remote_address", "1.1.1.1")];
+        let bucket = |burst: u64| {
+            one_limit(&format!(
+                "{{ unit: minute, requests_per_unit: 10, algorithm: token_bucket, burst: {burst} }}"
+            ))
+        };
+        let (limiter, _) = limiter("domain: t\ndescriptors: []\n");
+        limiter.set_rules(bucket(10));
+        assert_eq!(admitted(&limiter, &client, 4), 4);
+        limiter.set_rules(bucket(20));
+        assert_eq!(admitted(&limiter, &client, 30), 6, "6 tokens left of 10");
+        limiter.set_rules(bucket(10));
+        assert_eq!(admitted(&limiter, &client, 30), 0, "none left");
+    }
+
+    #[test]
+    fn two_reloads_in_a_row_carry_from_the_first_limit_too() {
+        let client = [("remote_address", "1.1.1.1")];
+        let (limiter, _) = limiter("domain: t\ndescriptors: []\n");
+        let per_minute = |limit: u64| one_limit(&format!("{{ unit: minute, requests_per_unit: {limit} }}"));
+        limiter.set_rules(per_minute(5));
+        assert_eq!(admitted(&limiter, &client, 4), 4);
+        // Nobody is decided under 6 a minute: the key still holds its state under 5.
+        limiter.set_rules(per_minute(6));
+        limiter.set_rules(per_minute(7));
+        assert_eq!(admitted(&limiter, &client, 10), 3);
     }
 
     #[test]

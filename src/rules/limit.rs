@@ -114,6 +114,13 @@ impl Limit {
         self.limited().map(|(_, quota)| *quota)
     }
 
+    /// Its identity in stores, the first bytes of its keys: the same for the same descriptor
+    /// entries, algorithm and quota. `None` for an `unlimited` entry, which keeps no state.
+    pub(crate) fn state_id(&self) -> Option<u64> {
+        self.limited()?;
+        Some(super::state_id::state_id(&self.descriptor, &self.rate))
+    }
+
     pub(crate) fn limited(&self) -> Option<(Algorithm, &Quota)> {
         match &self.rate {
             Rate::Limited { quota, algorithm } => Some((*algorithm, quota)),

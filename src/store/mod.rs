@@ -29,9 +29,11 @@ pub use memory::MemoryStore;
 
 use crate::algorithm::{Algorithm, Quota};
 use crate::clock::Nanos;
+use crate::rules::tree::StateKey;
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
+use std::ops::Range;
 use std::time::Duration;
 
 /// One limit to check for one request.
@@ -69,6 +71,88 @@ pub struct LimitCheck<'a> {
     /// count-min sketch of fixed size, exact state only for the keys near their limit (see
     /// the guide's "Approximate limits"). `None`: exact. Stores shared by a fleet ignore it.
     pub approximate: Option<Approximate>,
+    /// Where a key of this limit starts from when it has no state yet: the same client's
+    /// keys under the limits this one replaced at the last reloads (a changed quota, period
+    /// or algorithm), newest first. A store that finds such a key's old state carries it
+    /// into this limit (see [`CarriedFrom`]) and forgets it; empty for a limit no reload
+    /// changed lately.
+    pub carried_from: &'a [CarriedFrom],
+}
+
+/// A key's state under a limit that a reload replaced, to carry into the limit that took
+/// its place (see the guide's "Hot reload": what a reload keeps).
+///
+/// A store carries the old state as it is where it means the same under the new limit (a
+/// sliding window log; a window's counts under the same algorithm and period), a token
+/// bucket's tokens into a token bucket (at most its burst), and otherwise the requests the
+/// key had used, charged to a fresh state of the new limit (at most its capacity).
+///
+/// ```
+/// use std::time::Duration;
+/// use tollgate::algorithm::{Algorithm, Quota};
+/// use tollgate::store::CarriedFrom;
+///
+/// let before = Quota::new(5, Duration::from_secs(60))?;
+/// let carried = CarriedFrom::new(b"user:42".to_vec(), 5..7, Algorithm::FixedWindow, before);
+/// assert_eq!(carried.tag(), b"42");
+/// # Ok::<(), tollgate::algorithm::QuotaError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CarriedFrom {
+    key: StateKey,
+    tag: Range<usize>,
+    algorithm: Algorithm,
+    quota: Quota,
+}
+
+impl CarriedFrom {
+    /// The state kept under `key` (whose hash tag is the bytes `tag` of it) by `algorithm`
+    /// under `quota`.
+    ///
+    /// # Panics
+    ///
+    /// When `tag` is not a range of `key`.
+    pub fn new(key: Vec<u8>, tag: Range<usize>, algorithm: Algorithm, quota: Quota) -> Self {
+        assert!(
+            key.get(tag.clone()).is_some(),
+            "the tag {tag:?} is not a range of a key of {} bytes",
+            key.len()
+        );
+        CarriedFrom {
+            key: StateKey::from_vec(key),
+            tag,
+            algorithm,
+            quota,
+        }
+    }
+
+    /// The key `key` with its first bytes replaced by `id` (the state id of the limit
+    /// replaced), its tag `tag`.
+    pub(crate) fn renamed(key: &[u8], id: &[u8], tag: Range<usize>, algorithm: Algorithm, quota: Quota) -> Self {
+        let mut key = StateKey::from_slice(key);
+        key[..id.len()].copy_from_slice(id);
+        CarriedFrom { key, tag, algorithm, quota }
+    }
+
+    /// The key of the old state.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// The part of [`CarriedFrom::key`] that says who is limited (see [`LimitCheck::tag`]).
+    pub fn tag(&self) -> &[u8] {
+        &self.key[self.tag.clone()]
+    }
+
+    /// The algorithm that kept the old state.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The quota the old state was kept under.
+    pub fn quota(&self) -> &Quota {
+        &self.quota
+    }
 }
 
 /// How an approximate limit is counted: in a count-min sketch of `memory` bytes.

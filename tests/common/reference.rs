@@ -179,6 +179,7 @@ pub fn run_reference_suite<S: Store>(make: impl Fn(ManualClock) -> S) {
                 sync_every: None,
                 limit: "test",
                 approximate: None,
+                carried_from: &[],
             };
             let answer = match store.acquire(&[check]) {
                 Acquisition::Ready(answer) => answer,

@@ -216,7 +216,12 @@ impl Generations {
     }
 
     /// Whether the key with `fingerprint` has state of its own, under `algorithm`.
-    fn tracks(&self, fingerprint: NonZeroU64, algorithm: Algorithm, quota: &Quota) -> bool {
+    pub(super) fn tracks(
+        &self,
+        fingerprint: NonZeroU64,
+        algorithm: Algorithm,
+        quota: &Quota,
+    ) -> bool {
         let tracked = |tables: &Tables| match algorithm.packed(quota) {
             Some(packed) if packed.is_timestamp() => tables.timestamps.find(fingerprint).is_some(),
             Some(_) => tables.packed.find(fingerprint).is_some(),

@@ -1,6 +1,7 @@
 //! The in-memory store: keys sharded over read-write locks, each shard holding two
 //! generations of hash tables.
 
+mod carry;
 mod fingerprint;
 mod generations;
 mod probe_table;
@@ -11,7 +12,7 @@ use self::generations::{decide_shared, Charge, Generations};
 use self::tables::{PackedSlot, Timestamp};
 use super::sketch::Sketch;
 use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
-use crate::algorithm::Decision;
+use crate::algorithm::{Algorithm, Decision};
 use crate::clock::{Clock, Nanos, SystemClock};
 use arc_swap::{ArcSwap, Guard};
 use parking_lot::{RwLock, RwLockWriteGuard};
@@ -84,7 +85,7 @@ use std::sync::Arc;
 ///
 /// let store = MemoryStore::with_clock(ManualClock::new());
 /// let quota = Quota::new(1, Duration::from_secs(1))?;
-/// let check = LimitCheck { domain: "demo", key: b"user:42", tag: b"42", algorithm: Algorithm::FixedWindow, quota: &quota, cost: 1, shadow: false, check_only: false, sync_every: None, limit: "per-user", approximate: None };
+/// let check = LimitCheck { domain: "demo", key: b"user:42", tag: b"42", algorithm: Algorithm::FixedWindow, quota: &quota, cost: 1, shadow: false, check_only: false, sync_every: None, limit: "per-user", approximate: None, carried_from: &[] };
 /// let Acquisition::Ready(Ok(first)) = store.acquire(&[check]) else { unreachable!() };
 /// let Acquisition::Ready(Ok(second)) = store.acquire(&[check]) else { unreachable!() };
 /// assert!(first[0].allowed);
@@ -107,7 +108,7 @@ const MAX_SKETCHES: usize = 64;
 
 /// One approximate limit's sketch, and the settings it counts under.
 struct SketchEntry {
-    algorithm: crate::algorithm::Algorithm,
+    algorithm: Algorithm,
     period: u64,
     sketch: Sketch,
 }
@@ -254,9 +255,13 @@ impl<C: Clock> MemoryStore<C> {
     /// A fingerprint of 0 is taken as 1, since the tables mark empty places with 0. That adds
     /// 2⁻¹²⁷ to the odds that two keys collide.
     fn fingerprint(&self, check: &LimitCheck<'_>) -> NonZeroU64 {
-        let fingerprint = self
-            .fingerprinter
-            .fingerprint(check.key, check.algorithm as u8);
+        self.fingerprint_of(check.key, check.algorithm)
+    }
+
+    /// [`MemoryStore::fingerprint`] of a key and algorithm.
+    #[inline]
+    fn fingerprint_of(&self, key: &[u8], algorithm: Algorithm) -> NonZeroU64 {
+        let fingerprint = self.fingerprinter.fingerprint(key, algorithm as u8);
         NonZeroU64::new(fingerprint).unwrap_or(NonZeroU64::MIN)
     }
 
@@ -271,8 +276,7 @@ impl<C: Clock> MemoryStore<C> {
         let missing = |sketches: &[Arc<SketchEntry>], check: &LimitCheck<'_>| {
             matches!(
                 check.algorithm,
-                crate::algorithm::Algorithm::FixedWindow
-                    | crate::algorithm::Algorithm::SlidingWindowCounter
+                Algorithm::FixedWindow | Algorithm::SlidingWindowCounter
             ) && check.approximate.is_some()
                 && sketch_of(sketches, check).is_none()
         };
@@ -307,6 +311,11 @@ impl<C: Clock> MemoryStore<C> {
 
     fn decide(&self, checks: &[LimitCheck<'_>]) -> Decisions {
         let now = self.clock.now();
+        for check in checks {
+            if !check.carried_from.is_empty() {
+                self.carry(check, now);
+            }
+        }
         let capacity = self.generation_capacity;
         // One limit (the common case): one hash, one lock, decide and charge in one step.
         if let [check] = checks {
@@ -333,6 +342,55 @@ impl<C: Clock> MemoryStore<C> {
             return Decisions::one(decision);
         }
         self.decide_together(checks, now)
+    }
+
+    /// Gives `check`'s key, if it has no state, the state of the first of the keys it is
+    /// carried from that has one (see [`LimitCheck::carried_from`]), which is forgotten.
+    #[cold]
+    #[inline(never)]
+    fn carry(&self, check: &LimitCheck<'_>, now: Nanos) {
+        let fingerprint = self.fingerprint(check);
+        let shard = self.shard_of(fingerprint);
+        let tracked = |generations: &Generations| {
+            generations.tracks(fingerprint, check.algorithm, check.quota)
+        };
+        // Once carried or charged, a key is tracked: the common case, under the shared lock.
+        if tracked(&self.shards[shard].0.read()) {
+            return;
+        }
+        let capacity = self.generation_capacity;
+        for from in check.carried_from {
+            let old = self.fingerprint_of(from.key(), from.algorithm());
+            let old_shard = self.shard_of(old);
+            // Both locked, in shard order (see `decide_together`).
+            let (mut first, mut second) = (
+                self.shards[shard.min(old_shard)].0.write(),
+                (shard != old_shard).then(|| self.shards[shard.max(old_shard)].0.write()),
+            );
+            let (new_generations, old_generations) = match &mut second {
+                None => (&mut *first, None),
+                Some(second) if shard < old_shard => (&mut *first, Some(&mut **second)),
+                Some(second) => (&mut **second, Some(&mut *first)),
+            };
+            if tracked(new_generations) {
+                return;
+            }
+            let taken = match old_generations {
+                Some(old_generations) => old_generations.take(old, from.algorithm(), from.quota()),
+                None => new_generations.take(old, from.algorithm(), from.quota()),
+            };
+            if let Some(kept) = taken {
+                new_generations.put_carried(
+                    fingerprint,
+                    kept,
+                    (from.algorithm(), from.quota()),
+                    (check.algorithm, check.quota),
+                    now,
+                    capacity,
+                );
+                return;
+            }
+        }
     }
 
     /// Decides one limit only checked (a rate limit service's, off the layer's path).
@@ -500,6 +558,7 @@ mod tests {
             sync_every: None,
             limit: "test",
             approximate: None,
+            carried_from: &[],
         }
     }
 

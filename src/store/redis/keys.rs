@@ -105,6 +105,7 @@ mod tests {
             sync_every: None,
             limit: "test",
             approximate: None,
+            carried_from: &[],
         };
         let tick = Tick::choose(Algorithm::FixedWindow, &quota, 1_000).unwrap();
         RedisKey::of("tollgate:", &check, tick)

@@ -411,6 +411,7 @@ struct OwnedCheck {
     sync_every: Option<Duration>,
     limit: String,
     approximate: Option<super::Approximate>,
+    carried_from: Vec<super::CarriedFrom>,
 }
 
 impl From<&LimitCheck<'_>> for OwnedCheck {
@@ -427,6 +428,7 @@ impl From<&LimitCheck<'_>> for OwnedCheck {
             sync_every: check.sync_every,
             limit: check.limit.to_owned(),
             approximate: check.approximate,
+            carried_from: check.carried_from.to_vec(),
         }
     }
 }
@@ -445,6 +447,7 @@ impl OwnedCheck {
             sync_every: self.sync_every,
             limit: &self.limit,
             approximate: self.approximate,
+            carried_from: &self.carried_from,
         }
     }
 }

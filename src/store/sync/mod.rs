@@ -79,6 +79,7 @@ mod tests {
             sync_every: Some(Duration::from_millis(100)),
             limit: "test",
             approximate: None,
+            carried_from: &[],
         }
     }
 
