@@ -69,11 +69,11 @@ impl Algorithm {
         match self {
             Algorithm::FixedWindow | Algorithm::SlidingWindowLog => period,
             Algorithm::SlidingWindowCounter => period.saturating_mul(2),
-            Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket => quota
-                .emission_interval()
-                .map_or(0, |interval| {
+            Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket => {
+                quota.emission_interval().map_or(0, |interval| {
                     interval.get().saturating_mul(self.capacity(quota))
-                }),
+                })
+            }
         }
     }
 }
@@ -88,9 +88,9 @@ impl Carry {
             Carry::Remaining => algorithm
                 .capacity(quota)
                 .saturating_sub(as_it_stands.remaining),
-            Carry::AsIs | Carry::Used => as_it_stands
-                .capacity
-                .saturating_sub(as_it_stands.remaining),
+            Carry::AsIs | Carry::Used => {
+                as_it_stands.capacity.saturating_sub(as_it_stands.remaining)
+            }
         }
     }
 }
@@ -147,7 +147,10 @@ mod tests {
     fn a_raised_limit_admits_what_is_left_of_it_and_a_lowered_one_nothing() {
         let now = Nanos::new(3_600_000_000_000);
         // A token bucket keeps its tokens instead (below).
-        for algorithm in Algorithm::ALL.into_iter().filter(|a| *a != Algorithm::TokenBucket) {
+        for algorithm in Algorithm::ALL
+            .into_iter()
+            .filter(|a| *a != Algorithm::TokenBucket)
+        {
             let five = per_minute(5);
             let used = after(algorithm, &five, 5, now);
             for (limit, more) in [(8, 3), (3, 0), (5, 0)] {
@@ -190,7 +193,11 @@ mod tests {
         let mut log = Algorithm::SlidingWindowLog.fresh(start, &five);
         for second in 0..5 {
             let at = start.plus(second * 10_000_000_000);
-            assert!(Algorithm::SlidingWindowLog.acquire(&mut log, at, &five, 1).allowed);
+            assert!(
+                Algorithm::SlidingWindowLog
+                    .acquire(&mut log, at, &five, 1)
+                    .allowed
+            );
         }
         // Ten a half minute: the entries of the last 30 s (at 20, 30 and 40 s) count.
         let half_minute = Quota::new(10, Duration::from_secs(30)).unwrap();

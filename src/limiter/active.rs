@@ -69,14 +69,15 @@ impl Active {
             else {
                 continue;
             };
-            let replaced = old.limited().zip(old.state_id()).map(|((algorithm, quota), state_id)| {
-                Predecessor {
-                    state_id,
-                    algorithm,
-                    quota: *quota,
-                    until: now.plus(algorithm.horizon(quota)),
-                }
-            });
+            let replaced =
+                old.limited()
+                    .zip(old.state_id())
+                    .map(|((algorithm, quota), state_id)| Predecessor {
+                        state_id,
+                        algorithm,
+                        quota: *quota,
+                        until: now.plus(algorithm.horizon(quota)),
+                    });
             let inherited = previous.predecessors[index].iter().cloned();
             for predecessor in replaced.into_iter().chain(inherited) {
                 let known = predecessors

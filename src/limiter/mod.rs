@@ -613,9 +613,17 @@ descriptors:
             limiter.set_rules(rules(5));
             assert_eq!(admitted(&limiter, &client, 10), 5, "{algorithm}");
             limiter.set_rules(rules(8));
-            assert_eq!(admitted(&limiter, &client, 10), 3, "{algorithm}: raised to 8");
+            assert_eq!(
+                admitted(&limiter, &client, 10),
+                3,
+                "{algorithm}: raised to 8"
+            );
             limiter.set_rules(rules(3));
-            assert_eq!(admitted(&limiter, &client, 10), 0, "{algorithm}: lowered to 3");
+            assert_eq!(
+                admitted(&limiter, &client, 10),
+                0,
+                "{algorithm}: lowered to 3"
+            );
             // Two minutes: the sliding window counter still counts the minute before.
             clock.advance(Duration::from_secs(120));
             assert_eq!(admitted(&limiter, &client, 10), 3, "{algorithm}: later");
@@ -648,7 +656,8 @@ descriptors:
     fn two_reloads_in_a_row_carry_from_the_first_limit_too() {
         let client = [("remote_address", "1.1.1.1")];
         let (limiter, _) = limiter("domain: t\ndescriptors: []\n");
-        let per_minute = |limit: u64| one_limit(&format!("{{ unit: minute, requests_per_unit: {limit} }}"));
+        let per_minute =
+            |limit: u64| one_limit(&format!("{{ unit: minute, requests_per_unit: {limit} }}"));
         limiter.set_rules(per_minute(5));
         assert_eq!(admitted(&limiter, &client, 4), 4);
         // Nobody is decided under 6 a minute: the key still holds its state under 5.

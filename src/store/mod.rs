@@ -128,10 +128,21 @@ impl CarriedFrom {
 
     /// The key `key` with its first bytes replaced by `id` (the state id of the limit
     /// replaced), its tag `tag`.
-    pub(crate) fn renamed(key: &[u8], id: &[u8], tag: Range<usize>, algorithm: Algorithm, quota: Quota) -> Self {
+    pub(crate) fn renamed(
+        key: &[u8],
+        id: &[u8],
+        tag: Range<usize>,
+        algorithm: Algorithm,
+        quota: Quota,
+    ) -> Self {
         let mut key = StateKey::from_slice(key);
         key[..id.len()].copy_from_slice(id);
-        CarriedFrom { key, tag, algorithm, quota }
+        CarriedFrom {
+            key,
+            tag,
+            algorithm,
+            quota,
+        }
     }
 
     /// The key of the old state.

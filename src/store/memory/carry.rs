@@ -72,7 +72,9 @@ impl Generations {
                 let used = carry.used(algorithm, quota, &kept.as_it_stands(from, from_quota, now));
                 let cost = algorithm.carried_cost(quota, used);
                 match algorithm.packed(quota) {
-                    Some(packed) => Kept::Packed(packed, packed.transition(None, now, quota, cost).0),
+                    Some(packed) => {
+                        Kept::Packed(packed, packed.transition(None, now, quota, cost).0)
+                    }
                     None => Kept::General(algorithm.having_used(now, quota, used)),
                 }
             }
