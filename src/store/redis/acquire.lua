@@ -4,12 +4,14 @@
 -- the Rust side picks each limit's tick so that every value stays below 2^53, and the
 -- helpers of prelude.lua divide exactly.
 --
--- KEYS[i]  the state key of check i
+-- KEYS     per check, in order: its state key, then the n keys it is carried from
 -- ARGV[1]  now in base units, or "" to read Redis's clock (TIME, in microseconds)
--- ARGV[1 + 11*(i-1) + k], k = 1..11: algorithm, ticks per base unit, limit, period, burst,
---          queue, max_delay (-1: none), shaping (1/0), cost, flags (1: shadow, + 2: only
---          checked, never charged), ticks per ms
---          (0 when a tick is longer than a millisecond: then ARGV is ms per tick, negated)
+-- ARGV     then per check, in order: 12 numbers: algorithm, ticks per base unit, limit,
+--          period, burst, queue, max_delay (-1: none), shaping (1/0), cost, flags (1: shadow,
+--          + 2: only checked, never charged), ticks per ms (0 when a tick is longer than a
+--          millisecond: then ARGV is ms per tick, negated), n; then, for each key it is
+--          carried from, 8: algorithm, ticks per base unit, limit, period, burst, queue,
+--          max_delay, shaping (the limit a reload replaced, see src/algorithm/carry.rs)
 -- Returns  { now (base units), then per check: allowed, limit, remaining, reset_after,
 --          retry_after, delay, booked_until (-1: none), mark } with durations in the check's
 --          ticks; mark says where the charge was filed, for refund.lua (a window, the time of
@@ -218,26 +220,71 @@ local algorithms = { token_bucket, leaky_bucket, fixed_window, sliding_window_lo
 
 local now_base = now_in_base_units()
 
-local checks = {}
-for i = 1, #KEYS do
-  local a = 1 + 11 * (i - 1)
-  local q = {
+-- The most requests a limit admits at once (src/algorithm/mod.rs, capacity).
+local function capacity(q)
+  if q.algorithm == 1 or q.algorithm == 6 then return q.burst end
+  if q.algorithm == 2 then return q.queue + 1 end
+  return q.limit
+end
+
+-- The state of check q carried from `fields`, a key's state under the limit c that a reload
+-- replaced (src/algorithm/carry.rs): as it is where it means the same (a log's entries, in
+-- q's ticks; a window's counts under the same algorithm and period), a token bucket's tokens
+-- into a token bucket, else the requests it had used, charged to a fresh state.
+local function carried(q, c, fields)
+  if c.algorithm == q.algorithm and q.algorithm == 4 then
+    local entries = { fields[1] }
+    for i = 2, #fields, 2 do
+      entries[i], entries[i + 1] = cdiv(fields[i] * c.div, q.div), fields[i + 1]
+    end
+    return entries
+  end
+  local same_period = c.period * c.div == q.period * q.div
+  if c.algorithm == q.algorithm and same_period and (q.algorithm == 3 or q.algorithm == 5) then
+    return fields
+  end
+  local as_it_stands = algorithms[c.algorithm](fields, idiv(now_base, c.div), c, 0)
+  local used = as_it_stands[2] - as_it_stands[3]
+  if c.algorithm == 1 and q.algorithm == 1 then used = capacity(q) - as_it_stands[3] end
+  local _, state = algorithms[q.algorithm]({}, q.now, q, math.max(0, math.min(used, capacity(q))))
+  return state
+end
+
+local function quota(a)
+  return {
     algorithm = tonumber(ARGV[a + 1]), div = tonumber(ARGV[a + 2]), limit = tonumber(ARGV[a + 3]),
     period = tonumber(ARGV[a + 4]), burst = tonumber(ARGV[a + 5]), queue = tonumber(ARGV[a + 6]),
-    max_delay = tonumber(ARGV[a + 7]), shaping = ARGV[a + 8] == '1', cost = tonumber(ARGV[a + 9]),
-    flags = tonumber(ARGV[a + 10]), per_ms = tonumber(ARGV[a + 11]),
+    max_delay = tonumber(ARGV[a + 7]), shaping = ARGV[a + 8] == '1',
   }
-  q.shadow, q.check_only = q.flags % 2 == 1, q.flags >= 2
+end
+
+local checks = {}
+local a, k = 1, 1
+while k <= #KEYS do
+  local q = quota(a)
+  q.cost, q.flags, q.per_ms = tonumber(ARGV[a + 9]), tonumber(ARGV[a + 10]), tonumber(ARGV[a + 11])
+  q.key, q.shadow, q.check_only = KEYS[k], q.flags % 2 == 1, q.flags >= 2
   q.now = idiv(now_base, q.div)
   -- pcall: a key of another type reads as never seen (and is overwritten when charged).
-  q.fields = state(redis.pcall('GET', KEYS[i]), state_fields[q.algorithm])
+  local kept = redis.pcall('GET', q.key)
+  q.fields = state(kept, state_fields[q.algorithm])
+  local n = tonumber(ARGV[a + 12])
+  a, k = a + 12, k + 1
+  for _ = 1, n do
+    if type(kept) ~= 'string' and not q.carried_from then
+      local c = quota(a)
+      local fields = state(redis.pcall('GET', KEYS[k]), state_fields[c.algorithm])
+      if #fields > 0 then q.fields, q.carried_from = carried(q, c, fields), KEYS[k] end
+    end
+    a, k = a + 8, k + 1
+  end
   q.decision, q.next = algorithms[q.algorithm](q.fields, q.now, q, q.cost)
   if q.check_only and q.decision[1] == 1 then
     -- Nothing is charged: what remains, and when the limit is full again, as they stand.
     local as_it_stands = algorithms[q.algorithm](q.fields, q.now, q, 0)
     q.decision[3], q.decision[4], q.decision[7] = as_it_stands[3], as_it_stands[4], -1
   end
-  checks[i] = q
+  checks[#checks + 1] = q
 end
 
 local admitted = true
@@ -246,10 +293,15 @@ for _, q in ipairs(checks) do
 end
 
 local reply = { now_base }
-for i, q in ipairs(checks) do
+for _, q in ipairs(checks) do
   if admitted and q.decision[1] == 1 and not q.check_only then
-    redis.call('SET', KEYS[i], joined(q.next), 'PX', px(q.decision[4], q.per_ms))
+    redis.call('SET', q.key, joined(q.next), 'PX', px(q.decision[4], q.per_ms))
+  elseif q.carried_from then
+    -- Carried, not charged: the state moves to its new key all the same.
+    local reset = algorithms[q.algorithm](q.fields, q.now, q, 0)[4]
+    if reset > 0 then redis.call('SET', q.key, joined(q.fields), 'PX', px(reset, q.per_ms)) end
   end
+  if q.carried_from then redis.call('DEL', q.carried_from) end
   for _, v in ipairs(q.decision) do reply[#reply + 1] = v end
 end
 return reply

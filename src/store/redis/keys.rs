@@ -14,7 +14,7 @@
 //! to find two that share a state.
 
 use super::ticks::Tick;
-use crate::store::LimitCheck;
+use crate::store::{CarriedFrom, LimitCheck};
 use sha2::{Digest, Sha256};
 
 /// The slots of a Redis Cluster.
@@ -30,6 +30,22 @@ impl RedisKey {
     /// The key of `check`'s state, kept in `tick`, under `prefix` (which has no braces).
     pub(super) fn of(prefix: &str, check: &LimitCheck<'_>, tick: Tick) -> RedisKey {
         RedisKey::named(prefix, check, tick.unit().as_bytes())
+    }
+
+    /// The key of the state `check`'s key is carried from, under a limit a reload
+    /// replaced, kept in `tick`.
+    pub(super) fn carried(
+        prefix: &str,
+        check: &LimitCheck<'_>,
+        from: &CarriedFrom,
+        tick: Tick,
+    ) -> RedisKey {
+        let old = LimitCheck {
+            key: from.key(),
+            tag: from.tag(),
+            ..*check
+        };
+        RedisKey::of(prefix, &old, tick)
     }
 
     /// The key of the fleet's totals of `check`, a local-first limit, under `prefix`.

@@ -8,7 +8,7 @@ mod slots;
 mod synced;
 mod ticks;
 
-use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
+use super::{Acquisition, CarriedFrom, Decisions, LimitCheck, Store, StoreError};
 use crate::algorithm::{Algorithm, Decision, Quota};
 use crate::clock::{saturating_nanos, Clock, Nanos};
 use breaker::Breaker;
@@ -155,7 +155,16 @@ const MAX_LOG_LIMIT: u64 = 1_000;
 struct Planned {
     key: RedisKey,
     tick: Tick,
-    args: [i64; 11],
+    args: [i64; 12],
+    /// The keys its key's state is carried from (see [`LimitCheck::carried_from`]).
+    carried: Vec<PlannedCarry>,
+}
+
+/// A key a check's state is carried from, as `acquire.lua` takes it.
+struct PlannedCarry {
+    key: RedisKey,
+    /// Algorithm, ticks per base unit, limit, period, burst, queue, max_delay, shaping.
+    args: [i64; 8],
 }
 
 impl Planned {
@@ -363,28 +372,66 @@ impl RedisStore {
     fn plan(&self, check: &LimitCheck<'_>) -> Result<Planned, StoreError> {
         let quota = check.quota;
         let tick = self.tick_for(check.algorithm, quota)?;
-        let max_delay = quota
-            .max_delay()
-            .map_or(-1, |d| int(tick.count(saturating_nanos(d))));
+        let key = RedisKey::of(&self.inner.prefix, check, tick);
+        let carried: Vec<PlannedCarry> = check
+            .carried_from
+            .iter()
+            .filter_map(|from| self.plan_carry(check, from))
+            // One script call holds keys of one slot: a key elsewhere is not carried.
+            .filter(|carry| !self.inner.is_cluster() || carry.key.slot == key.slot)
+            .collect();
+        let [algorithm, per_base, limit, period, burst, queue, max_delay, shaping] =
+            quota_args(check.algorithm, quota, tick);
         let args = [
-            algorithm_code(check.algorithm),
-            int(tick.per_base),
-            int(quota.requests_per_period()),
-            int(tick.count(quota.period_nanos())),
-            int(quota.burst()),
-            int(quota.queue()),
+            algorithm,
+            per_base,
+            limit,
+            period,
+            burst,
+            queue,
             max_delay,
-            i64::from(quota.is_shaping()),
+            shaping,
             int(clamped_cost(check.cost, check.algorithm, quota)),
             flags(check),
             tick.per_ms(),
+            int(carried.len() as u64),
         ];
         Ok(Planned {
-            key: RedisKey::of(&self.inner.prefix, check, tick),
+            key,
             tick,
             args,
+            carried,
         })
     }
+
+    /// `from`, a key `check`'s state is carried from, as `acquire.lua` takes it; `None`
+    /// when no tick fits its old limit (no state could have been kept under it).
+    fn plan_carry(&self, check: &LimitCheck<'_>, from: &CarriedFrom) -> Option<PlannedCarry> {
+        let tick = self.tick_for(from.algorithm(), from.quota()).ok()?;
+        Some(PlannedCarry {
+            key: RedisKey::carried(&self.inner.prefix, check, from, tick),
+            args: quota_args(from.algorithm(), from.quota(), tick),
+        })
+    }
+}
+
+/// What the scripts take of a limit decided by `algorithm` under `quota`, kept in `tick`:
+/// algorithm, ticks per base unit, limit, period, burst, queue, max_delay (-1: none),
+/// shaping.
+fn quota_args(algorithm: Algorithm, quota: &Quota, tick: Tick) -> [i64; 8] {
+    let max_delay = quota
+        .max_delay()
+        .map_or(-1, |d| int(tick.count(saturating_nanos(d))));
+    [
+        algorithm_code(algorithm),
+        int(tick.per_base),
+        int(quota.requests_per_period()),
+        int(tick.count(quota.period_nanos())),
+        int(quota.burst()),
+        int(quota.queue()),
+        max_delay,
+        i64::from(quota.is_shaping()),
+    ]
 }
 
 /// The flag of a shadow limit's check in `acquire.lua`'s arguments.

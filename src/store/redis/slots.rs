@@ -92,8 +92,17 @@ async fn call<'a>(
     checks: impl Iterator<Item = &'a Planned> + Clone,
     now: &str,
 ) -> Result<Vec<Answer>, StoreError> {
-    let keys = checks.clone().map(|p| p.key.name.as_slice());
-    let args = checks.clone().flat_map(|p| p.args);
+    // Each check's key, then the keys it is carried from; its numbers, then theirs.
+    let mut keys: SmallVec<[&[u8]; 2]> = SmallVec::new();
+    let mut args: Vec<i64> = Vec::new();
+    for p in checks.clone() {
+        keys.push(&p.key.name);
+        args.extend(p.args);
+        for carry in &p.carried {
+            keys.push(&carry.key.name);
+            args.extend(carry.args);
+        }
+    }
     let reply: Vec<i64> = inner.invoke(&inner.acquire, keys, now, args).await?;
     let count = checks.clone().count();
     if reply.len() != 1 + 8 * count {
