@@ -14,7 +14,7 @@
 //!   them from now (their level is what is used), a token bucket takes them from its tokens,
 //!   a log files them at now.
 
-use super::{Algorithm, Decision, Quota, State};
+use super::{Algorithm, Decision, PackedAlgorithm, Quota, State, Words};
 use crate::clock::Nanos;
 
 /// How a key's state under one limit carries into the limit that replaced it.
@@ -74,6 +74,27 @@ impl Algorithm {
                     interval.get().saturating_mul(self.capacity(quota))
                 })
             }
+        }
+    }
+}
+
+impl PackedAlgorithm {
+    /// [`Algorithm::having_used`] for `algorithm`, which this one decides, packed.
+    pub(crate) fn having_used(
+        self,
+        algorithm: Algorithm,
+        now: Nanos,
+        quota: &Quota,
+        used: u64,
+    ) -> Words {
+        let cost = algorithm.carried_cost(quota, used);
+        let (charged, decision) = self.transition(None, now, quota, cost);
+        // The state returned is the one to keep when the charge fits; it may not (a limit of
+        // 0): then the fresh state, charged nothing.
+        if decision.allowed {
+            charged
+        } else {
+            self.transition(None, now, quota, 0).0
         }
     }
 }

@@ -152,7 +152,9 @@
 //!   `rate_limit`. The outage is logged once when it starts and once when Redis answers
 //!   again.
 //! - **Over-limit cache.** A key Redis reported full is denied locally until the time Redis
-//!   gave, without a round trip (`.over_limit_cache(false)` turns it off).
+//!   gave, without a round trip, asking Redis again every second (so that a client reset on
+//!   another server is free everywhere within a second, and a flood of refused requests
+//!   costs one call a second per key); `.over_limit_cache(false)` turns it off.
 //! - **Queueing across servers.** A leaky bucket's release time comes from Redis; each server
 //!   waits locally.
 //! - **Local-first limits.** A limit with `sync_every` is decided in memory and agreed

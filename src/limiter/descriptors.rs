@@ -49,10 +49,10 @@ fn reached(rules: &Rules, descriptor: &Descriptor<'_>) -> Option<Matched> {
 /// Gives each booking of an override limit the quota that its descriptors (`owners`, by
 /// position in `descriptors`) brought: they differ at most in their requests per unit, and
 /// the strictest counts.
-fn bring_own_quotas(
+pub(super) fn bring_own_quotas(
     rules: &Rules,
     bookings: &mut Bookings,
-    owners: &[SmallVec<[usize; 1]>],
+    owners: &[Owners],
     descriptors: &[Descriptor<'_>],
 ) {
     let declared = rules.limits().len();
@@ -65,6 +65,40 @@ fn bring_own_quotas(
         booking.quota = strictest.map(|own| Box::new(own.quota()));
     }
 }
+
+/// The limits `descriptors` reach under `rules`, and for each the descriptors that reached
+/// it (by position): two descriptors that reach the same limit with the same values are one
+/// match, so that a call stays all or nothing. Kept are the limits that no other
+/// descriptor's limit replaces, but not `unlimited` entries, which leave their descriptor
+/// unlimited (a shadow-mode one only reports, and has nothing to report).
+pub(super) fn reached_by(rules: &Rules, descriptors: &[Descriptor<'_>]) -> (Matches, Vec<Owners>) {
+    let mut matches = Matches::new();
+    let mut owners: Vec<Owners> = Vec::new();
+    for (owner, descriptor) in descriptors.iter().enumerate() {
+        let Some(matched) = reached(rules, descriptor) else {
+            continue;
+        };
+        // An `unlimited` entry is kept until `replaces` are known (its own replace too).
+        match matches.iter().position(|m| m.key == matched.key) {
+            Some(same) => owners[same].push(owner),
+            None => {
+                matches.push(matched);
+                owners.push(smallvec::smallvec![owner]);
+            }
+        }
+    }
+    let replaced = rules.replaced(&matches);
+    matches
+        .into_iter()
+        .zip(owners)
+        .zip(replaced)
+        .filter(|((m, _), replaced)| !replaced && rules.limits[m.limit_index].limited().is_some())
+        .map(|(kept, _)| kept)
+        .unzip()
+}
+
+/// The descriptors (by position in a call) that reached one match.
+pub(super) type Owners = SmallVec<[usize; 1]>;
 
 /// The values of a descriptor's limit: none (a limit's `cost` source has nothing to read).
 struct NoValues;
@@ -152,37 +186,7 @@ impl<St: Store> Limiter<St> {
     pub async fn check_descriptors(&self, descriptors: &[Descriptor<'_>]) -> CallVerdict {
         let active = self.shared.active.load();
         let rules = Arc::clone(&active.rules);
-        let mut matches = Matches::new();
-        // For each match, the descriptors that reached it: two descriptors that reach the
-        // same limit with the same values are one booking, of both weights, so that the
-        // call stays all or nothing.
-        let mut owners: Vec<SmallVec<[usize; 1]>> = Vec::new();
-        for (owner, descriptor) in descriptors.iter().enumerate() {
-            let Some(matched) = reached(&rules, descriptor) else {
-                continue;
-            };
-            // An `unlimited` entry is kept until `replaces` are known (its own replace too).
-            match matches.iter().position(|m| m.key == matched.key) {
-                Some(same) => owners[same].push(owner),
-                None => {
-                    matches.push(matched);
-                    owners.push(smallvec::smallvec![owner]);
-                }
-            }
-        }
-        // Kept: the limits that no other descriptor's limit replaces, but not `unlimited`
-        // entries, which leave their descriptor unlimited (a shadow-mode one only reports,
-        // and has nothing to report).
-        let replaced = rules.replaced(&matches);
-        let (mut matches, owners): (Matches, Vec<_>) = matches
-            .into_iter()
-            .zip(owners)
-            .zip(replaced)
-            .filter(|((m, _), replaced)| {
-                !replaced && rules.limits[m.limit_index].limited().is_some()
-            })
-            .map(|(kept, _)| kept)
-            .unzip();
+        let (mut matches, owners) = reached_by(&rules, descriptors);
         let mut each = Vec::new();
         let mut bookings = self.book(&active, &mut matches, |position, limit| {
             let costs = owners[position]

@@ -5,6 +5,7 @@ mod decide;
 mod deciding;
 mod descriptors;
 mod given_values;
+mod inspect;
 
 pub(crate) use deciding::Deciding;
 pub use descriptors::{CallVerdict, Descriptor};

@@ -34,6 +34,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
 use std::ops::Range;
+use std::pin::Pin;
 use std::time::Duration;
 
 /// One limit to check for one request.
@@ -238,7 +239,24 @@ pub trait Store: Send + Sync + 'static {
     /// request whose client went away while it waited, booked until `booked_until` (see
     /// [`Algorithm::cancel`](crate::algorithm::Algorithm::cancel)). Best effort.
     fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos);
+
+    /// Forgets what the keys of `checks` (and the keys they are carried from) have used, as
+    /// if their clients had never been seen, and a fleet's shared totals of them too:
+    /// support's "reset this customer" ([`Limiter::reset`](crate::Limiter::reset)).
+    /// Answers how many keys held state.
+    ///
+    /// The default answers an error: a store that keeps no state it can forget.
+    fn reset(&self, checks: &[LimitCheck<'_>]) -> Resetting {
+        let _ = checks;
+        Box::pin(std::future::ready(Err(StoreError::new(
+            "this store cannot reset keys",
+            "reset not supported",
+        ))))
+    }
 }
+
+/// The future of a [`Store::reset`]: how many keys held state.
+pub type Resetting = Pin<Box<dyn Future<Output = Result<u64, StoreError>> + Send>>;
 
 /// A store could not decide (it was unreachable, timed out, or answered nonsense).
 ///

@@ -1,13 +1,32 @@
 //! One shard's keys: two generations, and deciding a limit against them.
 
 use super::tables::{General, Packed, PackedSlot, Slot, Tables, Timestamp};
-use crate::algorithm::{Algorithm, Decision, PackedAlgorithm, Quota, State};
+use crate::algorithm::{Algorithm, Decision, PackedAlgorithm, Quota, State, Words};
 use crate::clock::{saturating_nanos, Nanos};
 use crate::store::sketch::{Estimate, Sketch};
 use crate::store::LimitCheck;
 use parking_lot::RwLock;
 use std::num::NonZeroU64;
 use std::sync::atomic::Ordering;
+
+/// A key's state as the tables kept it.
+pub(super) enum Kept {
+    /// In two words, decided by this packed algorithm.
+    Packed(PackedAlgorithm, Words),
+    /// Whole.
+    General(State),
+}
+
+impl Kept {
+    /// The decision on a request of weight 0 at `now` under `quota`, decided by
+    /// `algorithm`: what remains as the state stands.
+    pub(super) fn as_it_stands(&self, algorithm: Algorithm, quota: &Quota, now: Nanos) -> Decision {
+        match self {
+            Kept::Packed(packed, words) => packed.transition(Some(words), now, quota, 0).1,
+            Kept::General(state) => algorithm.peek(state, now, quota, 0),
+        }
+    }
+}
 
 #[derive(Default)]
 pub(super) struct Generations {
@@ -71,6 +90,28 @@ pub(super) enum Charge {
 }
 
 impl Generations {
+    /// Takes out the state of the key with `fingerprint`, kept by `algorithm` under
+    /// `quota`, if it is tracked.
+    pub(super) fn take(
+        &mut self,
+        fingerprint: NonZeroU64,
+        algorithm: Algorithm,
+        quota: &Quota,
+    ) -> Option<Kept> {
+        let mut young_then_old = [&mut self.young, &mut self.old].into_iter();
+        match algorithm.packed(quota) {
+            Some(packed) if packed.is_timestamp() => young_then_old
+                .find_map(|tables| tables.timestamps.remove(fingerprint))
+                .map(|slot| Kept::Packed(packed, slot.state())),
+            Some(packed) => young_then_old
+                .find_map(|tables| tables.packed.remove(fingerprint))
+                .map(|slot| Kept::Packed(packed, slot.state())),
+            None => young_then_old
+                .find_map(|tables| tables.general.remove(fingerprint))
+                .map(|slot| Kept::General(slot.state)),
+        }
+    }
+
     /// Decides one limit at `now` and, if asked, charges it when the request is admitted. A
     /// key whose request was denied (or left nothing to remember) stays untracked, but for
     /// an approximate limit's key past half its limit, tracked from then on.

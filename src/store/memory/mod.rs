@@ -5,13 +5,14 @@ mod carry;
 mod fingerprint;
 mod generations;
 mod probe_table;
+mod reset;
 mod tables;
 
 use self::fingerprint::Fingerprinter;
 use self::generations::{decide_shared, Charge, Generations};
 use self::tables::{PackedSlot, Timestamp};
 use super::sketch::Sketch;
-use super::{Acquisition, Decisions, LimitCheck, Store, StoreError};
+use super::{Acquisition, Decisions, LimitCheck, Resetting, Store, StoreError};
 use crate::algorithm::{Algorithm, Decision};
 use crate::clock::{Clock, Nanos, SystemClock};
 use arc_swap::{ArcSwap, Guard};
@@ -504,6 +505,10 @@ impl<C: Clock> Store for MemoryStore<C> {
             packed.cancel(&mut state, now, check.quota, check.cost, booked_until);
             *slot = Timestamp::new(state, Nanos::new(state[0]));
         }
+    }
+
+    fn reset(&self, checks: &[LimitCheck<'_>]) -> Resetting {
+        Box::pin(std::future::ready(Ok(self.forget(checks))))
     }
 }
 

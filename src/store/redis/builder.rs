@@ -61,7 +61,9 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Whether keys Redis reported full are denied locally until they free up (default on).
+    /// Whether keys Redis reported full are denied locally until they free up (default on),
+    /// asking Redis again at least every second: a flood of refused requests costs one call
+    /// a second per key, and a client reset on another server is free here within a second.
     pub fn over_limit_cache(mut self, enabled: bool) -> Self {
         self.over_limit_cache = enabled;
         self

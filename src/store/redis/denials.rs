@@ -1,4 +1,5 @@
-//! The local over-limit cache: keys Redis reported full, denied here until they free up.
+//! The local over-limit cache: keys Redis reported full, denied here until they free up
+//! (asking Redis again every second).
 
 use crate::algorithm::Decision;
 use crate::clock::{saturating_nanos, Nanos};
@@ -25,7 +26,15 @@ struct Denial {
     capacity: u64,
     retry_at: Nanos,
     reset_at: Nanos,
+    /// Until when this entry answers: the retry time, or [`ASK_AGAIN_AFTER`] from the
+    /// denial, whichever is sooner.
+    answers_until: Nanos,
 }
+
+/// The longest a cached denial answers before Redis is asked again: what changed in Redis
+/// meanwhile (a client reset from another server, a charge given back) is seen within it,
+/// and a flood of refused requests still costs one call a second per key.
+const ASK_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
 impl Denials {
     pub(super) fn new(capacity: usize) -> Self {
@@ -57,7 +66,7 @@ impl Denials {
             .iter()
             .map(|check| {
                 let denial = entries.get(&self.id(check))?;
-                (!check.shadow && check.cost >= denial.cost && denial.retry_at > now)
+                (!check.shadow && check.cost >= denial.cost && denial.answers_until > now)
                     .then_some(*denial)
             })
             .collect();
@@ -100,16 +109,18 @@ impl Denials {
                 continue;
             }
             if entries.len() >= self.capacity {
-                entries.retain(|_, denial| denial.retry_at > now);
+                entries.retain(|_, denial| denial.answers_until > now);
                 if entries.len() >= self.capacity {
                     entries.clear();
                 }
             }
+            let retry_at = now.plus(saturating_nanos(decision.retry_after));
             let denial = Denial {
                 cost: check.cost,
                 capacity: decision.capacity,
-                retry_at: now.plus(saturating_nanos(decision.retry_after)),
+                retry_at,
                 reset_at: now.plus(saturating_nanos(decision.reset_after)),
+                answers_until: retry_at.min(now.plus(saturating_nanos(ASK_AGAIN_AFTER))),
             };
             entries.insert(self.id(check), denial);
         }

@@ -8,7 +8,7 @@ mod slots;
 mod synced;
 mod ticks;
 
-use super::{Acquisition, CarriedFrom, Decisions, LimitCheck, Store, StoreError};
+use super::{Acquisition, CarriedFrom, Decisions, LimitCheck, Resetting, Store, StoreError};
 use crate::algorithm::{Algorithm, Decision, Quota};
 use crate::clock::{saturating_nanos, Clock, Nanos};
 use breaker::Breaker;
@@ -42,7 +42,8 @@ use ticks::{clamped_cost, Tick};
 /// Every call has a timeout (50 ms by default). After a run of failures a circuit breaker
 /// stops calling Redis for a while, so a Redis outage costs each request at most the timeout,
 /// then nothing; what happens to the request is each limit's `on_store_error` policy. Keys
-/// Redis reported full are denied locally until they free up, without a round trip.
+/// Redis reported full are denied locally until they free up, without a round trip (Redis is
+/// asked again every second, so that what changed there is seen).
 ///
 /// ```no_run
 /// use tollgate::store::RedisStore;
@@ -274,6 +275,53 @@ impl Inner {
                     "timeout",
                 ),
             }),
+        }
+    }
+}
+
+impl Inner {
+    /// Deletes `keys`, in one call per slot (one call on a single server), sent together,
+    /// each within the timeout; how many existed.
+    async fn delete(&self, keys: &[RedisKey]) -> Result<u64, StoreError> {
+        let mut slots: Vec<u16> = keys.iter().map(|key| key.slot).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        if !self.is_cluster() {
+            slots.truncate(1);
+        }
+        let calls = slots.iter().map(|&slot| {
+            let mut command = redis::cmd("DEL");
+            for key in keys {
+                if !self.is_cluster() || key.slot == slot {
+                    command.arg(&key.name);
+                }
+            }
+            self.command::<u64>(command)
+        });
+        let mut deleted = 0;
+        for result in futures_util::future::join_all(calls).await {
+            deleted += result?;
+        }
+        Ok(deleted)
+    }
+
+    /// Sends `command`, within the timeout.
+    async fn command<T: redis::FromRedisValue>(
+        &self,
+        command: redis::Cmd,
+    ) -> Result<T, StoreError> {
+        let call = async {
+            match self.connection.clone() {
+                Connection::Single(mut connection) => command.query_async(&mut connection).await,
+                Connection::Cluster(mut connection) => command.query_async(&mut connection).await,
+            }
+        };
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result.map_err(redis_error),
+            Err(_) => Err(StoreError::new(
+                format!("redis did not answer within {:?}", self.timeout),
+                "timeout",
+            )),
         }
     }
 }
@@ -539,16 +587,46 @@ impl Store for RedisStore {
             }
         });
     }
+
+    fn reset(&self, checks: &[LimitCheck<'_>]) -> Resetting {
+        for check in checks {
+            if let Some(denials) = &self.inner.denials {
+                denials.forget(check);
+            }
+        }
+        let keys = self.keys_of(checks);
+        let store = self.clone();
+        Box::pin(async move { store.inner.delete(&keys).await })
+    }
 }
 
 impl RedisStore {
+    /// The Redis keys that hold `checks`' state: each one's state key and the keys it is
+    /// carried from, or, for a local-first limit, the fleet's totals.
+    fn keys_of(&self, checks: &[LimitCheck<'_>]) -> Vec<RedisKey> {
+        let mut keys = Vec::new();
+        for check in checks {
+            if check.sync_every.is_some() {
+                keys.push(RedisKey::synced(&self.inner.prefix, check));
+            } else if let Ok(planned) = self.plan(check) {
+                keys.push(planned.key);
+                keys.extend(planned.carried.into_iter().map(|carry| carry.key));
+            }
+        }
+        keys
+    }
+
     /// Decides `checks`, none of them local-first, in Redis.
     fn acquire_exact(&self, checks: &[LimitCheck<'_>]) -> Acquisition<RedisPending> {
         let sent_at = self.inner.local_now();
+        // A call that only checks asks how each limit stands, which the cache does not know
+        // (it answers for the one limit known full, and nothing of the others).
+        let only_checks = checks.iter().all(|check| check.check_only);
         if let Some(decisions) = self
             .inner
             .denials
             .as_ref()
+            .filter(|_| !only_checks)
             .and_then(|d| d.answer(checks, sent_at))
         {
             return Acquisition::Ready(Ok(decisions));
