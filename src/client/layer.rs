@@ -22,6 +22,14 @@ use tower_layer::Layer;
 /// Every service this layer makes, and every clone of the layer, shares one table of holds:
 /// build one layer per client. [`RateLimitClientLayer::new`] starts an empty table.
 ///
+/// The table is bounded: it keeps the holds of at most 1,024 origins, and of at most 64
+/// partitions of each (besides the whole origin's hold). Past either, the hold that ends
+/// soonest is dropped, the new one included: it holds back the fewest requests, and one of
+/// them may be sent and refused, which holds it again. The quotas kept for
+/// [pacing](Self::pace) are bounded by the same numbers; past them, the origin or partition
+/// whose quotas were announced longest ago is forgotten, and not paced until they are
+/// announced again.
+///
 /// ```no_run
 /// use bytes::Bytes;
 /// use http_body_util::Empty;

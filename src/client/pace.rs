@@ -7,10 +7,12 @@
 //! never thinks it has more than the server does.
 //!
 //! Quotas belong to an origin, and to a partition of it when the server names one (`pk`),
-//! as holds do.
+//! as holds do. The quotas of at most `MOST_ORIGINS` origins are kept, and of at most
+//! `MOST_PARTITIONS` partitions of each (besides the whole origin's): past either, the one
+//! announced longest ago is forgotten, and paces nothing until it is announced again.
 
 use super::announcement::AnnouncedQuota;
-use super::hold::{Origin, Partition};
+use super::hold::{Origin, Partition, MOST_ORIGINS, MOST_PARTITIONS};
 use crate::clock::{saturating_nanos, Nanos};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -104,6 +106,15 @@ impl Pace {
 /// The quotas of one partition of an origin, or of the whole origin.
 type Paces = SmallVec<[Pace; 1]>;
 
+/// When the latest of `paces` was announced.
+fn last_announced<'a>(paces: impl IntoIterator<Item = &'a Pace>) -> Nanos {
+    paces
+        .into_iter()
+        .map(|pace| pace.announced)
+        .max()
+        .unwrap_or_default()
+}
+
 /// The quotas of one origin, by partition (`None`: the whole origin's).
 #[derive(Debug, Default)]
 struct OriginPaces {
@@ -121,6 +132,32 @@ impl OriginPaces {
             !paces.is_empty()
         });
         self.sweep_at = (2 * self.scopes.len()).max(FIRST_SWEEP);
+    }
+
+    /// The number of partitions with quotas kept (the whole origin's not counted).
+    fn partitions(&self) -> usize {
+        self.scopes.len() - usize::from(self.scopes.contains_key(&None))
+    }
+
+    /// Makes room for one more partition at `now`: forgets the stale quotas, then, if
+    /// `MOST_PARTITIONS` partitions are still kept, the partition announced longest ago.
+    fn make_room_for_a_partition(&mut self, now: Nanos) {
+        if self.partitions() < MOST_PARTITIONS {
+            return;
+        }
+        self.sweep(now);
+        if self.partitions() < MOST_PARTITIONS {
+            return;
+        }
+        let oldest = self
+            .scopes
+            .iter()
+            .filter(|(scope, _)| scope.is_some())
+            .min_by_key(|(_, paces)| last_announced(paces.iter()))
+            .map(|(scope, _)| scope.clone());
+        if let Some(oldest) = oldest {
+            self.scopes.remove(&oldest);
+        }
     }
 }
 
@@ -196,11 +233,21 @@ impl Pacers {
         let mut origins = self.origins.lock();
         if !origins.contains_key(origin) {
             // A new origin: first forget the origins whose quotas all went stale, so that
-            // the table holds only the servers that still announce theirs.
+            // the table holds only the servers that still announce theirs; if it is still
+            // full, the origin announced longest ago.
             origins.retain(|_, paces| {
                 paces.sweep(now);
                 !paces.scopes.is_empty()
             });
+            if origins.len() >= MOST_ORIGINS {
+                let oldest = origins
+                    .iter()
+                    .min_by_key(|(_, paces)| last_announced(paces.scopes.values().flatten()))
+                    .map(|(origin, _)| origin.clone());
+                if let Some(oldest) = oldest {
+                    origins.remove(&oldest);
+                }
+            }
             origins.insert(origin.clone(), OriginPaces::default());
         }
         // Looked up again rather than through `entry`, which would take the origin by value:
@@ -208,6 +255,9 @@ impl Pacers {
         let paces = origins.get_mut(origin).expect("present: inserted above");
         let wait_ends = refused_for.map(|wait| now.plus(saturating_nanos(wait)));
         for quota in quotas {
+            if quota.partition.is_some() && !paces.scopes.contains_key(&quota.partition) {
+                paces.make_room_for_a_partition(now);
+            }
             let scope = paces.scopes.entry(quota.partition.clone()).or_default();
             scope.retain(|pace| !pace.is_stale(now));
             let pace = match scope.iter().position(|pace| pace.is_same_quota(quota)) {
@@ -510,5 +560,58 @@ mod tests {
             pacers.learn(&origin(), &[quota(n, 60, Some(n))], None, now.plus(n));
         }
         assert_eq!(pacers.quotas(&origin(), None), [2, 3, 4, 5, 6, 7, 8, 9]);
+    }
+
+    #[test]
+    fn past_the_most_partitions_the_one_announced_longest_ago_is_forgotten() {
+        let pacers = Pacers::default();
+        let now = Nanos::new(SECOND);
+        let partition = |i: u64| Partition::new(i.to_be_bytes().to_vec());
+        let per_user = |i: u64| AnnouncedQuota {
+            partition: Some(partition(i)),
+            ..quota(5, 86_400, None)
+        };
+        pacers.learn(&origin(), &[quota(100, 86_400, None)], None, now);
+        // Partition `i` announced at `i` seconds: partition 0 longest ago.
+        for i in 0..=MOST_PARTITIONS as u64 {
+            pacers.learn(&origin(), &[per_user(i)], None, now.plus(i * SECOND));
+        }
+        assert!(pacers.quotas(&origin(), Some(partition(0))).is_empty());
+        let last = Some(partition(MOST_PARTITIONS as u64));
+        assert_eq!(pacers.quotas(&origin(), last), [5]);
+        assert_eq!(
+            pacers.quotas(&origin(), None),
+            [100],
+            "the whole origin's stays"
+        );
+
+        // A flood of partitions whose quotas never go stale stays within the bound.
+        for i in 0..10_000 {
+            pacers.learn(&origin(), &[per_user(i)], None, now.plus(100 * SECOND + i));
+        }
+        let kept = pacers.origins.lock()[&origin()].partitions();
+        assert_eq!(kept, MOST_PARTITIONS);
+    }
+
+    #[test]
+    fn past_the_most_origins_the_one_announced_longest_ago_is_forgotten() {
+        let pacers = Pacers::default();
+        let now = Nanos::new(SECOND);
+        let origin_number =
+            |i: u64| Origin::of(&format!("http://host-{i}/").parse().unwrap(), None);
+        let daily = [quota(5, 86_400, None)];
+        // Origin `i` announced at `i` seconds: origin 0 longest ago.
+        for i in 0..=MOST_ORIGINS as u64 {
+            pacers.learn(&origin_number(i), &daily, None, now.plus(i * SECOND));
+        }
+        assert_eq!(pacers.len(), MOST_ORIGINS);
+        assert!(pacers.quotas(&origin_number(0), None).is_empty());
+        assert_eq!(pacers.quotas(&origin_number(1), None), [5]);
+
+        for i in 0..3 * MOST_ORIGINS as u64 {
+            let at = now.plus(10_000 * SECOND + i);
+            pacers.learn(&origin_number(10_000 + i), &daily, None, at);
+        }
+        assert_eq!(pacers.len(), MOST_ORIGINS);
     }
 }
