@@ -443,6 +443,75 @@ async fn a_refused_post_is_not_retried() {
     assert_eq!(server.served(), 1);
 }
 
+/// A server that answers every request with `status` and `headers`, and counts them.
+async fn answering(
+    status: StatusCode,
+    headers: &'static [(&'static str, &'static str)],
+) -> CountingServer {
+    let served = Arc::new(AtomicUsize::new(0));
+    let counter = served.clone();
+    let handler = move || async move {
+        counter.fetch_add(1, Ordering::SeqCst);
+        let mut response = Response::builder().status(status);
+        for (name, value) in headers {
+            response = response.header(*name, *value);
+        }
+        response.body(axum::body::Body::empty()).expect("response")
+    };
+    let addr = common::server::serve(Router::new().route("/", get(handler))).await;
+    CountingServer { addr, served }
+}
+
+const AN_HOUR: Duration = Duration::from_secs(3_600);
+
+#[tokio::test]
+async fn an_absurd_wait_holds_for_max_hold_only() {
+    let refused = StatusCode::TOO_MANY_REQUESTS;
+    let servers = [
+        answering(refused, &[("retry-after", "99999999999")]).await,
+        answering(refused, &[("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT")]).await,
+        answering(
+            refused,
+            &[("x-ratelimit-retry-after", "99999999999999999999")],
+        )
+        .await,
+        answering(
+            StatusCode::OK,
+            &[("ratelimit", r#""api";r=0;t=999999999999999"#)],
+        )
+        .await,
+        answering(
+            StatusCode::OK,
+            &[
+                ("grpc-status", "8"),
+                ("grpc-retry-pushback-ms", "99999999999999999999"),
+            ],
+        )
+        .await,
+    ];
+    for server in &servers {
+        let clock = ManualClock::new();
+        let mut client = client(RateLimitClientLayer::with_clock(clock.clone()));
+        get_from(&mut client, server.addr).await.expect("an answer");
+        assert_eq!(held_for(&get_from(&mut client, server.addr).await), AN_HOUR);
+        clock.advance(AN_HOUR);
+        get_from(&mut client, server.addr)
+            .await
+            .expect("sent again");
+        assert_eq!(server.served(), 2, "held for an hour, then sent");
+    }
+
+    let clock = ManualClock::new();
+    let layer = RateLimitClientLayer::with_clock(clock.clone()).max_hold(Duration::from_secs(10));
+    let mut client = client(layer);
+    let server = &servers[0];
+    get_from(&mut client, server.addr).await.expect("an answer");
+    assert_eq!(
+        held_for(&get_from(&mut client, server.addr).await),
+        Duration::from_secs(10)
+    );
+}
+
 /// gRPC: tollgate's trailers-only `RESOURCE_EXHAUSTED` with `grpc-retry-pushback-ms` holds a
 /// tonic client.
 #[cfg(feature = "tonic")]

@@ -9,6 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tower_layer::Layer;
 
+/// The longest a layer holds a request back unless told otherwise: an hour.
+pub(crate) const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(3_600);
+
 /// Makes a client honour the limits its servers announce: wraps a service in
 /// [`RateLimitClient`].
 ///
@@ -60,6 +63,7 @@ pub struct RateLimitClientLayer {
     pacers: Option<Arc<Pacers>>,
     clock: Arc<dyn Clock>,
     wait_up_to: Duration,
+    max_hold: Duration,
     retry: Option<Retry>,
 }
 
@@ -78,6 +82,7 @@ impl RateLimitClientLayer {
             pacers: None,
             clock: Arc::new(clock),
             wait_up_to: Duration::ZERO,
+            max_hold: DEFAULT_MAX_HOLD,
             retry: None,
         }
     }
@@ -95,6 +100,30 @@ impl RateLimitClientLayer {
     #[must_use]
     pub fn wait_up_to(mut self, limit: Duration) -> Self {
         self.wait_up_to = limit;
+        self
+    }
+
+    /// Holds no request back for longer than `max_hold` (an hour by default), whatever its
+    /// server announced: a longer wait in `Retry-After` (seconds or an HTTP-date),
+    /// `X-Ratelimit-Retry-After`, the reset (`t`) of a `RateLimit` item or
+    /// `grpc-retry-pushback-ms` holds for `max_hold`, and so does a [paced](Self::pace)
+    /// quota whose next unit is further away (a quota of one a day sends one request an
+    /// hour). A server that still refuses after that says so again, and is honoured again.
+    ///
+    /// A hold is cut when it is written: it lasts at most the `max_hold` of the layer that
+    /// read the answer. `Duration::ZERO` turns holding off: nothing is held, paced or
+    /// [retried](Self::retry).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::client::RateLimitClientLayer;
+    ///
+    /// // Whatever a server asks, try it again after five minutes at most.
+    /// let layer = RateLimitClientLayer::new().max_hold(Duration::from_secs(300));
+    /// ```
+    #[must_use]
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = max_hold;
         self
     }
 
@@ -177,6 +206,7 @@ impl fmt::Debug for RateLimitClientLayer {
             .field("holds", &self.holds)
             .field("pacers", &self.pacers)
             .field("wait_up_to", &self.wait_up_to)
+            .field("max_hold", &self.max_hold)
             .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
@@ -192,6 +222,7 @@ impl<S> Layer<S> for RateLimitClientLayer {
             self.clock.clone(),
             self.wait_up_to,
         )
+        .holding_at_most(self.max_hold)
         .retrying(self.retry.clone())
         .pacing(self.pacers.clone())
     }

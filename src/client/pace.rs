@@ -74,6 +74,15 @@ impl Pace {
             .saturating_sub(at.as_u64().saturating_add(self.span))
     }
 
+    /// Brings the time the bucket is full again forward, if need be, so that a send booked
+    /// at `at` waits at most `longest` nanoseconds.
+    fn wait_at_most(&mut self, at: Nanos, longest: u64) {
+        let latest = at
+            .plus(self.span.saturating_sub(self.interval))
+            .plus(longest);
+        self.full_at = self.full_at.min(latest);
+    }
+
     /// Spends one unit, at `at` or as soon as one is there.
     fn spend(&mut self, at: Nanos) {
         self.full_at = self.full_at.max(at).plus(self.interval);
@@ -170,7 +179,8 @@ pub(crate) struct Pacers {
 impl Pacers {
     /// Books a send at `at` to `origin` for a request in `partition`, and returns how long
     /// after `at` its turn comes; if that is longer than `up_to`, books nothing and returns
-    /// the wait as the error.
+    /// the wait as the error. No turn is more than `max_hold` after `at`: a quota whose copy
+    /// would hold the request longer gives its next unit back then.
     ///
     /// A request is paced by its origin's quotas that belong to no partition and by those
     /// of its partition; a request that names no partition, by every quota of its origin
@@ -181,23 +191,29 @@ impl Pacers {
         partition: Option<&Partition>,
         at: Nanos,
         up_to: Duration,
+        max_hold: Duration,
     ) -> Result<Duration, Duration> {
         let mut origins = self.origins.lock();
         let Some(origin) = origins.get_mut(origin) else {
             return Ok(Duration::ZERO);
         };
         let scopes = &mut origin.scopes;
+        let max_hold = saturating_nanos(max_hold);
+        let wait_of = |pace: &mut Pace| {
+            pace.wait_at_most(at, max_hold);
+            pace.wait(at)
+        };
         let mut wait = 0;
         match partition {
             Some(partition) => {
                 for scope in [None, Some(partition.clone())] {
-                    let paces = scopes.get(&scope).into_iter().flatten();
-                    wait = paces.map(|pace| pace.wait(at)).fold(wait, u64::max);
+                    let paces = scopes.get_mut(&scope).into_iter().flatten();
+                    wait = paces.map(wait_of).fold(wait, u64::max);
                 }
             }
             None => {
-                let paces = scopes.values().flatten();
-                wait = paces.map(|pace| pace.wait(at)).fold(wait, u64::max);
+                let paces = scopes.values_mut().flatten();
+                wait = paces.map(wait_of).fold(wait, u64::max);
             }
         }
         let wait = Duration::from_nanos(wait);
@@ -309,6 +325,8 @@ mod tests {
 
     const MS: u64 = 1_000_000;
     const SECOND: u64 = 1_000 * MS;
+    /// The longest a quota may hold a request back: the default `max_hold`.
+    const HOUR: Duration = Duration::from_secs(3_600);
 
     fn origin() -> Origin {
         Origin::of(&"http://a.example/".parse().unwrap(), None)
@@ -332,7 +350,7 @@ mod tests {
     fn sends_at(pacers: &Pacers, partition: Option<&Partition>, at: Nanos) -> usize {
         let mut sent = 0;
         while pacers
-            .book(&origin(), partition, at, Duration::ZERO)
+            .book(&origin(), partition, at, Duration::ZERO, HOUR)
             .is_ok()
         {
             sent += 1;
@@ -347,7 +365,7 @@ mod tests {
         let now = Nanos::new(SECOND);
         for _ in 0..1000 {
             assert_eq!(
-                pacers.book(&origin(), None, now, Duration::ZERO),
+                pacers.book(&origin(), None, now, Duration::ZERO, HOUR),
                 Ok(Duration::ZERO)
             );
         }
@@ -361,7 +379,7 @@ mod tests {
         pacers.learn(&origin(), &[quota(40, 2, Some(39))], None, now);
         assert_eq!(sends_at(&pacers, None, now), 39);
         assert_eq!(
-            pacers.book(&origin(), None, now, Duration::ZERO),
+            pacers.book(&origin(), None, now, Duration::ZERO, HOUR),
             Err(Duration::from_millis(50))
         );
         assert_eq!(sends_at(&pacers, None, now.plus(50 * MS)), 1);
@@ -387,7 +405,7 @@ mod tests {
         pacers.learn(&origin(), &[quota(10, 1, Some(0))], None, now);
         let up_to = Duration::from_millis(250);
         let waits: Vec<_> = (0..3)
-            .map(|_| pacers.book(&origin(), None, now, up_to))
+            .map(|_| pacers.book(&origin(), None, now, up_to, HOUR))
             .collect();
         assert_eq!(
             waits,
@@ -399,7 +417,7 @@ mod tests {
         );
         // The refused booking took nothing: the third send waits 300 ms, not 400.
         assert_eq!(
-            pacers.book(&origin(), None, now, Duration::from_secs(1)),
+            pacers.book(&origin(), None, now, Duration::from_secs(1), HOUR),
             Ok(Duration::from_millis(300))
         );
     }
@@ -412,7 +430,7 @@ mod tests {
         // Booked for 1 s from now, when the bucket is full again: no further wait.
         let later = now.plus(SECOND);
         assert_eq!(
-            pacers.book(&origin(), None, later, Duration::ZERO),
+            pacers.book(&origin(), None, later, Duration::ZERO, HOUR),
             Ok(Duration::ZERO)
         );
         // And it was spent then: 9 more at that instant, not 10.
@@ -473,7 +491,7 @@ mod tests {
         pacers.learn(&origin(), &quotas, None, now);
         assert_eq!(sends_at(&pacers, None, now), 3);
         assert_eq!(
-            pacers.book(&origin(), None, now, Duration::ZERO),
+            pacers.book(&origin(), None, now, Duration::ZERO, HOUR),
             Err(Duration::from_secs(12))
         );
     }
@@ -490,12 +508,14 @@ mod tests {
             now,
         );
         for _ in 0..100 {
-            let unpaced = pacers.book(&origin(), Some(&two), now, Duration::ZERO);
+            let unpaced = pacers.book(&origin(), Some(&two), now, Duration::ZERO, HOUR);
             assert_eq!(unpaced, Ok(Duration::ZERO), "partition two has no quota");
         }
         assert_eq!(sends_at(&pacers, Some(&one), now), 2);
         // A request in no partition may be in partition one.
-        assert!(pacers.book(&origin(), None, now, Duration::ZERO).is_err());
+        assert!(pacers
+            .book(&origin(), None, now, Duration::ZERO, HOUR)
+            .is_err());
     }
 
     #[test]
@@ -517,7 +537,10 @@ mod tests {
         let mut sent = 0;
         for _ in 0..500 {
             now = now.plus(10 * MS);
-            if pacers.book(&origin(), None, now, Duration::ZERO).is_ok() {
+            if pacers
+                .book(&origin(), None, now, Duration::ZERO, HOUR)
+                .is_ok()
+            {
                 sent += 1;
                 // The server announces 400 per 2 s now.
                 pacers.learn(&origin(), &[quota(400, 2, Some(399))], None, now);
@@ -560,6 +583,29 @@ mod tests {
             pacers.learn(&origin(), &[quota(n, 60, Some(n))], None, now.plus(n));
         }
         assert_eq!(pacers.quotas(&origin(), None), [2, 3, 4, 5, 6, 7, 8, 9]);
+    }
+
+    #[test]
+    fn no_quota_holds_a_request_back_longer_than_max_hold() {
+        let pacers = Pacers::default();
+        let now = Nanos::new(SECOND);
+        // One a day, spent: the next unit is a day away.
+        pacers.learn(&origin(), &[quota(1, 86_400, Some(0))], None, now);
+        let book = |at: Nanos| pacers.book(&origin(), None, at, Duration::ZERO, HOUR);
+        assert_eq!(book(now), Err(HOUR));
+        let ten_seconds = Duration::from_secs(10);
+        let held = pacers.book(&origin(), None, now, Duration::ZERO, ten_seconds);
+        assert_eq!(held, Err(ten_seconds), "the copy was brought forward");
+        assert_eq!(book(now.plus(10 * SECOND)), Ok(Duration::ZERO));
+        // Then one an hour at most apart, not one a day.
+        assert_eq!(book(now.plus(10 * SECOND)), Err(HOUR));
+
+        // A refusal for an hour that spent the quota: the turn after it is within the hour.
+        let pacers = Pacers::default();
+        let spent = [quota(1, 86_400, Some(0))];
+        pacers.learn(&origin(), &spent, Some(HOUR), now);
+        let turn = pacers.book(&origin(), None, now, Duration::ZERO, HOUR);
+        assert_eq!(turn, Err(HOUR));
     }
 
     #[test]
