@@ -512,6 +512,52 @@ async fn an_absurd_wait_holds_for_max_hold_only() {
     );
 }
 
+#[tokio::test]
+async fn clear_holds_sends_the_requests_of_a_held_origin_at_once() {
+    let server = answering(StatusCode::TOO_MANY_REQUESTS, &[("retry-after", "86400")]).await;
+    let layer = RateLimitClientLayer::with_clock(ManualClock::new());
+    let mut client = client(layer.clone());
+    let mut sent = 0;
+    for clear in 0..3 {
+        get_from(&mut client, server.addr).await.expect("refused");
+        sent += 1;
+        let held = get_from(&mut client, server.addr).await;
+        assert_eq!(held_for(&held), AN_HOUR);
+        match clear {
+            0 => layer.clear_holds(),
+            1 => client.clear_holds(),
+            _ => client.clear_holds_of(held.unwrap_err().as_held().expect("held").origin()),
+        }
+        assert_eq!(server.served(), sent, "held requests are not sent");
+    }
+    get_from(&mut client, server.addr)
+        .await
+        .expect("sent at once");
+    assert_eq!(server.served(), sent + 1);
+}
+
+#[tokio::test]
+async fn clear_holds_forgets_the_paced_quotas() {
+    // One request a day, spent: the copy holds the next one back.
+    let server = answering(
+        StatusCode::OK,
+        &[
+            ("ratelimit-policy", r#""day";q=1;w=86400"#),
+            ("ratelimit", r#""day";r=0;t=86400"#),
+        ],
+    )
+    .await;
+    let layer = RateLimitClientLayer::with_clock(ManualClock::new()).pace();
+    let mut client = client(layer.clone());
+    get_from(&mut client, server.addr).await.expect("admitted");
+    assert_eq!(held_for(&get_from(&mut client, server.addr).await), AN_HOUR);
+    layer.clear_holds();
+    get_from(&mut client, server.addr)
+        .await
+        .expect("sent at once");
+    assert_eq!(server.served(), 2);
+}
+
 /// gRPC: tollgate's trailers-only `RESOURCE_EXHAUSTED` with `grpc-retry-pushback-ms` holds a
 /// tonic client.
 #[cfg(feature = "tonic")]

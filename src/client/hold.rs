@@ -207,6 +207,18 @@ impl Holds {
         self.held_origins.store(origins.len(), Ordering::Release);
     }
 
+    /// Ends the holds of `origin` at once, or of every origin when `None`.
+    pub(crate) fn clear(&self, origin: Option<&Origin>) {
+        let mut origins = self.origins.lock();
+        match origin {
+            Some(origin) => {
+                origins.remove(origin);
+            }
+            None => origins.clear(),
+        }
+        self.held_origins.store(origins.len(), Ordering::Release);
+    }
+
     /// The number of origins held (for tests).
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -361,5 +373,24 @@ mod tests {
             holds.hold(&origin_number(10_000 + i), None, until, now);
         }
         assert_eq!(holds.len(), MOST_ORIGINS);
+    }
+
+    #[test]
+    fn clearing_ends_the_holds_of_one_origin_or_of_all() {
+        let holds = Holds::default();
+        let (a, b) = (origin("http://a/"), origin("http://b/"));
+        let now = Nanos::new(SECOND);
+        let later = now.plus(3_600 * SECOND);
+        holds.hold(&a, None, later, now);
+        holds.hold(&b, Some(Partition::new("one")), later, now);
+
+        holds.clear(Some(&a));
+        assert_eq!(holds.remaining(&a, None, now), None);
+        assert!(holds.remaining(&b, None, now).is_some());
+        assert!(!holds.is_empty());
+
+        holds.clear(None);
+        assert_eq!(holds.remaining(&b, None, now), None);
+        assert!(holds.is_empty(), "requests take no lock again");
     }
 }

@@ -1,7 +1,8 @@
 //! [`RateLimitClientLayer`]: how a client is told to honour its servers' limits.
 
-use super::hold::Holds;
+use super::hold::{Holds, Origin};
 use super::pace::Pacers;
+use super::service::clear;
 use super::{RateLimitClient, Retry};
 use crate::clock::{Clock, SystemClock};
 use std::fmt;
@@ -125,6 +126,65 @@ impl RateLimitClientLayer {
     pub fn max_hold(mut self, max_hold: Duration) -> Self {
         self.max_hold = max_hold;
         self
+    }
+
+    /// Ends every hold at once and forgets every quota kept for [pacing](Self::pace), for
+    /// every service this layer made and every clone of it: requests go out as if no server
+    /// had announced anything, until one does again. For an operator to unstick a client;
+    /// [`RateLimitClient::clear_holds`] does the same from a service.
+    ///
+    /// A request already waiting out a hold (see [`wait_up_to`](Self::wait_up_to)) still
+    /// sleeps until its wait would have ended, then is sent.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use http::{Request, Response, StatusCode};
+    /// use http_body_util::Empty;
+    /// use tollgate::client::RateLimitClientLayer;
+    /// use tower::{service_fn, Layer, Service, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // A server that asks for a day's wait.
+    /// let server = service_fn(|_request: Request<Empty<Bytes>>| async {
+    ///     let refused = Response::builder()
+    ///         .status(StatusCode::TOO_MANY_REQUESTS)
+    ///         .header("retry-after", "86400")
+    ///         .body(())
+    ///         .unwrap();
+    ///     Ok::<_, std::convert::Infallible>(refused)
+    /// });
+    /// let layer = RateLimitClientLayer::new();
+    /// let mut client = layer.layer(server);
+    /// let get = || Request::get("http://api.example.com/").body(Empty::new()).unwrap();
+    ///
+    /// client.ready().await.unwrap().call(get()).await.unwrap();
+    /// let held = client.ready().await.unwrap().call(get()).await;
+    /// assert!(held.unwrap_err().as_held().is_some());
+    ///
+    /// layer.clear_holds();
+    /// let sent = client.ready().await.unwrap().call(get()).await;
+    /// assert_eq!(sent.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+    /// # }
+    /// ```
+    pub fn clear_holds(&self) {
+        clear(&self.holds, self.pacers.as_deref(), None);
+    }
+
+    /// Like [`clear_holds`](Self::clear_holds), for one origin only: the one a
+    /// [`Held`](super::Held) error names, for instance.
+    ///
+    /// ```
+    /// use tollgate::client::{ClientError, RateLimitClientLayer};
+    ///
+    /// fn unstick<E>(layer: &RateLimitClientLayer, error: &ClientError<E>) {
+    ///     if let Some(held) = error.as_held() {
+    ///         layer.clear_holds_of(held.origin());
+    ///     }
+    /// }
+    /// ```
+    pub fn clear_holds_of(&self, origin: &Origin) {
+        clear(&self.holds, self.pacers.as_deref(), Some(origin));
     }
 
     /// Sends refused requests again after the server's wait, as `retry` says: only

@@ -302,6 +302,18 @@ impl Pacers {
         }
     }
 
+    /// Forgets the quotas of `origin`, or of every origin when `None`: requests to it are
+    /// not paced until its server announces them again.
+    pub(crate) fn clear(&self, origin: Option<&Origin>) {
+        let mut origins = self.origins.lock();
+        match origin {
+            Some(origin) => {
+                origins.remove(origin);
+            }
+            None => origins.clear(),
+        }
+    }
+
     /// The number of origins kept (for tests).
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -659,5 +671,26 @@ mod tests {
             pacers.learn(&origin_number(10_000 + i), &daily, None, at);
         }
         assert_eq!(pacers.len(), MOST_ORIGINS);
+    }
+
+    #[test]
+    fn clearing_forgets_the_quotas_of_one_origin_or_of_all() {
+        let pacers = Pacers::default();
+        let now = Nanos::new(SECOND);
+        let other = Origin::of(&"http://b.example/".parse().unwrap(), None);
+        let spent = [quota(1, 86_400, Some(0))];
+        pacers.learn(&origin(), &spent, None, now);
+        pacers.learn(&other, &spent, None, now);
+
+        pacers.clear(Some(&origin()));
+        for _ in 0..10 {
+            let unpaced = pacers.book(&origin(), None, now, Duration::ZERO, HOUR);
+            assert_eq!(unpaced, Ok(Duration::ZERO));
+        }
+        let still_paced = pacers.book(&other, None, now, Duration::ZERO, HOUR);
+        assert!(still_paced.is_err());
+
+        pacers.clear(None);
+        assert_eq!(pacers.len(), 0);
     }
 }

@@ -71,6 +71,20 @@ impl<S> RateLimitClient<S> {
         self
     }
 
+    /// Ends every hold at once and forgets every paced quota, for every service of the
+    /// layer that made this one: see
+    /// [`RateLimitClientLayer::clear_holds`](super::RateLimitClientLayer::clear_holds).
+    pub fn clear_holds(&self) {
+        clear(&self.holds, self.pacers.as_deref(), None);
+    }
+
+    /// Ends the holds of `origin` at once and forgets its paced quotas, for every service of
+    /// the layer that made this one: see
+    /// [`RateLimitClientLayer::clear_holds_of`](super::RateLimitClientLayer::clear_holds_of).
+    pub fn clear_holds_of(&self, origin: &Origin) {
+        clear(&self.holds, self.pacers.as_deref(), Some(origin));
+    }
+
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -97,6 +111,14 @@ impl<S: fmt::Debug> fmt::Debug for RateLimitClient<S> {
             .field("max_hold", &self.max_hold)
             .field("retry", &self.retry)
             .finish_non_exhaustive()
+    }
+}
+
+/// Ends the holds of `origin`, or of every origin when `None`, and forgets its quotas.
+pub(crate) fn clear(holds: &Holds, pacers: Option<&Pacers>, origin: Option<&Origin>) {
+    holds.clear(origin);
+    if let Some(pacers) = pacers {
+        pacers.clear(origin);
     }
 }
 
