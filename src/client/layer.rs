@@ -24,7 +24,9 @@ pub(crate) const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(3_600);
 /// sent, unless [`wait_up_to`](Self::wait_up_to) lets it wait.
 ///
 /// Every service this layer makes, and every clone of the layer, shares one table of holds:
-/// build one layer per client. [`RateLimitClientLayer::new`] starts an empty table.
+/// build one layer per client. [`RateLimitClientLayer::new`] starts an empty table. No hold
+/// lasts longer than [`max_hold`](Self::max_hold) (an hour by default), and
+/// [`clear_holds`](Self::clear_holds) ends them all at once.
 ///
 /// The table is bounded: it keeps the holds of at most 1,024 origins, and of at most 64
 /// partitions of each (besides the whole origin's hold). Past either, the hold that ends
