@@ -443,6 +443,121 @@ async fn a_refused_post_is_not_retried() {
     assert_eq!(server.served(), 1);
 }
 
+/// A server that answers every request with `status` and `headers`, and counts them.
+async fn answering(
+    status: StatusCode,
+    headers: &'static [(&'static str, &'static str)],
+) -> CountingServer {
+    let served = Arc::new(AtomicUsize::new(0));
+    let counter = served.clone();
+    let handler = move || async move {
+        counter.fetch_add(1, Ordering::SeqCst);
+        let mut response = Response::builder().status(status);
+        for (name, value) in headers {
+            response = response.header(*name, *value);
+        }
+        response.body(axum::body::Body::empty()).expect("response")
+    };
+    let addr = common::server::serve(Router::new().route("/", get(handler))).await;
+    CountingServer { addr, served }
+}
+
+const AN_HOUR: Duration = Duration::from_secs(3_600);
+
+#[tokio::test]
+async fn an_absurd_wait_holds_for_max_hold_only() {
+    let refused = StatusCode::TOO_MANY_REQUESTS;
+    let servers = [
+        answering(refused, &[("retry-after", "99999999999")]).await,
+        answering(refused, &[("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT")]).await,
+        answering(
+            refused,
+            &[("x-ratelimit-retry-after", "99999999999999999999")],
+        )
+        .await,
+        answering(
+            StatusCode::OK,
+            &[("ratelimit", r#""api";r=0;t=999999999999999"#)],
+        )
+        .await,
+        answering(
+            StatusCode::OK,
+            &[
+                ("grpc-status", "8"),
+                ("grpc-retry-pushback-ms", "99999999999999999999"),
+            ],
+        )
+        .await,
+    ];
+    for server in &servers {
+        let clock = ManualClock::new();
+        let mut client = client(RateLimitClientLayer::with_clock(clock.clone()));
+        get_from(&mut client, server.addr).await.expect("an answer");
+        assert_eq!(held_for(&get_from(&mut client, server.addr).await), AN_HOUR);
+        clock.advance(AN_HOUR);
+        get_from(&mut client, server.addr)
+            .await
+            .expect("sent again");
+        assert_eq!(server.served(), 2, "held for an hour, then sent");
+    }
+
+    let clock = ManualClock::new();
+    let layer = RateLimitClientLayer::with_clock(clock.clone()).max_hold(Duration::from_secs(10));
+    let mut client = client(layer);
+    let server = &servers[0];
+    get_from(&mut client, server.addr).await.expect("an answer");
+    assert_eq!(
+        held_for(&get_from(&mut client, server.addr).await),
+        Duration::from_secs(10)
+    );
+}
+
+#[tokio::test]
+async fn clear_holds_sends_the_requests_of_a_held_origin_at_once() {
+    let server = answering(StatusCode::TOO_MANY_REQUESTS, &[("retry-after", "86400")]).await;
+    let layer = RateLimitClientLayer::with_clock(ManualClock::new());
+    let mut client = client(layer.clone());
+    let mut sent = 0;
+    for clear in 0..3 {
+        get_from(&mut client, server.addr).await.expect("refused");
+        sent += 1;
+        let held = get_from(&mut client, server.addr).await;
+        assert_eq!(held_for(&held), AN_HOUR);
+        match clear {
+            0 => layer.clear_holds(),
+            1 => client.clear_holds(),
+            _ => client.clear_holds_of(held.unwrap_err().as_held().expect("held").origin()),
+        }
+        assert_eq!(server.served(), sent, "held requests are not sent");
+    }
+    get_from(&mut client, server.addr)
+        .await
+        .expect("sent at once");
+    assert_eq!(server.served(), sent + 1);
+}
+
+#[tokio::test]
+async fn clear_holds_forgets_the_paced_quotas() {
+    // One request a day, spent: the copy holds the next one back.
+    let server = answering(
+        StatusCode::OK,
+        &[
+            ("ratelimit-policy", r#""day";q=1;w=86400"#),
+            ("ratelimit", r#""day";r=0;t=86400"#),
+        ],
+    )
+    .await;
+    let layer = RateLimitClientLayer::with_clock(ManualClock::new()).pace();
+    let mut client = client(layer.clone());
+    get_from(&mut client, server.addr).await.expect("admitted");
+    assert_eq!(held_for(&get_from(&mut client, server.addr).await), AN_HOUR);
+    layer.clear_holds();
+    get_from(&mut client, server.addr)
+        .await
+        .expect("sent at once");
+    assert_eq!(server.served(), 2);
+}
+
 /// gRPC: tollgate's trailers-only `RESOURCE_EXHAUSTED` with `grpc-retry-pushback-ms` holds a
 /// tonic client.
 #[cfg(feature = "tonic")]

@@ -34,6 +34,14 @@ impl Announcement {
         let longest = self.notices.iter().map(|notice| notice.wait).max();
         longest.filter(|_| self.refused)
     }
+
+    /// Cuts every wait to `max_hold`; a wait cut to nothing holds nothing.
+    pub(crate) fn cap_waits(&mut self, max_hold: Duration) {
+        for notice in &mut self.notices {
+            notice.wait = notice.wait.min(max_hold);
+        }
+        self.notices.retain(|notice| !notice.wait.is_zero());
+    }
 }
 
 /// A wait the server announced, for its whole origin (`partition: None`) or one partition.
@@ -332,6 +340,36 @@ mod tests {
         assert_eq!(answer.refused_for(), None);
         let zero = refused(&[("retry-after", "0")]);
         assert!(zero.notices.is_empty());
+    }
+
+    #[test]
+    fn waits_are_cut_to_max_hold() {
+        let hour = Duration::from_secs(3_600);
+        let answers = [
+            refused(&[("retry-after", "99999999999")]),
+            refused(&[("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT")]),
+            refused(&[("x-ratelimit-retry-after", "99999999999999999999999")]),
+            refused(&[("ratelimit", r#""api";r=0;t=999999999999999"#)]),
+            admitted(&[("ratelimit", r#""api";r=0;t=999999999999999"#)]),
+            admitted(&[
+                ("grpc-status", "8"),
+                ("grpc-retry-pushback-ms", "99999999999999999999999"),
+            ]),
+        ];
+        for mut answer in answers {
+            answer.cap_waits(hour);
+            assert_eq!(answer.notices.len(), 1, "{answer:?}");
+            assert_eq!(answer.notices[0].wait, hour, "{answer:?}");
+        }
+        let mut answer = refused(&[("retry-after", "2"), ("ratelimit", r#""api";r=0;t=9"#)]);
+        answer.cap_waits(Duration::from_secs(5));
+        assert_eq!(answer.refused_for(), Some(Duration::from_secs(5)));
+        answer.cap_waits(Duration::ZERO);
+        assert!(
+            answer.notices.is_empty(),
+            "a wait cut to nothing holds nothing"
+        );
+        assert_eq!(answer.refused_for(), None);
     }
 
     #[test]

@@ -10,6 +10,12 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+/// The most origins whose holds or quotas a client layer remembers.
+pub(crate) const MOST_ORIGINS: usize = 1024;
+
+/// The most partitions of one origin whose holds or quotas a client layer remembers.
+pub(crate) const MOST_PARTITIONS: usize = 64;
+
 /// The server a request goes to: scheme, host and port, as in `https://api.example.com:443`.
 ///
 /// Read from the request URI, with the scheme's default port filled in and the host in lower
@@ -93,7 +99,8 @@ impl Partition {
 struct OriginHolds {
     /// Until when the whole origin is held.
     whole: Option<Nanos>,
-    /// Until when each named partition is held (few: one per identity the client uses).
+    /// Until when each named partition is held (few: one per identity the client uses; at
+    /// most `MOST_PARTITIONS`).
     partitions: SmallVec<[(Partition, Nanos); 1]>,
 }
 
@@ -108,6 +115,22 @@ impl OriginHolds {
         self.whole.into_iter().chain(partitions).max()
     }
 
+    /// Holds `partition` until `until`, unless a later hold of it is there; past
+    /// `MOST_PARTITIONS`, drops the partition hold that ends soonest.
+    fn hold_partition(&mut self, partition: Partition, until: Nanos) {
+        let partitions = &mut self.partitions;
+        match partitions.iter_mut().find(|(held, _)| *held == partition) {
+            Some((_, held)) => *held = (*held).max(until),
+            None => partitions.push((partition, until)),
+        }
+        if partitions.len() > MOST_PARTITIONS {
+            let soonest = (0..partitions.len()).min_by_key(|&i| partitions[i].1);
+            if let Some(soonest) = soonest {
+                partitions.swap_remove(soonest);
+            }
+        }
+    }
+
     /// Drops the holds that end at or before `now`; whether none are left.
     fn drop_past(&mut self, now: Nanos) -> bool {
         self.whole = self.whole.filter(|&until| until > now);
@@ -119,7 +142,10 @@ impl OriginHolds {
 /// The holds of every origin a client talks to; shared by the clones of a client layer.
 ///
 /// Entries are dropped once past (on the next look-up of their origin, and at every new
-/// hold), so the map holds only the origins that are held now.
+/// hold), so the map holds only the origins that are held now: at most `MOST_ORIGINS`, each
+/// with at most `MOST_PARTITIONS` partitions. Beyond either, the hold that ends soonest is
+/// dropped (the new one included), as the one that holds back the fewest requests: what
+/// it held may be sent, and refused, once.
 #[derive(Debug, Default)]
 pub(crate) struct Holds {
     origins: Mutex<HashMap<Origin, OriginHolds>>,
@@ -167,10 +193,28 @@ impl Holds {
         let holds = origins.entry(origin.clone()).or_default();
         match partition {
             None => holds.whole = Some(holds.whole.map_or(until, |held| held.max(until))),
-            Some(partition) => match holds.partitions.iter_mut().find(|(p, _)| *p == partition) {
-                Some((_, held)) => *held = (*held).max(until),
-                None => holds.partitions.push((partition, until)),
-            },
+            Some(partition) => holds.hold_partition(partition, until),
+        }
+        if origins.len() > MOST_ORIGINS {
+            let soonest = origins
+                .iter()
+                .min_by_key(|(_, holds)| holds.until(None))
+                .map(|(origin, _)| origin.clone());
+            if let Some(soonest) = soonest {
+                origins.remove(&soonest);
+            }
+        }
+        self.held_origins.store(origins.len(), Ordering::Release);
+    }
+
+    /// Ends the holds of `origin` at once, or of every origin when `None`.
+    pub(crate) fn clear(&self, origin: Option<&Origin>) {
+        let mut origins = self.origins.lock();
+        match origin {
+            Some(origin) => {
+                origins.remove(origin);
+            }
+            None => origins.clear(),
         }
         self.held_origins.store(origins.len(), Ordering::Release);
     }
@@ -282,5 +326,71 @@ mod tests {
         let later = now.plus(2 * SECOND);
         holds.hold(&origin("http://b/"), None, later.plus(SECOND), later);
         assert_eq!(holds.len(), 1);
+    }
+
+    #[test]
+    fn past_the_most_partitions_the_hold_that_ends_soonest_is_dropped() {
+        let holds = Holds::default();
+        let a = origin("http://a/");
+        let now = Nanos::new(SECOND);
+        let partition = |i: u64| Partition::new(i.to_be_bytes().to_vec());
+        // Partition `i` is held for `i + 1` seconds: partition 0 ends soonest.
+        for i in 0..=MOST_PARTITIONS as u64 {
+            holds.hold(&a, Some(partition(i)), now.plus((i + 1) * SECOND), now);
+        }
+        assert_eq!(holds.remaining(&a, Some(&partition(0)), now), None);
+        let last = partition(MOST_PARTITIONS as u64);
+        let held_for = Duration::from_secs(MOST_PARTITIONS as u64 + 1);
+        assert_eq!(holds.remaining(&a, Some(&last), now), Some(held_for));
+        // A new hold that ends sooner than every kept one is the one dropped.
+        holds.hold(&a, Some(partition(1_000)), now.plus(SECOND), now);
+        assert_eq!(holds.remaining(&a, Some(&partition(1_000)), now), None);
+
+        // A flood of partitions stays within the bound.
+        for i in 0..10_000 {
+            holds.hold(&a, Some(partition(i)), now.plus(SECOND + i), now);
+        }
+        let kept = holds.origins.lock()[&a].partitions.len();
+        assert_eq!(kept, MOST_PARTITIONS);
+    }
+
+    #[test]
+    fn past_the_most_origins_the_one_whose_holds_end_soonest_is_dropped() {
+        let holds = Holds::default();
+        let now = Nanos::new(SECOND);
+        let origin_number = |i: u64| origin(&format!("http://host-{i}/"));
+        // Origin `i` is held for `i + 1` seconds: origin 0 ends soonest.
+        for i in 0..=MOST_ORIGINS as u64 {
+            holds.hold(&origin_number(i), None, now.plus((i + 1) * SECOND), now);
+        }
+        assert_eq!(holds.len(), MOST_ORIGINS);
+        assert_eq!(holds.remaining(&origin_number(0), None, now), None);
+        let last = origin_number(MOST_ORIGINS as u64);
+        assert!(holds.remaining(&last, None, now).is_some());
+
+        for i in 0..3 * MOST_ORIGINS as u64 {
+            let until = now.plus(SECOND + i);
+            holds.hold(&origin_number(10_000 + i), None, until, now);
+        }
+        assert_eq!(holds.len(), MOST_ORIGINS);
+    }
+
+    #[test]
+    fn clearing_ends_the_holds_of_one_origin_or_of_all() {
+        let holds = Holds::default();
+        let (a, b) = (origin("http://a/"), origin("http://b/"));
+        let now = Nanos::new(SECOND);
+        let later = now.plus(3_600 * SECOND);
+        holds.hold(&a, None, later, now);
+        holds.hold(&b, Some(Partition::new("one")), later, now);
+
+        holds.clear(Some(&a));
+        assert_eq!(holds.remaining(&a, None, now), None);
+        assert!(holds.remaining(&b, None, now).is_some());
+        assert!(!holds.is_empty());
+
+        holds.clear(None);
+        assert_eq!(holds.remaining(&b, None, now), None);
+        assert!(holds.is_empty(), "requests take no lock again");
     }
 }

@@ -1,13 +1,17 @@
 //! [`RateLimitClientLayer`]: how a client is told to honour its servers' limits.
 
-use super::hold::Holds;
+use super::hold::{Holds, Origin};
 use super::pace::Pacers;
+use super::service::clear;
 use super::{RateLimitClient, Retry};
 use crate::clock::{Clock, SystemClock};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 use tower_layer::Layer;
+
+/// The longest a layer holds a request back unless told otherwise: an hour.
+pub(crate) const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(3_600);
 
 /// Makes a client honour the limits its servers announce: wraps a service in
 /// [`RateLimitClient`].
@@ -20,7 +24,17 @@ use tower_layer::Layer;
 /// sent, unless [`wait_up_to`](Self::wait_up_to) lets it wait.
 ///
 /// Every service this layer makes, and every clone of the layer, shares one table of holds:
-/// build one layer per client. [`RateLimitClientLayer::new`] starts an empty table.
+/// build one layer per client. [`RateLimitClientLayer::new`] starts an empty table. No hold
+/// lasts longer than [`max_hold`](Self::max_hold) (an hour by default), and
+/// [`clear_holds`](Self::clear_holds) ends them all at once.
+///
+/// The table is bounded: it keeps the holds of at most 1,024 origins, and of at most 64
+/// partitions of each (besides the whole origin's hold). Past either, the hold that ends
+/// soonest is dropped, the new one included: it holds back the fewest requests, and one of
+/// them may be sent and refused, which holds it again. The quotas kept for
+/// [pacing](Self::pace) are bounded by the same numbers; past them, the origin or partition
+/// whose quotas were announced longest ago is forgotten, and not paced until they are
+/// announced again.
 ///
 /// ```no_run
 /// use bytes::Bytes;
@@ -52,6 +66,7 @@ pub struct RateLimitClientLayer {
     pacers: Option<Arc<Pacers>>,
     clock: Arc<dyn Clock>,
     wait_up_to: Duration,
+    max_hold: Duration,
     retry: Option<Retry>,
 }
 
@@ -70,6 +85,7 @@ impl RateLimitClientLayer {
             pacers: None,
             clock: Arc::new(clock),
             wait_up_to: Duration::ZERO,
+            max_hold: DEFAULT_MAX_HOLD,
             retry: None,
         }
     }
@@ -88,6 +104,89 @@ impl RateLimitClientLayer {
     pub fn wait_up_to(mut self, limit: Duration) -> Self {
         self.wait_up_to = limit;
         self
+    }
+
+    /// Holds no request back for longer than `max_hold` (an hour by default), whatever its
+    /// server announced: a longer wait in `Retry-After` (seconds or an HTTP-date),
+    /// `X-Ratelimit-Retry-After`, the reset (`t`) of a `RateLimit` item or
+    /// `grpc-retry-pushback-ms` holds for `max_hold`, and so does a [paced](Self::pace)
+    /// quota whose next unit is further away (a quota of one a day sends one request an
+    /// hour). A server that still refuses after that says so again, and is honoured again.
+    ///
+    /// A hold is cut when it is written: it lasts at most the `max_hold` of the layer that
+    /// read the answer. `Duration::ZERO` turns holding off: nothing is held, paced or
+    /// [retried](Self::retry).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::client::RateLimitClientLayer;
+    ///
+    /// // Whatever a server asks, try it again after five minutes at most.
+    /// let layer = RateLimitClientLayer::new().max_hold(Duration::from_secs(300));
+    /// ```
+    #[must_use]
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = max_hold;
+        self
+    }
+
+    /// Ends every hold at once and forgets every quota kept for [pacing](Self::pace), for
+    /// every service this layer made and every clone of it: requests go out as if no server
+    /// had announced anything, until one does again. For an operator to unstick a client;
+    /// [`RateLimitClient::clear_holds`] does the same from a service.
+    ///
+    /// A request already waiting out a hold (see [`wait_up_to`](Self::wait_up_to)) still
+    /// sleeps until its wait would have ended, then is sent.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use http::{Request, Response, StatusCode};
+    /// use http_body_util::Empty;
+    /// use tollgate::client::RateLimitClientLayer;
+    /// use tower::{service_fn, Layer, Service, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// // A server that asks for a day's wait.
+    /// let server = service_fn(|_request: Request<Empty<Bytes>>| async {
+    ///     let refused = Response::builder()
+    ///         .status(StatusCode::TOO_MANY_REQUESTS)
+    ///         .header("retry-after", "86400")
+    ///         .body(())
+    ///         .unwrap();
+    ///     Ok::<_, std::convert::Infallible>(refused)
+    /// });
+    /// let layer = RateLimitClientLayer::new();
+    /// let mut client = layer.layer(server);
+    /// let get = || Request::get("http://api.example.com/").body(Empty::new()).unwrap();
+    ///
+    /// client.ready().await.unwrap().call(get()).await.unwrap();
+    /// let held = client.ready().await.unwrap().call(get()).await;
+    /// assert!(held.unwrap_err().as_held().is_some());
+    ///
+    /// layer.clear_holds();
+    /// let sent = client.ready().await.unwrap().call(get()).await;
+    /// assert_eq!(sent.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+    /// # }
+    /// ```
+    pub fn clear_holds(&self) {
+        clear(&self.holds, self.pacers.as_deref(), None);
+    }
+
+    /// Like [`clear_holds`](Self::clear_holds), for one origin only: the one a
+    /// [`Held`](super::Held) error names, for instance.
+    ///
+    /// ```
+    /// use tollgate::client::{ClientError, RateLimitClientLayer};
+    ///
+    /// fn unstick<E>(layer: &RateLimitClientLayer, error: &ClientError<E>) {
+    ///     if let Some(held) = error.as_held() {
+    ///         layer.clear_holds_of(held.origin());
+    ///     }
+    /// }
+    /// ```
+    pub fn clear_holds_of(&self, origin: &Origin) {
+        clear(&self.holds, self.pacers.as_deref(), Some(origin));
     }
 
     /// Sends refused requests again after the server's wait, as `retry` says: only
@@ -169,6 +268,7 @@ impl fmt::Debug for RateLimitClientLayer {
             .field("holds", &self.holds)
             .field("pacers", &self.pacers)
             .field("wait_up_to", &self.wait_up_to)
+            .field("max_hold", &self.max_hold)
             .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
@@ -184,6 +284,7 @@ impl<S> Layer<S> for RateLimitClientLayer {
             self.clock.clone(),
             self.wait_up_to,
         )
+        .holding_at_most(self.max_hold)
         .retrying(self.retry.clone())
         .pacing(self.pacers.clone())
     }

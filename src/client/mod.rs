@@ -16,7 +16,9 @@
 //! server named one, are then held until the wait has passed: they fail at once with
 //! [`ClientError::Held`], without being sent, or wait when the layer is built with
 //! [`wait_up_to`](RateLimitClientLayer::wait_up_to) and the wait is short enough. Other
-//! origins are not held. A refusal without a readable wait holds nothing.
+//! origins are not held. A refusal without a readable wait holds nothing. No hold lasts
+//! longer than [`max_hold`](RateLimitClientLayer::max_hold) (an hour by default), and
+//! [`clear_holds`](RateLimitClientLayer::clear_holds) ends them all at once.
 //!
 //! With [`pace`](RateLimitClientLayer::pace), the layer also keeps a copy of each quota the
 //! server announces (`RateLimit-Policy`, or Envoy's `X-Ratelimit-Limit: 10, 10;w=60`) and

@@ -7,10 +7,12 @@
 //! never thinks it has more than the server does.
 //!
 //! Quotas belong to an origin, and to a partition of it when the server names one (`pk`),
-//! as holds do.
+//! as holds do. The quotas of at most `MOST_ORIGINS` origins are kept, and of at most
+//! `MOST_PARTITIONS` partitions of each (besides the whole origin's): past either, the one
+//! announced longest ago is forgotten, and paces nothing until it is announced again.
 
 use super::announcement::AnnouncedQuota;
-use super::hold::{Origin, Partition};
+use super::hold::{Origin, Partition, MOST_ORIGINS, MOST_PARTITIONS};
 use crate::clock::{saturating_nanos, Nanos};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -72,6 +74,15 @@ impl Pace {
             .saturating_sub(at.as_u64().saturating_add(self.span))
     }
 
+    /// Brings the time the bucket is full again forward, if need be, so that a send booked
+    /// at `at` waits at most `longest` nanoseconds.
+    fn wait_at_most(&mut self, at: Nanos, longest: u64) {
+        let latest = at
+            .plus(self.span.saturating_sub(self.interval))
+            .plus(longest);
+        self.full_at = self.full_at.min(latest);
+    }
+
     /// Spends one unit, at `at` or as soon as one is there.
     fn spend(&mut self, at: Nanos) {
         self.full_at = self.full_at.max(at).plus(self.interval);
@@ -104,6 +115,15 @@ impl Pace {
 /// The quotas of one partition of an origin, or of the whole origin.
 type Paces = SmallVec<[Pace; 1]>;
 
+/// When the latest of `paces` was announced.
+fn last_announced<'a>(paces: impl IntoIterator<Item = &'a Pace>) -> Nanos {
+    paces
+        .into_iter()
+        .map(|pace| pace.announced)
+        .max()
+        .unwrap_or_default()
+}
+
 /// The quotas of one origin, by partition (`None`: the whole origin's).
 #[derive(Debug, Default)]
 struct OriginPaces {
@@ -122,6 +142,32 @@ impl OriginPaces {
         });
         self.sweep_at = (2 * self.scopes.len()).max(FIRST_SWEEP);
     }
+
+    /// The number of partitions with quotas kept (the whole origin's not counted).
+    fn partitions(&self) -> usize {
+        self.scopes.len() - usize::from(self.scopes.contains_key(&None))
+    }
+
+    /// Makes room for one more partition at `now`: forgets the stale quotas, then, if
+    /// `MOST_PARTITIONS` partitions are still kept, the partition announced longest ago.
+    fn make_room_for_a_partition(&mut self, now: Nanos) {
+        if self.partitions() < MOST_PARTITIONS {
+            return;
+        }
+        self.sweep(now);
+        if self.partitions() < MOST_PARTITIONS {
+            return;
+        }
+        let oldest = self
+            .scopes
+            .iter()
+            .filter(|(scope, _)| scope.is_some())
+            .min_by_key(|(_, paces)| last_announced(paces.iter()))
+            .map(|(scope, _)| scope.clone());
+        if let Some(oldest) = oldest {
+            self.scopes.remove(&oldest);
+        }
+    }
 }
 
 /// The quotas every origin announced; shared by the clones of a client layer.
@@ -133,7 +179,8 @@ pub(crate) struct Pacers {
 impl Pacers {
     /// Books a send at `at` to `origin` for a request in `partition`, and returns how long
     /// after `at` its turn comes; if that is longer than `up_to`, books nothing and returns
-    /// the wait as the error.
+    /// the wait as the error. No turn is more than `max_hold` after `at`: a quota whose copy
+    /// would hold the request longer gives its next unit back then.
     ///
     /// A request is paced by its origin's quotas that belong to no partition and by those
     /// of its partition; a request that names no partition, by every quota of its origin
@@ -144,23 +191,29 @@ impl Pacers {
         partition: Option<&Partition>,
         at: Nanos,
         up_to: Duration,
+        max_hold: Duration,
     ) -> Result<Duration, Duration> {
         let mut origins = self.origins.lock();
         let Some(origin) = origins.get_mut(origin) else {
             return Ok(Duration::ZERO);
         };
         let scopes = &mut origin.scopes;
+        let max_hold = saturating_nanos(max_hold);
+        let wait_of = |pace: &mut Pace| {
+            pace.wait_at_most(at, max_hold);
+            pace.wait(at)
+        };
         let mut wait = 0;
         match partition {
             Some(partition) => {
                 for scope in [None, Some(partition.clone())] {
-                    let paces = scopes.get(&scope).into_iter().flatten();
-                    wait = paces.map(|pace| pace.wait(at)).fold(wait, u64::max);
+                    let paces = scopes.get_mut(&scope).into_iter().flatten();
+                    wait = paces.map(wait_of).fold(wait, u64::max);
                 }
             }
             None => {
-                let paces = scopes.values().flatten();
-                wait = paces.map(|pace| pace.wait(at)).fold(wait, u64::max);
+                let paces = scopes.values_mut().flatten();
+                wait = paces.map(wait_of).fold(wait, u64::max);
             }
         }
         let wait = Duration::from_nanos(wait);
@@ -196,11 +249,21 @@ impl Pacers {
         let mut origins = self.origins.lock();
         if !origins.contains_key(origin) {
             // A new origin: first forget the origins whose quotas all went stale, so that
-            // the table holds only the servers that still announce theirs.
+            // the table holds only the servers that still announce theirs; if it is still
+            // full, the origin announced longest ago.
             origins.retain(|_, paces| {
                 paces.sweep(now);
                 !paces.scopes.is_empty()
             });
+            if origins.len() >= MOST_ORIGINS {
+                let oldest = origins
+                    .iter()
+                    .min_by_key(|(_, paces)| last_announced(paces.scopes.values().flatten()))
+                    .map(|(origin, _)| origin.clone());
+                if let Some(oldest) = oldest {
+                    origins.remove(&oldest);
+                }
+            }
             origins.insert(origin.clone(), OriginPaces::default());
         }
         // Looked up again rather than through `entry`, which would take the origin by value:
@@ -208,6 +271,9 @@ impl Pacers {
         let paces = origins.get_mut(origin).expect("present: inserted above");
         let wait_ends = refused_for.map(|wait| now.plus(saturating_nanos(wait)));
         for quota in quotas {
+            if quota.partition.is_some() && !paces.scopes.contains_key(&quota.partition) {
+                paces.make_room_for_a_partition(now);
+            }
             let scope = paces.scopes.entry(quota.partition.clone()).or_default();
             scope.retain(|pace| !pace.is_stale(now));
             let pace = match scope.iter().position(|pace| pace.is_same_quota(quota)) {
@@ -236,6 +302,18 @@ impl Pacers {
         }
     }
 
+    /// Forgets the quotas of `origin`, or of every origin when `None`: requests to it are
+    /// not paced until its server announces them again.
+    pub(crate) fn clear(&self, origin: Option<&Origin>) {
+        let mut origins = self.origins.lock();
+        match origin {
+            Some(origin) => {
+                origins.remove(origin);
+            }
+            None => origins.clear(),
+        }
+    }
+
     /// The number of origins kept (for tests).
     #[cfg(test)]
     fn len(&self) -> usize {
@@ -259,6 +337,8 @@ mod tests {
 
     const MS: u64 = 1_000_000;
     const SECOND: u64 = 1_000 * MS;
+    /// The longest a quota may hold a request back: the default `max_hold`.
+    const HOUR: Duration = Duration::from_secs(3_600);
 
     fn origin() -> Origin {
         Origin::of(&"http://a.example/".parse().unwrap(), None)
@@ -282,7 +362,7 @@ mod tests {
     fn sends_at(pacers: &Pacers, partition: Option<&Partition>, at: Nanos) -> usize {
         let mut sent = 0;
         while pacers
-            .book(&origin(), partition, at, Duration::ZERO)
+            .book(&origin(), partition, at, Duration::ZERO, HOUR)
             .is_ok()
         {
             sent += 1;
@@ -297,7 +377,7 @@ mod tests {
         let now = Nanos::new(SECOND);
         for _ in 0..1000 {
             assert_eq!(
-                pacers.book(&origin(), None, now, Duration::ZERO),
+                pacers.book(&origin(), None, now, Duration::ZERO, HOUR),
                 Ok(Duration::ZERO)
             );
         }
@@ -311,7 +391,7 @@ mod tests {
         pacers.learn(&origin(), &[quota(40, 2, Some(39))], None, now);
         assert_eq!(sends_at(&pacers, None, now), 39);
         assert_eq!(
-            pacers.book(&origin(), None, now, Duration::ZERO),
+            pacers.book(&origin(), None, now, Duration::ZERO, HOUR),
             Err(Duration::from_millis(50))
         );
         assert_eq!(sends_at(&pacers, None, now.plus(50 * MS)), 1);
@@ -337,7 +417,7 @@ mod tests {
         pacers.learn(&origin(), &[quota(10, 1, Some(0))], None, now);
         let up_to = Duration::from_millis(250);
         let waits: Vec<_> = (0..3)
-            .map(|_| pacers.book(&origin(), None, now, up_to))
+            .map(|_| pacers.book(&origin(), None, now, up_to, HOUR))
             .collect();
         assert_eq!(
             waits,
@@ -349,7 +429,7 @@ mod tests {
         );
         // The refused booking took nothing: the third send waits 300 ms, not 400.
         assert_eq!(
-            pacers.book(&origin(), None, now, Duration::from_secs(1)),
+            pacers.book(&origin(), None, now, Duration::from_secs(1), HOUR),
             Ok(Duration::from_millis(300))
         );
     }
@@ -362,7 +442,7 @@ mod tests {
         // Booked for 1 s from now, when the bucket is full again: no further wait.
         let later = now.plus(SECOND);
         assert_eq!(
-            pacers.book(&origin(), None, later, Duration::ZERO),
+            pacers.book(&origin(), None, later, Duration::ZERO, HOUR),
             Ok(Duration::ZERO)
         );
         // And it was spent then: 9 more at that instant, not 10.
@@ -423,7 +503,7 @@ mod tests {
         pacers.learn(&origin(), &quotas, None, now);
         assert_eq!(sends_at(&pacers, None, now), 3);
         assert_eq!(
-            pacers.book(&origin(), None, now, Duration::ZERO),
+            pacers.book(&origin(), None, now, Duration::ZERO, HOUR),
             Err(Duration::from_secs(12))
         );
     }
@@ -440,12 +520,14 @@ mod tests {
             now,
         );
         for _ in 0..100 {
-            let unpaced = pacers.book(&origin(), Some(&two), now, Duration::ZERO);
+            let unpaced = pacers.book(&origin(), Some(&two), now, Duration::ZERO, HOUR);
             assert_eq!(unpaced, Ok(Duration::ZERO), "partition two has no quota");
         }
         assert_eq!(sends_at(&pacers, Some(&one), now), 2);
         // A request in no partition may be in partition one.
-        assert!(pacers.book(&origin(), None, now, Duration::ZERO).is_err());
+        assert!(pacers
+            .book(&origin(), None, now, Duration::ZERO, HOUR)
+            .is_err());
     }
 
     #[test]
@@ -467,7 +549,10 @@ mod tests {
         let mut sent = 0;
         for _ in 0..500 {
             now = now.plus(10 * MS);
-            if pacers.book(&origin(), None, now, Duration::ZERO).is_ok() {
+            if pacers
+                .book(&origin(), None, now, Duration::ZERO, HOUR)
+                .is_ok()
+            {
                 sent += 1;
                 // The server announces 400 per 2 s now.
                 pacers.learn(&origin(), &[quota(400, 2, Some(399))], None, now);
@@ -510,5 +595,102 @@ mod tests {
             pacers.learn(&origin(), &[quota(n, 60, Some(n))], None, now.plus(n));
         }
         assert_eq!(pacers.quotas(&origin(), None), [2, 3, 4, 5, 6, 7, 8, 9]);
+    }
+
+    #[test]
+    fn no_quota_holds_a_request_back_longer_than_max_hold() {
+        let pacers = Pacers::default();
+        let now = Nanos::new(SECOND);
+        // One a day, spent: the next unit is a day away.
+        pacers.learn(&origin(), &[quota(1, 86_400, Some(0))], None, now);
+        let book = |at: Nanos| pacers.book(&origin(), None, at, Duration::ZERO, HOUR);
+        assert_eq!(book(now), Err(HOUR));
+        let ten_seconds = Duration::from_secs(10);
+        let held = pacers.book(&origin(), None, now, Duration::ZERO, ten_seconds);
+        assert_eq!(held, Err(ten_seconds), "the copy was brought forward");
+        assert_eq!(book(now.plus(10 * SECOND)), Ok(Duration::ZERO));
+        // Then one an hour at most apart, not one a day.
+        assert_eq!(book(now.plus(10 * SECOND)), Err(HOUR));
+
+        // A refusal for an hour that spent the quota: the turn after it is within the hour.
+        let pacers = Pacers::default();
+        let spent = [quota(1, 86_400, Some(0))];
+        pacers.learn(&origin(), &spent, Some(HOUR), now);
+        let turn = pacers.book(&origin(), None, now, Duration::ZERO, HOUR);
+        assert_eq!(turn, Err(HOUR));
+    }
+
+    #[test]
+    fn past_the_most_partitions_the_one_announced_longest_ago_is_forgotten() {
+        let pacers = Pacers::default();
+        let now = Nanos::new(SECOND);
+        let partition = |i: u64| Partition::new(i.to_be_bytes().to_vec());
+        let per_user = |i: u64| AnnouncedQuota {
+            partition: Some(partition(i)),
+            ..quota(5, 86_400, None)
+        };
+        pacers.learn(&origin(), &[quota(100, 86_400, None)], None, now);
+        // Partition `i` announced at `i` seconds: partition 0 longest ago.
+        for i in 0..=MOST_PARTITIONS as u64 {
+            pacers.learn(&origin(), &[per_user(i)], None, now.plus(i * SECOND));
+        }
+        assert!(pacers.quotas(&origin(), Some(partition(0))).is_empty());
+        let last = Some(partition(MOST_PARTITIONS as u64));
+        assert_eq!(pacers.quotas(&origin(), last), [5]);
+        assert_eq!(
+            pacers.quotas(&origin(), None),
+            [100],
+            "the whole origin's stays"
+        );
+
+        // A flood of partitions whose quotas never go stale stays within the bound.
+        for i in 0..10_000 {
+            pacers.learn(&origin(), &[per_user(i)], None, now.plus(100 * SECOND + i));
+        }
+        let kept = pacers.origins.lock()[&origin()].partitions();
+        assert_eq!(kept, MOST_PARTITIONS);
+    }
+
+    #[test]
+    fn past_the_most_origins_the_one_announced_longest_ago_is_forgotten() {
+        let pacers = Pacers::default();
+        let now = Nanos::new(SECOND);
+        let origin_number =
+            |i: u64| Origin::of(&format!("http://host-{i}/").parse().unwrap(), None);
+        let daily = [quota(5, 86_400, None)];
+        // Origin `i` announced at `i` seconds: origin 0 longest ago.
+        for i in 0..=MOST_ORIGINS as u64 {
+            pacers.learn(&origin_number(i), &daily, None, now.plus(i * SECOND));
+        }
+        assert_eq!(pacers.len(), MOST_ORIGINS);
+        assert!(pacers.quotas(&origin_number(0), None).is_empty());
+        assert_eq!(pacers.quotas(&origin_number(1), None), [5]);
+
+        for i in 0..3 * MOST_ORIGINS as u64 {
+            let at = now.plus(10_000 * SECOND + i);
+            pacers.learn(&origin_number(10_000 + i), &daily, None, at);
+        }
+        assert_eq!(pacers.len(), MOST_ORIGINS);
+    }
+
+    #[test]
+    fn clearing_forgets_the_quotas_of_one_origin_or_of_all() {
+        let pacers = Pacers::default();
+        let now = Nanos::new(SECOND);
+        let other = Origin::of(&"http://b.example/".parse().unwrap(), None);
+        let spent = [quota(1, 86_400, Some(0))];
+        pacers.learn(&origin(), &spent, None, now);
+        pacers.learn(&other, &spent, None, now);
+
+        pacers.clear(Some(&origin()));
+        for _ in 0..10 {
+            let unpaced = pacers.book(&origin(), None, now, Duration::ZERO, HOUR);
+            assert_eq!(unpaced, Ok(Duration::ZERO));
+        }
+        let still_paced = pacers.book(&other, None, now, Duration::ZERO, HOUR);
+        assert!(still_paced.is_err());
+
+        pacers.clear(None);
+        assert_eq!(pacers.len(), 0);
     }
 }

@@ -202,7 +202,9 @@ fn is_idempotent(method: &Method) -> bool {
 fn jittered(wait: Duration, fraction: f64, random: u64) -> Duration {
     // The 53 high bits as a fraction in [0, 1).
     let share = (random >> 11) as f64 / (1u64 << 53) as f64;
-    wait.saturating_add(wait.mul_f64(fraction * share))
+    // `mul_f64` would panic on an extra too long for a `Duration` (a jitter of 1e300).
+    let extra = Duration::try_from_secs_f64(wait.as_secs_f64() * fraction * share);
+    wait.saturating_add(extra.unwrap_or(Duration::MAX))
 }
 
 /// Everything of a body-less request but its body: enough to send it again.
@@ -340,6 +342,13 @@ mod tests {
         assert_eq!(jittered(wait, 0.1, 0), wait);
         let most = jittered(wait, 0.1, u64::MAX);
         assert!(most > wait && most <= Duration::from_secs(11), "{most:?}");
+    }
+
+    #[test]
+    fn jitter_too_long_to_count_saturates_instead_of_panicking() {
+        let hour = Duration::from_secs(3_600);
+        assert_eq!(jittered(hour, 1e300, u64::MAX), Duration::MAX);
+        assert_eq!(jittered(Duration::MAX, 0.5, u64::MAX), Duration::MAX);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use super::announcement;
 use super::hold::{Holds, Origin, Partition};
+use super::layer::DEFAULT_MAX_HOLD;
 use super::pace::Pacers;
 use super::retry::RequestHead;
 use super::{ClientError, Held, ResponseFuture, Retry};
@@ -30,6 +31,7 @@ pub struct RateLimitClient<S> {
     pacers: Option<Arc<Pacers>>,
     clock: Arc<dyn Clock>,
     wait_up_to: Duration,
+    max_hold: Duration,
     retry: Option<Retry>,
 }
 
@@ -46,8 +48,15 @@ impl<S> RateLimitClient<S> {
             pacers: None,
             clock,
             wait_up_to,
+            max_hold: DEFAULT_MAX_HOLD,
             retry: None,
         }
+    }
+
+    /// Holds and paces for at most `max_hold`.
+    pub(crate) fn holding_at_most(mut self, max_hold: Duration) -> Self {
+        self.max_hold = max_hold;
+        self
     }
 
     /// Retries as `retry` says, or never.
@@ -60,6 +69,20 @@ impl<S> RateLimitClient<S> {
     pub(crate) fn pacing(mut self, pacers: Option<Arc<Pacers>>) -> Self {
         self.pacers = pacers;
         self
+    }
+
+    /// Ends every hold at once and forgets every paced quota, for every service of the
+    /// layer that made this one: see
+    /// [`RateLimitClientLayer::clear_holds`](super::RateLimitClientLayer::clear_holds).
+    pub fn clear_holds(&self) {
+        clear(&self.holds, self.pacers.as_deref(), None);
+    }
+
+    /// Ends the holds of `origin` at once and forgets its paced quotas, for every service of
+    /// the layer that made this one: see
+    /// [`RateLimitClientLayer::clear_holds_of`](super::RateLimitClientLayer::clear_holds_of).
+    pub fn clear_holds_of(&self, origin: &Origin) {
+        clear(&self.holds, self.pacers.as_deref(), Some(origin));
     }
 
     /// The inner service.
@@ -85,8 +108,17 @@ impl<S: fmt::Debug> fmt::Debug for RateLimitClient<S> {
             .field("holds", &self.holds)
             .field("pacers", &self.pacers)
             .field("wait_up_to", &self.wait_up_to)
+            .field("max_hold", &self.max_hold)
             .field("retry", &self.retry)
             .finish_non_exhaustive()
+    }
+}
+
+/// Ends the holds of `origin`, or of every origin when `None`, and forgets its quotas.
+pub(crate) fn clear(holds: &Holds, pacers: Option<&Pacers>, origin: Option<&Origin>) {
+    holds.clear(origin);
+    if let Some(pacers) = pacers {
+        pacers.clear(origin);
     }
 }
 
@@ -95,6 +127,7 @@ pub(crate) struct Recorder {
     holds: Arc<Holds>,
     pacers: Option<Arc<Pacers>>,
     clock: Arc<dyn Clock>,
+    max_hold: Duration,
     // The origin is worked out only when it is needed (a hold, an announced wait, pacing),
     // and then once, so that a request to a client that holds nothing allocates nothing for
     // it.
@@ -110,6 +143,7 @@ impl Recorder {
             holds: client.holds.clone(),
             pacers: client.pacers.clone(),
             clock: client.clock.clone(),
+            max_hold: client.max_hold,
             uri: request.uri().clone(),
             host: request.headers().get(http::header::HOST).cloned(),
             origin: OnceLock::new(),
@@ -134,13 +168,15 @@ impl Recorder {
 
     /// Books the request's send `after` from now under the quotas its server announced:
     /// how much longer it must wait for its turn then, or, if more than `up_to`, that wait
-    /// as the error (and nothing booked).
+    /// as the error (and nothing booked). The turn comes no later than `max_hold` from now,
+    /// or than `after` if that is later.
     pub(crate) fn book(&self, after: Duration, up_to: Duration) -> Result<Duration, Duration> {
         let Some(pacers) = &self.pacers else {
             return Ok(Duration::ZERO);
         };
         let at = self.clock.now().plus(saturating_nanos(after));
-        pacers.book(self.origin(), self.partition.as_ref(), at, up_to)
+        let max_hold = self.max_hold.saturating_sub(after);
+        pacers.book(self.origin(), self.partition.as_ref(), at, up_to, max_hold)
     }
 
     /// The layer clock's time.
@@ -148,15 +184,16 @@ impl Recorder {
         self.clock.now()
     }
 
-    /// Holds the origin (or the partitions named) for the waits `response` announces, and
-    /// takes in the quotas it announces when pacing; returns the longest wait if `response`
-    /// is a refusal.
+    /// Holds the origin (or the partitions named) for the waits `response` announces, cut
+    /// to `max_hold`, and takes in the quotas it announces when pacing; returns the longest
+    /// wait if `response` is a refusal.
     pub(crate) fn record<B>(&self, response: &Response<B>) -> Option<Duration> {
         let now = self.clock.now();
         let wall_clock = std::time::UNIX_EPOCH + Duration::from_nanos(now.as_u64());
         let pacing = self.pacers.is_some();
         let mut announced =
             announcement::read(response.status(), response.headers(), wall_clock, pacing);
+        announced.cap_waits(self.max_hold);
         let refused_for = announced.refused_for();
         if let Some(pacers) = &self.pacers {
             if !announced.quotas.is_empty() || refused_for.is_some() {
@@ -604,5 +641,27 @@ mod tests {
         let second = client.ready().await.unwrap().call(request()).await;
         let held = second.expect_err("the day's quota is spent");
         assert_eq!(held.as_held().unwrap().wait(), Duration::from_secs(3600));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hold_and_the_paced_turn_after_it_last_at_most_max_hold() {
+        // Refused for ever by a spent quota of one a day; admitted after that.
+        let (server, arrivals) = recording_server(|n| match n {
+            0 => (
+                http::StatusCode::TOO_MANY_REQUESTS,
+                &[
+                    ("retry-after", "99999999999"),
+                    ("ratelimit-policy", r#""day";q=1;w=86400"#),
+                    ("ratelimit", r#""day";r=0;t=86400"#),
+                ],
+            ),
+            _ => (http::StatusCode::OK, &[]),
+        });
+        let mut client = pacing_client(server, Duration::from_secs(3_600))
+            .holding_at_most(Duration::from_secs(10));
+        send(&mut client).await.expect("the refusal");
+        send(&mut client).await.expect("sent after the hold");
+        // Held for 10 s from the refusal's answer (10 ms in), and not paced beyond that.
+        assert_eq!(millis(&arrivals.lock()), [0, 10_010]);
     }
 }

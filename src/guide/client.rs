@@ -29,6 +29,18 @@
 //! idempotent request with an empty body is sent again after the server's wait, within a
 //! retry budget ([`Retry`](crate::client::Retry)).
 //!
+//! Nothing stays stuck. No wait is honoured for longer than
+//! [`max_hold`](crate::client::RateLimitClientLayer::max_hold), an hour by default: a
+//! `Retry-After: 99999999999`, a date in the year 9999 or a quota of one request a day holds
+//! the origin for an hour, after which the next request asks the server again.
+//! [`clear_holds`](crate::client::RateLimitClientLayer::clear_holds), on the layer or on a
+//! service it made, ends every hold and forgets the paced quotas at once, for an operator who
+//! knows better; `clear_holds_of(held.origin())` does so for the origin a
+//! [`Held`](crate::client::Held) names. What the layer remembers is bounded: the holds and
+//! quotas of at most 1,024 origins and of 64 partitions of each. Past that, the hold that
+//! ends soonest, or the quota announced longest ago, is dropped: what it held back may be
+//! sent, and refused, until the server says it again.
+//!
 //! # Pacing
 //!
 //! Holding back after a refusal still lets a client meet one refusal per wait: when the
