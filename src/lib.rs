@@ -42,7 +42,8 @@
 //! - [`source`]: where descriptor values come from, including the client IP behind proxies.
 //! - [`algorithm`]: pure state transitions, no I/O and no clock reads.
 //! - [`store`]: where state lives ([`store::MemoryStore`] by default).
-//! - [`clock`]: time, injected; [`clock::ManualClock`] for tests.
+//! - [`clock`]: time, injected: the wall clock read once, then counted on monotonically;
+//!   [`clock::ManualClock`] for tests.
 //! - [`response`]: the headers and rejection bodies.
 //! - `reload` (feature `reload`): hot reload of the rules file.
 //! - `client` (feature `client`): the other end of the wire, a layer for clients that holds

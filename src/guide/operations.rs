@@ -1,9 +1,10 @@
 //! # Operations
 //!
 //! Running tollgate in production: [hot reload](#hot-reload), [Redis](#shared-limits-across-a-fleet-redis)
-//! and what happens when it fails, [metrics](#metrics) and [tracing](#tracing), [the client
-//! IP](#the-client-ip-behind-proxies) behind proxies, [the headers and gRPC
-//! answers](#headers-and-grpc-answers), and [the `tollgate` command](#the-tollgate-command-check-and-explain).
+//! and what happens when it fails, [time and clock steps](#time-and-clock-steps),
+//! [metrics](#metrics) and [tracing](#tracing), [the client IP](#the-client-ip-behind-proxies)
+//! behind proxies, [the headers and gRPC answers](#headers-and-grpc-answers), and [the
+//! `tollgate` command](#the-tollgate-command-check-and-explain).
 //!
 //! # Hot reload
 //!
@@ -208,6 +209,45 @@
 //!
 //! Measured throughput against `redis-benchmark` running the same script call is in the
 //! repository's BENCHMARKS.md.
+//!
+//! # Time and clock steps
+//!
+//! When a wall clock is stepped (NTP correcting a large error, an administrator, a virtual
+//! machine resumed from a snapshot), what changes depends on where a limit is decided:
+//!
+//! - **In memory** (`Limiter::new`, [`MemoryStore`](crate::store::MemoryStore), and the
+//!   `on_store_error: local` fallback): decisions run on
+//!   [`SystemClock`](crate::clock::SystemClock), the wall clock read once, at the first
+//!   decision, and counted on from there by a monotonic clock. A step of the server's clock
+//!   changes no decision: a step back by an hour does not deny limited clients for an hour
+//!   more, and a step forward refills nobody; `Retry-After` and the other headers are what
+//!   they would have been. Windows keep the alignment they had at start (a minute window
+//!   starts at `:00` of the clock as it was then), so after a step they are off the wall
+//!   clock's minutes by the step, until the process restarts. NTP's gradual corrections
+//!   (slewing) reach this clock as they reach the wall clock. Tests build the same clock from
+//!   two [`ManualClock`](crate::clock::ManualClock)s, an
+//!   [`AnchoredClock`](crate::clock::AnchoredClock), and step the "wall" one.
+//! - **In Redis**: decisions take Redis's own clock (`TIME`), so the servers' clocks do not
+//!   matter, stepped or skewed. A step of the Redis host's clock reaches the limits kept in
+//!   Redis as it reaches Redis itself (its key expiries too): a step back holds waiting
+//!   clients for as much longer, a step forward refills them. On a Redis Cluster, each
+//!   master's clock decides the limits in its slots. Keep those hosts' clocks slewed, not
+//!   stepped, once Redis runs. The over-limit cache waits on the server's monotonic clock.
+//! - **Local-first limits** (`sync_every`): decided on the server's clock (the monotonic
+//!   one of the memory store) corrected by its offset to Redis's clock, measured at every
+//!   sync as Redis's `TIME` minus the midpoint of the server's times when the sync call was
+//!   sent and when it was answered. A step of the server's clock changes nothing. A step of
+//!   the Redis host's clock reaches each server at its next sync, as it reaches the limits
+//!   kept in Redis; between syncs, and while Redis is down, a server goes on from the offset
+//!   it last measured. Each measurement moves the fleet's time by its error (at most half the
+//!   sync call's round trip), forward or back.
+//! - **The client layer** (feature `client`): holds and pacing run on the layer's clock,
+//!   `SystemClock` unless given another, so a step of the client host's clock neither
+//!   shortens nor lengthens a hold. Waits given as durations (`Retry-After` in seconds, as
+//!   tollgate sends it, `X-Ratelimit-Retry-After`, `grpc-retry-pushback-ms`, the `t` of
+//!   `RateLimit`) are unaffected. A `Retry-After` given as a date is read against the
+//!   layer's clock: after a step of the client host's clock, it is off by the step, until
+//!   the client restarts (as it always is by the difference between the two hosts' clocks).
 //!
 //! # Metrics
 //!

@@ -481,12 +481,12 @@
 //!
 //! **What it guarantees.** Cells only add other clients' requests to a client's own, so an
 //! estimate is never below the true count: no client is ever admitted beyond what the exact
-//! algorithm admits (a property test checks it against the exact algorithm). A wall clock
-//! stepped forward and back leaves the lines it touched in the later window until it comes:
-//! their keys are counted together there, on the side of denying. The error goes
-//! the other way, as false denials. With `R` requests counted in a window over all clients,
-//! a sketch of `M` bytes, `k` cells a line for a window (14; a sliding window counter 7) and
-//! `c` cells a key (4; 3):
+//! algorithm admits (a property test checks it against the exact algorithm). A clock
+//! stepped forward and back (one given to `with_clock`: the system clock never steps) leaves
+//! the lines it touched in the later window until it comes: their keys are counted together
+//! there, on the side of denying. The error goes the other way, as false denials. With `R`
+//! requests counted in a window over all clients, a sketch of `M` bytes, `k` cells a line
+//! for a window (14; a sliding window counter 7) and `c` cells a key (4; 3):
 //!
 //! - other clients add `μ = R × c ÷ (M ÷ 64 × k)` to a client's estimate on average (a
 //!   sliding window counter: to each of its two windows, so up to `2μ` to its estimate near
