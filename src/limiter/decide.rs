@@ -141,6 +141,34 @@ pub(super) fn checks<'a>(
         .collect()
 }
 
+/// The limits of `rules` as stores are told of them when they are put in force (see
+/// [`Store::limits_in_force`]): one check for each limit that keeps state and that `told`
+/// accepts, keys empty.
+pub(super) fn limits_in_force(rules: &Rules, told: impl Fn(&Limit) -> bool) -> Vec<LimitCheck<'_>> {
+    rules
+        .limits()
+        .iter()
+        .filter(|limit| told(limit))
+        .filter_map(|limit| {
+            let (algorithm, quota) = limit.limited()?;
+            Some(LimitCheck {
+                domain: rules.domain(),
+                key: &[],
+                tag: &[],
+                algorithm,
+                quota,
+                cost: 1,
+                shadow: limit.is_shadow(),
+                check_only: false,
+                sync_every: limit.sync_every(),
+                limit: limit.label(),
+                approximate: limit.approximate(),
+                carried_from: &[],
+            })
+        })
+        .collect()
+}
+
 /// What the store is asked about `booking`.
 fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
     let limit = &rules.limits[booking.limit_index];

@@ -13,7 +13,7 @@ pub use descriptors::{CallVerdict, Descriptor};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{LimitDecision, Ruling, Verdict};
 use crate::rules::request_values::RequestValues;
-use crate::rules::{RuleErrors, Rules};
+use crate::rules::{Limit, OnStoreError, RuleErrors, Rules};
 use crate::source::{MissingPeerAddr, RequestView};
 use crate::store::{MemoryStore, Store};
 use active::Active;
@@ -152,11 +152,13 @@ impl<St: Store> Limiter<St> {
     }
 
     fn build(rules: Rules, store: St, clock: Arc<dyn Clock>) -> Self {
+        let fallback = MemoryStore::new();
+        tell_limits_in_force(&rules, &store, &fallback);
         Limiter {
             shared: Arc::new(Shared {
                 active: ArcSwap::from_pointee(Active::new(rules, &clock)),
                 store,
-                fallback: MemoryStore::new(),
+                fallback,
                 shadow_mode: AtomicBool::new(false),
                 clock,
             }),
@@ -176,8 +178,11 @@ impl<St: Store> Limiter<St> {
     /// guide's [hot reload](crate::guide::operations#hot-reload) section).
     ///
     /// With the `metrics` feature, registers the metric handles of `rules` with the recorder
-    /// installed now, so that decisions only increment handles they already hold.
+    /// installed now, so that decisions only increment handles they already hold. The store
+    /// is told of the limits now in force first ([`Store::limits_in_force`]): in memory, the
+    /// sketches of approximate limits are built here, and those of limits gone are freed.
     pub fn set_rules(&self, rules: Rules) {
+        tell_limits_in_force(&rules, &self.shared.store, &self.shared.fallback);
         let active = Active::after(&self.shared.active.load(), rules, &self.shared.clock);
         self.shared.active.store(Arc::new(active));
     }
@@ -368,6 +373,14 @@ impl<St: Store> Limiter<St> {
         };
         Ok(Deciding::new(self, active, stage))
     }
+}
+
+/// Tells `store` of the limits of `rules`, and `fallback` of those it decides while the
+/// store fails (`on_store_error: local`).
+fn tell_limits_in_force<St: Store>(rules: &Rules, store: &St, fallback: &MemoryStore) {
+    store.limits_in_force(&decide::limits_in_force(rules, |_| true));
+    let local = |limit: &Limit| limit.on_store_error() == OnStoreError::Local;
+    fallback.limits_in_force(&decide::limits_in_force(rules, local));
 }
 
 #[cfg(feature = "metrics")]

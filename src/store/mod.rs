@@ -29,7 +29,7 @@ pub use memory::MemoryStore;
 
 use crate::algorithm::{Algorithm, Quota};
 use crate::clock::Nanos;
-use crate::rules::tree::StateKey;
+use smallvec::SmallVec;
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
@@ -100,7 +100,8 @@ pub struct LimitCheck<'a> {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CarriedFrom {
-    key: StateKey,
+    // Inline as the limiter's state keys are: most fit.
+    key: SmallVec<[u8; 48]>,
     tag: Range<usize>,
     algorithm: Algorithm,
     quota: Quota,
@@ -120,7 +121,7 @@ impl CarriedFrom {
             key.len()
         );
         CarriedFrom {
-            key: StateKey::from_vec(key),
+            key: SmallVec::from_vec(key),
             tag,
             algorithm,
             quota,
@@ -136,7 +137,7 @@ impl CarriedFrom {
         algorithm: Algorithm,
         quota: Quota,
     ) -> Self {
-        let mut key = StateKey::from_slice(key);
+        let mut key = SmallVec::from_slice(key);
         key[..id.len()].copy_from_slice(id);
         CarriedFrom {
             key,
@@ -239,6 +240,16 @@ pub trait Store: Send + Sync + 'static {
     /// request whose client went away while it waited, booked until `booked_until` (see
     /// [`Algorithm::cancel`](crate::algorithm::Algorithm::cancel)). Best effort.
     fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos);
+
+    /// The limits of the rules put in force, one check each (their keys empty): at start and
+    /// at each reload, before any request is decided under them, off the request path. A
+    /// store may prepare what they need and drop what only limits no longer in force needed.
+    /// The memory store builds the sketches of approximate limits here (one never told builds
+    /// them on the first request's thread) and frees those of limits gone. The default does
+    /// nothing.
+    fn limits_in_force(&self, limits: &[LimitCheck<'_>]) {
+        let _ = limits;
+    }
 
     /// Forgets what the keys of `checks` (and the keys they are carried from) have used, as
     /// if their clients had never been seen, and a fleet's shared totals of them too:

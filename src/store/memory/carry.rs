@@ -6,7 +6,19 @@ use super::generations::{Generations, Kept};
 use super::tables::{General, Packed, PackedSlot, Timestamp};
 use crate::algorithm::{Algorithm, Carry, Quota};
 use crate::clock::{saturating_nanos, Nanos};
+use crate::store::sketch::Sketch;
 use std::num::NonZeroU64;
+
+impl Kept {
+    /// The state of a key of a limit decided by `algorithm` under `quota` that has used
+    /// `used` requests at `now`, in the shape the tables keep it.
+    fn having_used(algorithm: Algorithm, quota: &Quota, now: Nanos, used: u64) -> Kept {
+        match algorithm.packed(quota) {
+            Some(packed) => Kept::Packed(packed, packed.having_used(algorithm, now, quota, used)),
+            None => Kept::General(algorithm.having_used(now, quota, used)),
+        }
+    }
+}
 
 impl Generations {
     /// Puts `kept`, a key's state under `from` and `from_quota`, under the key with
@@ -28,14 +40,42 @@ impl Generations {
             Carry::AsIs => kept,
             _ => {
                 let used = carry.used(algorithm, quota, &kept.as_it_stands(from, from_quota, now));
-                match algorithm.packed(quota) {
-                    Some(packed) => {
-                        Kept::Packed(packed, packed.having_used(algorithm, now, quota, used))
-                    }
-                    None => Kept::General(algorithm.having_used(now, quota, used)),
-                }
+                Kept::having_used(algorithm, quota, now, used)
             }
         };
+        self.put_kept(fingerprint, kept, (algorithm, quota), now, capacity);
+    }
+
+    /// Puts the state of a key its limit's sketch counted under `old` (the limit before the
+    /// reload, under the same sketch settings) under the key with `fingerprint`, tracked
+    /// exactly from then on. Whether the sketch counted anything.
+    pub(super) fn put_estimated(
+        &mut self,
+        fingerprint: NonZeroU64,
+        (sketch, old): (&Sketch, NonZeroU64),
+        (algorithm, quota): (Algorithm, &Quota),
+        now: Nanos,
+        capacity: usize,
+    ) -> bool {
+        let used = sketch.used(old.get(), algorithm, quota, now);
+        if used == 0 {
+            return false;
+        }
+        let kept = Kept::having_used(algorithm, quota, now, used);
+        self.put_kept(fingerprint, kept, (algorithm, quota), now, capacity);
+        true
+    }
+
+    /// Puts `kept`, a state of `algorithm` under `quota`, under the key with `fingerprint`,
+    /// unless it is the same as a key never seen.
+    fn put_kept(
+        &mut self,
+        fingerprint: NonZeroU64,
+        kept: Kept,
+        (algorithm, quota): (Algorithm, &Quota),
+        now: Nanos,
+        capacity: usize,
+    ) {
         let reset_after = kept.as_it_stands(algorithm, quota, now).reset_after;
         if reset_after.is_zero() {
             return;

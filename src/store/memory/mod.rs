@@ -6,22 +6,21 @@ mod fingerprint;
 mod generations;
 mod probe_table;
 mod reset;
+mod sketches;
 mod tables;
 
 use self::fingerprint::Fingerprinter;
 use self::generations::{decide_shared, Charge, Generations};
+use self::sketches::Sketches;
 use self::tables::{PackedSlot, Timestamp};
-use super::sketch::Sketch;
 use super::{Acquisition, Decisions, LimitCheck, Resetting, Store, StoreError};
 use crate::algorithm::{Algorithm, Decision};
 use crate::clock::{Clock, Nanos, SystemClock};
-use arc_swap::{ArcSwap, Guard};
 use parking_lot::{RwLock, RwLockWriteGuard};
 use smallvec::SmallVec;
 use std::fmt;
 use std::num::NonZeroU64;
 use std::slice;
-use std::sync::Arc;
 
 /// Limit state in process memory: the default store.
 ///
@@ -99,40 +98,9 @@ pub struct MemoryStore<C = SystemClock> {
     fingerprinter: Fingerprinter,
     /// Keys one generation of one shard holds.
     generation_capacity: usize,
-    /// The sketches of the approximate limits seen.
-    sketches: ArcSwap<Vec<Arc<SketchEntry>>>,
+    /// The sketches of the approximate limits.
+    sketches: Sketches,
     clock: C,
-}
-
-/// The most sketches a store keeps (one per approximate limit and settings).
-const MAX_SKETCHES: usize = 64;
-
-/// One approximate limit's sketch, and the settings it counts under.
-struct SketchEntry {
-    algorithm: Algorithm,
-    period: u64,
-    sketch: Sketch,
-}
-
-impl SketchEntry {
-    /// Whether the entry counts `check`'s limit, under its settings.
-    fn counts(&self, check: &LimitCheck<'_>) -> bool {
-        self.sketch.counts(check.domain, check.limit)
-            && check
-                .approximate
-                .is_some_and(|a| a.memory() == self.sketch.requested)
-            && self.algorithm == check.algorithm
-            && self.period == check.quota.period_nanos()
-    }
-}
-
-/// The sketch that counts `check`'s limit, among `sketches`.
-fn sketch_of<'s>(sketches: &'s [Arc<SketchEntry>], check: &LimitCheck<'_>) -> Option<&'s Sketch> {
-    check.approximate?;
-    sketches
-        .iter()
-        .find(|entry| entry.counts(check))
-        .map(|entry| &entry.sketch)
 }
 
 // Padded to a cache line so that neighbouring shard locks do not share one. A shared lock is
@@ -195,7 +163,7 @@ impl<C: Clock> MemoryStore<C> {
                 .collect(),
             fingerprinter,
             generation_capacity: 0,
-            sketches: ArcSwap::default(),
+            sketches: Sketches::default(),
             clock,
         };
         store.set_max_keys(DEFAULT_MAX_KEYS);
@@ -271,45 +239,6 @@ impl<C: Clock> MemoryStore<C> {
         (fingerprint.get() >> 32) as usize & (self.shards.len() - 1)
     }
 
-    /// The sketches, with one for each approximate limit of `checks`.
-    fn sketches_for(&self, checks: &[LimitCheck<'_>]) -> Guard<Arc<Vec<Arc<SketchEntry>>>> {
-        let sketches = self.sketches.load();
-        let missing = |sketches: &[Arc<SketchEntry>], check: &LimitCheck<'_>| {
-            matches!(
-                check.algorithm,
-                Algorithm::FixedWindow | Algorithm::SlidingWindowCounter
-            ) && check.approximate.is_some()
-                && sketch_of(sketches, check).is_none()
-        };
-        if !checks.iter().any(|check| missing(&sketches, check)) {
-            return sketches;
-        }
-        drop(sketches);
-        self.sketches.rcu(|sketches| {
-            let mut sketches = Vec::clone(sketches);
-            for check in checks {
-                if let (true, Some(approximate)) = (missing(&sketches, check), check.approximate) {
-                    // The oldest go first: sketches of limits that reloads changed or removed.
-                    if sketches.len() >= MAX_SKETCHES {
-                        sketches.remove(0);
-                    }
-                    sketches.push(Arc::new(SketchEntry {
-                        algorithm: check.algorithm,
-                        period: check.quota.period_nanos(),
-                        sketch: Sketch::new(
-                            approximate.memory(),
-                            check.algorithm,
-                            check.domain,
-                            check.limit,
-                        ),
-                    }));
-                }
-            }
-            sketches
-        });
-        self.sketches.load()
-    }
-
     fn decide(&self, checks: &[LimitCheck<'_>]) -> Decisions {
         let now = self.clock.now();
         for check in checks {
@@ -330,8 +259,8 @@ impl<C: Clock> MemoryStore<C> {
             if let Some(decision) = decide_shared(shard, fingerprint, check, now) {
                 return Decisions::one(decision);
             }
-            let sketches = check.approximate.map(|_| self.sketches_for(checks));
-            let sketch = sketches.as_ref().and_then(|s| sketch_of(s, check));
+            let sketches = check.approximate.map(|_| self.sketches.load(checks));
+            let sketch = sketches.as_ref().and_then(|s| s.of(check));
             let decision = shard.write().decide(
                 fingerprint,
                 check,
@@ -360,6 +289,11 @@ impl<C: Clock> MemoryStore<C> {
             return;
         }
         let capacity = self.generation_capacity;
+        // Before the locks, as in `decide_together`.
+        let sketches = check
+            .approximate
+            .map(|_| self.sketches.load(slice::from_ref(check)));
+        let sketch = sketches.as_ref().and_then(|s| s.of(check));
         for from in check.carried_from {
             let old = self.fingerprint_of(from.key(), from.algorithm());
             let old_shard = self.shard_of(old);
@@ -391,6 +325,16 @@ impl<C: Clock> MemoryStore<C> {
                 );
                 return;
             }
+            // A light key of an approximate limit: counted in the sketch, which counted the
+            // old limit too when their algorithm and period are the same.
+            let same_sketch = from.algorithm() == check.algorithm
+                && from.quota().period_nanos() == check.quota.period_nanos();
+            if let Some(sketch) = sketch.filter(|_| same_sketch) {
+                let limit = (check.algorithm, check.quota);
+                if new_generations.put_estimated(fingerprint, (sketch, old), limit, now, capacity) {
+                    return;
+                }
+            }
         }
     }
 
@@ -401,8 +345,8 @@ impl<C: Clock> MemoryStore<C> {
         let shard = &self.shards[self.shard_of(fingerprint)].0;
         let sketches = check
             .approximate
-            .map(|_| self.sketches_for(slice::from_ref(check)));
-        let sketch = sketches.as_ref().and_then(|s| sketch_of(s, check));
+            .map(|_| self.sketches.load(slice::from_ref(check)));
+        let sketch = sketches.as_ref().and_then(|s| s.of(check));
         let capacity = self.generation_capacity;
         shard
             .write()
@@ -416,7 +360,7 @@ impl<C: Clock> MemoryStore<C> {
         let sketches = checks
             .iter()
             .any(|check| check.approximate.is_some())
-            .then(|| self.sketches_for(checks));
+            .then(|| self.sketches.load(checks));
         let fingerprints: SmallVec<[NonZeroU64; 4]> =
             checks.iter().map(|c| self.fingerprint(c)).collect();
         let mut shard_ids: SmallVec<[usize; 4]> =
@@ -443,7 +387,7 @@ impl<C: Clock> MemoryStore<C> {
                 .count();
             generations.reserve(keys, now, capacity);
         }
-        let sketch = |check: &LimitCheck<'_>| sketches.as_ref().and_then(|s| sketch_of(s, check));
+        let sketch = |check: &LimitCheck<'_>| sketches.as_ref().and_then(|s| s.of(check));
         let mut decisions: Decisions = checks
             .iter()
             .zip(&fingerprints)
@@ -505,6 +449,10 @@ impl<C: Clock> Store for MemoryStore<C> {
             packed.cancel(&mut state, now, check.quota, check.cost, booked_until);
             *slot = Timestamp::new(state, Nanos::new(state[0]));
         }
+    }
+
+    fn limits_in_force(&self, limits: &[LimitCheck<'_>]) {
+        self.sketches.in_force(limits);
     }
 
     fn reset(&self, checks: &[LimitCheck<'_>]) -> Resetting {
@@ -749,6 +697,87 @@ mod tests {
             decide(&store, &[queued])[0].allowed,
             "the place was given back"
         );
+    }
+
+    /// Rules of one approximate limit per user, `rate_limit` as given.
+    fn approximate_rules(rate_limit: &str) -> crate::rules::Rules {
+        crate::rules::Rules::from_yaml(&format!(
+            "domain: t\nsources: {{ user: {{ header: x-user }} }}\ndescriptors:\n  - key: user\n    rate_limit: {{ {rate_limit} }}\n"
+        ))
+        .expect("valid rules")
+    }
+
+    #[test]
+    fn sketches_are_built_when_rules_are_put_in_force_and_dropped_with_them() {
+        let per_minute = approximate_rules(
+            "unit: minute, requests_per_unit: 10, approximate: { memory: 64KiB }",
+        );
+        let limiter =
+            crate::Limiter::with_store(per_minute, MemoryStore::with_clock(ManualClock::new()));
+        assert_eq!(
+            limiter.store().sketches.len(),
+            1,
+            "built before any request"
+        );
+        let per_hour =
+            approximate_rules("unit: hour, requests_per_unit: 10, approximate: { memory: 64KiB }");
+        limiter.set_rules(per_hour);
+        assert_eq!(
+            limiter.store().sketches.len(),
+            1,
+            "the minute's sketch is dropped"
+        );
+        limiter.set_rules(approximate_rules("unit: hour, requests_per_unit: 10"));
+        assert_eq!(
+            limiter.store().sketches.len(),
+            0,
+            "no approximate limit left"
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(limiter.check(&[("user", "ann")], 1));
+        assert_eq!(
+            limiter.store().sketches.len(),
+            0,
+            "none built on a request's thread"
+        );
+    }
+
+    #[test]
+    fn a_changed_limit_with_the_same_sketch_settings_keeps_the_sketch_s_counts() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let rules = |limit: u64| {
+            approximate_rules(&format!(
+                "unit: minute, requests_per_unit: {limit}, approximate: {{ memory: 64KiB }}"
+            ))
+        };
+        let limiter =
+            crate::Limiter::with_store(rules(10), MemoryStore::with_clock(ManualClock::new()));
+        for _ in 0..4 {
+            assert!(runtime
+                .block_on(limiter.check(&[("user", "ann")], 1))
+                .is_allowed());
+        }
+        limiter.set_rules(rules(20));
+        let peeked = runtime.block_on(limiter.peek(&[("user", "ann")])).unwrap();
+        assert_eq!(peeked[0].decision().remaining, 16, "4 of 20 used");
+    }
+
+    #[test]
+    fn a_store_never_told_the_limits_builds_a_sketch_once_for_its_first_check() {
+        let store = MemoryStore::with_clock(ManualClock::new());
+        let quota = Quota::new(10, Duration::from_secs(60)).unwrap();
+        let approximate = LimitCheck {
+            approximate: Some(crate::store::Approximate::new(64 * 1024)),
+            ..check(b"k", Algorithm::FixedWindow, &quota)
+        };
+        for _ in 0..3 {
+            decide(&store, &[approximate]);
+        }
+        assert_eq!(store.sketches.len(), 1);
     }
 
     #[test]

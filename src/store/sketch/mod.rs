@@ -123,6 +123,11 @@ impl Sketch {
         }
     }
 
+    /// Whether this sketch and `other` count the same limit.
+    pub(crate) fn same_limit(&self, other: &Sketch) -> bool {
+        self.limit == other.limit && self.domain == other.domain
+    }
+
     /// Whether this sketch counts the limit `limit` of `domain`.
     pub(crate) fn counts(&self, domain: &str, limit: &str) -> bool {
         *self.limit == *limit && *self.domain == *domain
@@ -231,6 +236,22 @@ impl Sketch {
             self.report(requests, quota);
         }
         Estimate::Light(decision)
+    }
+
+    /// What the sketch estimates the key with `fingerprint` has used at `now`, under
+    /// `quota`, charging nothing: at least what it used.
+    pub(crate) fn used(
+        &self,
+        fingerprint: u64,
+        algorithm: Algorithm,
+        quota: &Quota,
+        now: Nanos,
+    ) -> u64 {
+        let as_it_stands = match self.decide(fingerprint, algorithm, quota, 0, now, false) {
+            Estimate::Light(decision) => decision,
+            Estimate::Heavy(state) => algorithm.peek(&state, now, quota, 0),
+        };
+        as_it_stands.capacity.saturating_sub(as_it_stands.remaining)
     }
 
     /// Raises the current window's cells of the key with `fingerprint`, tracked exactly,
