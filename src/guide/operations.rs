@@ -55,9 +55,9 @@
 //!   Polling (below) cannot tell either. Use a rename there.
 //! - **Off the request path.** The file is read and compiled on the watcher's own thread and
 //!   swapped in atomically. Requests being decided finish under the rules they started with.
-//!   A limit whose descriptor entries, algorithm and quota are unchanged keeps its counters
-//!   (wherever it moved in the file); a changed limit starts afresh. A file whose bytes did
-//!   not change is not compiled again. Dropping the watcher waits for its thread to end: at
+//!   A limit keeps what each client used, wherever it moved in the file and whatever of its
+//!   quota, period or algorithm changed ([what a reload keeps](#what-a-reload-keeps)). A
+//!   file whose bytes did not change is not compiled again. Dropping the watcher waits for its thread to end: at
 //!   once, unless it is reading the file (from async code, drop it in `spawn_blocking` if a
 //!   slow network filesystem makes that matter).
 //! - **A bad file never replaces working rules.** If the file cannot be read or does not
@@ -95,6 +95,46 @@
 //!     volumeMounts:
 //!       - { name: rules, mountPath: /etc/tollgate }   # the server reads /etc/tollgate/rules.yaml
 //! ```
+//!
+//! ## What a reload keeps
+//!
+//! A limit is known across reloads by its descriptor entries (`endpoint=login/remote_address`),
+//! not by its place in the file or its `name`. When a reload changes its quota, its period
+//! or its algorithm, every client keeps what it used: an operator who lowers a limit from
+//! 1,000 to 100 a minute in an incident hands nobody 100 fresh requests, and one who raises
+//! 5 to 8 gives a client that used 5 the 3 it has left. Each client's state is carried over
+//! on its next request (nothing is rewritten at the reload), in every store:
+//!
+//! | the limit was | and becomes | what each client keeps |
+//! |---|---|---|
+//! | a fixed window or sliding window counter | the same algorithm, the same period | its counts, as they are: 5 of 5 used and raised to 8, 3 more in that window; lowered to 3, none until the window allows |
+//! | a sliding window log | a sliding window log | its log, as it is: each request counts until a (new) period after it |
+//! | a token bucket | a token bucket | its tokens (its level), at most the new burst: 6 of 10 left and the burst raised to 20, 6; lowered to 3, 3 |
+//! | anything else: GCRA, a leaky bucket, a window whose period changed, a change of algorithm | | the requests it has used (the old limit's capacity less what remained of it, never understated), charged at once to the new limit, at most its capacity: a window counts them in the window of now, GCRA and the leaky bucket book them from now, a token bucket takes them from its tokens, a log files them at now |
+//!
+//! So GCRA used 5 of 5 and raised to 8 admits 3 more at once, then refills at the new rate;
+//! lowered to 3 it admits the next request when one request's interval (a third of the
+//! period) has passed.
+//!
+//! - **Memory**: the first decision of a client under the changed limit finds its state under
+//!   the old one, converts it and forgets the old. Only the first decision pays for that
+//!   (another lookup); a limit no reload changed pays nothing. Several reloads in a row carry
+//!   from the newest state a client has, for as long as an old limit's state could still
+//!   matter (its period, or a bucket's refill).
+//! - **Redis** (and a Redis Cluster): the same, inside the atomic script call that decides
+//!   the request: the old key is read, converted and deleted, and the new one written, in one
+//!   round trip. On a Redis Cluster, a limit with no varying value (one state for everybody,
+//!   as `method=DELETE`) keeps its state in a slot named by the limit itself: it changes
+//!   slot with the limit and starts afresh.
+//! - **Approximate limits**: a client decided exactly (past half its limit) is carried as
+//!   above. The sketch that counts the others is kept when its algorithm, period and memory
+//!   are unchanged, and the clients it counted keep their counts; a sketch whose settings
+//!   changed is dropped at the reload (and built anew, then), its clients starting afresh.
+//! - **Local-first limits** (`sync_every`): see [local-first limits](super::rules#local-first-limits-sync_every).
+//!
+//! A limit is carried from the rules in force just before (and what they carried from): one
+//! taken out of the file and put back at a later reload with another quota starts afresh;
+//! put back unchanged, it finds its state where it left it, if that has not expired.
 //!
 //! # Shared limits across a fleet (Redis)
 //!
