@@ -9,7 +9,7 @@ mod proto;
 #[allow(dead_code)]
 mod redis_server;
 
-use common::{path, temp_file, tollgate, Served};
+use common::{http_call, path, temp_file, tollgate, Served};
 use proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
     Entry, RateLimitOverride,
 };
@@ -456,29 +456,6 @@ async fn the_http_endpoints_answer_by_hand() {
     let (status, body) = http_call(http, "GET /metrics HTTP/1.1", "");
     assert_eq!(status, 200);
     assert!(body.contains("tollgate_"), "{body}");
-}
-
-/// One HTTP/1.1 exchange with `addr`: the status and the body.
-fn http_call(addr: &str, request_line: &str, body: &str) -> (u16, String) {
-    use std::io::Read;
-    let mut stream = std::net::TcpStream::connect(addr).expect("connected");
-    let request = format!(
-        "{request_line}\r\nhost: {addr}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).expect("sent");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("an answer");
-    let status = answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .expect("a status line");
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, body)| body)
-        .to_owned();
-    (status, body)
 }
 
 #[tokio::test]

@@ -3,8 +3,9 @@
 //! Running tollgate in production: [hot reload](#hot-reload), [Redis](#shared-limits-across-a-fleet-redis)
 //! and what happens when it fails, [time and clock steps](#time-and-clock-steps),
 //! [metrics](#metrics) and [tracing](#tracing), [the client IP](#the-client-ip-behind-proxies)
-//! behind proxies, [the headers and gRPC answers](#headers-and-grpc-answers), and [the
-//! `tollgate` command](#the-tollgate-command-check-and-explain).
+//! behind proxies, [the headers and gRPC answers](#headers-and-grpc-answers), [seeing and
+//! resetting a client](#seeing-and-resetting-a-client), and [the `tollgate`
+//! command](#the-tollgate-command-check-and-explain).
 //!
 //! # Hot reload
 //!
@@ -57,9 +58,9 @@
 //!   swapped in atomically. Requests being decided finish under the rules they started with.
 //!   A limit keeps what each client used, wherever it moved in the file and whatever of its
 //!   quota, period or algorithm changed ([what a reload keeps](#what-a-reload-keeps)). A
-//!   file whose bytes did not change is not compiled again. Dropping the watcher waits for its thread to end: at
-//!   once, unless it is reading the file (from async code, drop it in `spawn_blocking` if a
-//!   slow network filesystem makes that matter).
+//!   file whose bytes did not change is not compiled again. Dropping the watcher waits for
+//!   its thread to end: at once, unless it is reading the file (from async code, drop it in
+//!   `spawn_blocking` if a slow network filesystem makes that matter).
 //! - **A bad file never replaces working rules.** If the file cannot be read or does not
 //!   compile, the previous rules keep serving, and every error is logged (`tracing`, error
 //!   level) with line and column:
@@ -466,6 +467,45 @@
 //! all. With `retry`, it sends refused idempotent requests again once the wait is over,
 //! within a retry budget. The guide's `client` chapter (built with the feature) has the
 //! details and figures.
+//!
+//! # Seeing and resetting a client
+//!
+//! For support's "why is this customer limited?" and "reset them",
+//! [`Limiter::peek`](crate::Limiter::peek) takes a client's values as
+//! [`Limiter::check`](crate::Limiter::check) takes them and tells what each limit they
+//! reach would answer a request now, charging and counting nothing;
+//! [`Limiter::reset`](crate::Limiter::reset) forgets that client's state under those
+//! limits (in Redis too, for the whole fleet) and answers how many keys held state. Serve
+//! them where only operators reach, never beside the limited routes. `tollgate serve` has
+//! them as `POST /v1/peek` and `POST /v1/reset` on its `--admin` listener ([the
+//! service](super::service#seeing-and-resetting-a-client)).
+//!
+//! ```rust
+//! use tollgate::{rules::Rules, Limiter};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let limiter = Limiter::new(Rules::from_yaml(r#"
+//! domain: api
+//! sources: { user: { header: x-user } }
+//! descriptors:
+//!   - key: user
+//!     rate_limit: { unit: minute, requests_per_unit: 3, name: per-user }
+//! "#)?);
+//! let ann = [("user", "ann")];
+//! for _ in 0..4 {
+//!     limiter.check(&ann, 1).await;                // the fourth is refused
+//! }
+//! let limits = limiter.peek(&ann).await?;          // one per limit her values reach
+//! let per_user = limits[0].decision();
+//! assert_eq!(limits[0].limit(), "per-user");
+//! assert!(!per_user.allowed && per_user.remaining == 0);
+//! println!("ann is admitted again in {:?}", per_user.retry_after);
+//!
+//! assert_eq!(limiter.reset(&ann).await?, 1);       // one key held her state
+//! assert!(limiter.check(&ann, 1).await.is_allowed());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
 //!
 //! # The `tollgate` command: `check` and `explain`
 //!

@@ -26,6 +26,8 @@
 //! - `--grpc ADDR` (default `127.0.0.1:8081`): `ShouldRateLimit`, over plaintext HTTP/2.
 //! - `--http ADDR` (default `127.0.0.1:8080`): `POST /json`, `GET /healthcheck` and
 //!   `GET /metrics` ([below](#http-endpoints)).
+//! - `--admin ADDR` (off without it): `POST /v1/peek` and `POST /v1/reset`, to see and
+//!   reset a client's state, on a listener of their own ([below](#seeing-and-resetting-a-client)).
 //! - The state is in memory by default: each instance counts alone. With `--redis URL`, or
 //!   `--redis-cluster URLS` (some of the cluster's nodes, comma-separated), it lives in
 //!   Redis, and every instance using the same Redis shares each limit (exactly, or within
@@ -33,7 +35,7 @@
 //!   with the timeout, circuit breaker and per-limit `on_store_error` policy of
 //!   [operations: Redis](super::operations#shared-limits-across-a-fleet-redis).
 //!
-//! It listens first: a bad or busy address is an error (exit status 1), and otherwise both
+//! It listens first: a bad or busy address is an error (exit status 1), and otherwise its
 //! servers answer at once, while it starts. It prints where it listens
 //! (`tollgate serve: starting; gRPC on 127.0.0.1:8081 and HTTP on 127.0.0.1:8080`), then:
 //!
@@ -48,8 +50,8 @@
 //! 3. It is ready, and says so in a second line (``tollgate serve: domain `edge`, 3
 //!    limit(s) from rules.yaml; gRPC on 127.0.0.1:8081 and HTTP on 127.0.0.1:8080``).
 //!
-//! Until then, `GET /healthcheck` answers `503` with the reason as text, `POST /json` the
-//! same, and a gRPC call `UNAVAILABLE` with it: `starting: loading the rules`, then
+//! Until then, `GET /healthcheck` answers `503` with the reason as text, `POST /json` and
+//! the admin endpoints the same, and a gRPC call `UNAVAILABLE` with it: `starting: loading the rules`, then
 //! `starting: connecting to Redis at redis://10.0.0.5:6379` and, after a failed attempt,
 //! `starting: cannot connect to Redis at ...` with the error. Envoy's
 //! `failure_mode_deny` decides the requests meanwhile; a probe on `/healthcheck` keeps the
@@ -66,7 +68,7 @@
 //!
 //! SIGTERM (what Kubernetes and systemd send) or Ctrl-C stops the service gracefully.
 //! `GET /healthcheck` answers `503 shutting down` at once, so that a load balancer sends
-//! nothing more; both servers stop accepting connections and answer the calls in flight
+//! nothing more; the servers stop accepting connections and answer the calls in flight
 //! (a gRPC client is told with HTTP/2's `GOAWAY`, and Envoy moves to another instance);
 //! after a grace period of 10 s, calls still in flight or not, the service stops anyway.
 //! Then, with Redis, it sends what its
@@ -401,3 +403,91 @@
 //!   `tollgate_decision_seconds`, `tollgate_store_errors_total`, `tollgate_reloads_total`,
 //!   and, with the memory store, `tollgate_tracked_keys` (set every 10 s, when idle keys
 //!   are swept).
+//!
+//! # Seeing and resetting a client
+//!
+//! "Why is this customer limited?" and "reset them": with `--admin ADDR`, the service
+//! answers both on a listener of its own, and only there (the `--http` port answers `404`
+//! to these paths).
+//!
+//! **Keep the admin listener private.** It has no authentication: whoever reaches it can
+//! read any client's state and give any client its full quota back. Bind it to a loopback
+//! address (`127.0.0.1:8082`, not `0.0.0.0:8082`) or to a network that only operators
+//! reach, and never route the gateway's traffic to it.
+//!
+//! ```sh
+//! tollgate serve --rules rules.yaml --admin 127.0.0.1:8082
+//! ```
+//!
+//! Both endpoints take the body of `POST /json`: the descriptors as Envoy sends them for
+//! the client (their `hitsAddend` is not used). They refuse what `POST /json` refuses, with
+//! the same status and reason (`400` for a body that is not a `RateLimitRequest` or a
+//! malformed call, `404` for another domain), answer `503` with the reason until the
+//! service is [ready](#running-it), and `503` with the store's error when the store cannot
+//! answer.
+//!
+//! With these rules, user 42 has sent four requests this minute, and the fourth was
+//! refused:
+//!
+//! ```yaml
+//! domain: edge
+//! descriptors:
+//!   - key: user
+//!     rate_limit: { unit: minute, requests_per_unit: 3, name: per-user }
+//! ```
+//!
+//! ```text
+//! $ for i in 1 2 3 4; do curl -s -o /dev/null -w '%{http_code} ' \
+//!     -d '{"domain": "edge", "descriptors": [{"entries": [{"key": "user", "value": "42"}]}]}' localhost:8080/json; done
+//! 200 200 200 429
+//! ```
+//!
+//! `POST /v1/peek` shows what each descriptor's limit would answer a call of weight 1 now,
+//! and charges nothing: nothing is counted, in the limits or in the metrics, so a second
+//! peek finds the client as the first did. The answer is one line (cut here):
+//!
+//! ```text
+//! $ curl -d '{"domain": "edge", "descriptors": [{"entries": [{"key": "user", "value": "42"}]}]}' localhost:8082/v1/peek
+//! {"overallCode":"OVER_LIMIT","statuses":[{"code":"OVER_LIMIT","currentLimit":{"name":"per-user",
+//! "requestsPerUnit":3,"unit":"MINUTE"},"durationUntilReset":"16.886584832s","limit":"per-user",
+//! "retryAfter":"16.886584832s"}]}
+//! ```
+//!
+//! It is `200 OK`, over the limit or not. `overallCode` is `OVER_LIMIT` when a status is;
+//! each status, one per descriptor in the call's order, is what `POST /json` would answer
+//! for it ([the answer](#the-answer): `code`, `currentLimit`, `limitRemaining`, left out
+//! when 0 as proto3 JSON leaves out defaults, and `durationUntilReset`), followed by what a
+//! status lacks:
+//!
+//! - `limit`: the limit's label, its `name` or else its descriptor path
+//!   (`generic_key=login/remote_address`); `override per minute` for a descriptor's own
+//!   limit. Left out when the descriptor reaches no limit.
+//! - `shadow: true` for a limit in shadow mode (its `code` is `OK` even over the limit).
+//! - `retryAfter`: when a call would be refused (or, in shadow mode, would be if the
+//!   limit were enforced), the time until it would be admitted.
+//!
+//! `POST /v1/reset` forgets the state of the limit each descriptor reaches (and of a
+//! descriptor's own limit), as if the client had never been seen, and answers how many
+//! keys held state; the client's other limits, and other clients, keep theirs:
+//!
+//! ```text
+//! $ curl -d '{"domain": "edge", "descriptors": [{"entries": [{"key": "user", "value": "42"}]}]}' localhost:8082/v1/reset
+//! {"reset":1}
+//! $ curl -d '{"domain": "edge", "descriptors": [{"entries": [{"key": "user", "value": "42"}]}]}' localhost:8082/v1/peek
+//! {"overallCode":"OK","statuses":[{"code":"OK","currentLimit":{"name":"per-user","requestsPerUnit":3,
+//! "unit":"MINUTE"},"limitRemaining":3,"durationUntilReset":"0s","limit":"per-user"}]}
+//! $ curl -s -o /dev/null -w '%{http_code}' \
+//!     -d '{"domain": "edge", "descriptors": [{"entries": [{"key": "user", "value": "42"}]}]}' localhost:8080/v1/reset
+//! 404
+//! ```
+//!
+//! With Redis, the state is the fleet's: a reset on one instance frees the client on
+//! every instance sharing the Redis, the one that reset it at once and the others within
+//! a second (each asks Redis again about a client it remembers as refused every second).
+//! A [local-first](super::rules#local-first-limits-sync_every) limit lets the client in
+//! again once the instances have synced. A store that fails in the middle of a reset may
+//! have forgotten some of the keys: reset again.
+//!
+//! A Rust service using the layer has the same two as
+//! [`Limiter::peek`](crate::Limiter::peek) and [`Limiter::reset`](crate::Limiter::reset)
+//! ([operations](super::operations#seeing-and-resetting-a-client)).

@@ -42,9 +42,12 @@ use axum::Router;
 use http::header::CONTENT_TYPE;
 use http::StatusCode;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use serde::Serialize;
 use std::future::ready;
 use std::time::Duration;
 use tollgate::store::Store;
+use tollgate::Limiter;
+use tonic::Status;
 
 /// How often the Prometheus recorder folds its histogram samples into summaries, so that
 /// they do not pile up between scrapes (the exporter's own listener does it every 5 s).
@@ -94,35 +97,50 @@ pub(crate) fn router<St: Backing>(readiness: Readiness<St>, metrics: PrometheusH
 /// `POST /json`: decides the call in `body`, or answers `503` with the reason while the
 /// service is not ready.
 async fn decide<St: Backing>(readiness: Readiness<St>, body: Bytes) -> Response {
-    let limiter = match readiness.limiter() {
-        Ok(limiter) => limiter,
-        Err(reason) => return unavailable(&reason),
-    };
-    let request = match serde_json::from_slice::<RateLimitRequest>(&body) {
-        Ok(request) => request,
-        Err(error) => {
-            let message = format!("not a RateLimitRequest in JSON: {error}\n");
-            return (StatusCode::BAD_REQUEST, message).into_response();
-        }
+    let (limiter, request) = match limiter_and_call(&readiness, &body) {
+        Ok(ready) => ready,
+        Err(refusal) => return refusal.into_response(),
     };
     match should_rate_limit(limiter, &request).await {
         Ok(answer) => answer_json(&answer),
-        Err(status) => {
-            let message = format!("{}\n", status.message());
-            (error_status(status.code()), message).into_response()
-        }
+        Err(status) => refused(&status).into_response(),
     }
+}
+
+/// A call refused: its HTTP status, and the reason as text.
+pub(crate) type Refusal = (StatusCode, String);
+
+/// For an endpoint that takes a `RateLimitRequest` in JSON: the limiter of `readiness` and
+/// the call in `body`; else `503` with the reason while the service is not ready, and
+/// `400` with the reason for a body that is not such a request.
+pub(crate) fn limiter_and_call<'r, St: Backing>(
+    readiness: &'r Readiness<St>,
+    body: &[u8],
+) -> Result<(&'r Limiter<St>, RateLimitRequest), Refusal> {
+    let limiter = readiness.limiter().map_err(|reason| unavailable(&reason))?;
+    let request = serde_json::from_slice::<RateLimitRequest>(body).map_err(|error| {
+        let message = format!("not a RateLimitRequest in JSON: {error}\n");
+        (StatusCode::BAD_REQUEST, message)
+    })?;
+    Ok((limiter, request))
+}
+
+/// The refusal of a call the service refused with `status`: its HTTP status, and its
+/// message.
+pub(crate) fn refused(status: &Status) -> Refusal {
+    let message = format!("{}\n", status.message());
+    (error_status(status.code()), message)
 }
 
 /// `answer` in proto3 JSON, with the HTTP status of its overall code.
 fn answer_json(answer: &RateLimitResponse) -> Response {
-    match serde_json::to_string(answer) {
-        Ok(json) => (
-            answer_status(answer.overall_code),
-            [(CONTENT_TYPE, "application/json")],
-            json,
-        )
-            .into_response(),
+    json(answer_status(answer.overall_code), answer)
+}
+
+/// `value` in JSON, with `status`.
+pub(crate) fn json(status: StatusCode, value: &impl Serialize) -> Response {
+    match serde_json::to_string(value) {
+        Ok(json) => (status, [(CONTENT_TYPE, "application/json")], json).into_response(),
         // Only for an enum value that the proto does not name, which the service never sets.
         Err(error) => {
             let message = format!("cannot write the answer in JSON: {error}\n");
@@ -135,13 +153,13 @@ fn answer_json(answer: &RateLimitResponse) -> Response {
 fn healthcheck<St: Store>(readiness: &Readiness<St>) -> Response {
     match readiness.health() {
         Ok(()) => "OK".into_response(),
-        Err(reason) => unavailable(&reason),
+        Err(reason) => unavailable(&reason).into_response(),
     }
 }
 
 /// `503 Service Unavailable`, saying why.
-fn unavailable(reason: &str) -> Response {
-    (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")).into_response()
+pub(crate) fn unavailable(reason: &str) -> Refusal {
+    (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n"))
 }
 
 /// `GET /metrics`: the metrics in Prometheus' text exposition format.
@@ -186,7 +204,6 @@ mod tests {
     use http::Request;
     use tollgate::rules::{KeySources, Rules};
     use tollgate::store::MemoryStore;
-    use tollgate::Limiter;
     use tower_service::Service as _;
 
     fn entry(key: &str, value: &str) -> Entry {

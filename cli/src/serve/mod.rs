@@ -6,17 +6,21 @@
 //! saved changes take effect at once, and a bad edit is logged while the rules in force
 //! keep serving.
 //!
-//! Start-up goes in this order, so that a probe can always tell where it is: both
-//! listeners are bound (a bad or busy address is an error), then both servers answer at
-//! once while the service is not [ready](readiness) (`GET /healthcheck` and `POST /json`
-//! answer `503` with the reason, gRPC calls `UNAVAILABLE`); then the rules are compiled (a
-//! mistake is an error), the store connected (a Redis that is not up yet is waited for:
-//! see [`store`]), and the service is ready.
+//! With `--admin ADDR`, a third listener serves the [admin](admin) endpoints, peek and
+//! reset, which the other two never serve.
 //!
-//! SIGTERM or Ctrl-C stops it: not ready any more (`503 shutting down`), both servers stop
+//! Start-up goes in this order, so that a probe can always tell where it is: the
+//! listeners are bound (a bad or busy address is an error), then the servers answer at
+//! once while the service is not [ready](readiness) (`GET /healthcheck`, `POST /json` and
+//! the admin endpoints answer `503` with the reason, gRPC calls `UNAVAILABLE`); then the
+//! rules are compiled (a mistake is an error), the store connected (a Redis that is not up
+//! yet is waited for: see [`store`]), and the service is ready.
+//!
+//! SIGTERM or Ctrl-C stops it: not ready any more (`503 shutting down`), the servers stop
 //! accepting and finish the calls in flight, for at most [`shutdown::GRACE`], then a Redis
 //! store sends the counts of its local-first limits, and the process exits with status 0.
 
+mod admin;
 mod grpc;
 mod http;
 pub(crate) mod proto;
@@ -64,6 +68,10 @@ pub(crate) struct ServeArgs {
     /// Keep the state in this Redis Cluster: some of its nodes, comma-separated.
     #[arg(long, value_name = "URLS", value_delimiter = ',')]
     redis_cluster: Vec<String>,
+    /// Serve `POST /v1/peek` and `POST /v1/reset` on this address: see and reset a client's
+    /// state. Off without it. Anyone who reaches it can reset any client: keep it private.
+    #[arg(long, value_name = "ADDR")]
+    admin: Option<SocketAddr>,
 }
 
 /// Runs the service until it fails or is stopped: success when a signal stopped it.
@@ -120,25 +128,37 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
 /// Why the service is not ready at first.
 const LOADING: &str = "loading the rules";
 
-/// Where the service listens, as its lines say it: `gRPC on ... and HTTP on ...`.
+/// Where the service listens, as its lines say it: `gRPC on ... and HTTP on ...`, or
+/// `gRPC on ..., HTTP on ... and admin on ...`.
 #[derive(Clone, Copy)]
 struct Addresses {
     /// Of `ShouldRateLimit`.
     grpc: SocketAddr,
     /// Of `POST /json`, `GET /healthcheck` and `GET /metrics`.
     http: SocketAddr,
+    /// Of `POST /v1/peek` and `POST /v1/reset`, when served.
+    admin: Option<SocketAddr>,
 }
 
 impl fmt::Display for Addresses {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "gRPC on {} and HTTP on {}", self.grpc, self.http)
+        match self.admin {
+            None => write!(f, "gRPC on {} and HTTP on {}", self.grpc, self.http),
+            Some(admin) => write!(
+                f,
+                "gRPC on {}, HTTP on {} and admin on {admin}",
+                self.grpc, self.http
+            ),
+        }
     }
 }
 
-/// Both listeners, bound.
+/// The listeners, bound.
 struct Listeners {
     grpc: TcpListener,
     http: TcpListener,
+    /// Of the admin endpoints, with `--admin`.
+    admin: Option<TcpListener>,
     /// Where they are bound (a port 0 asked for is the port the system gave).
     addresses: Addresses,
 }
@@ -148,12 +168,21 @@ impl Listeners {
     async fn bind(args: &ServeArgs) -> Result<Listeners, String> {
         let (grpc, grpc_addr) = listen(args.grpc, "gRPC").await?;
         let (http, http_addr) = listen(args.http, "HTTP").await?;
+        let (admin, admin_addr) = match args.admin {
+            Some(addr) => {
+                let (listener, bound) = listen(addr, "admin").await?;
+                (Some(listener), Some(bound))
+            }
+            None => (None, None),
+        };
         Ok(Listeners {
             grpc,
             http,
+            admin,
             addresses: Addresses {
                 grpc: grpc_addr,
                 http: http_addr,
+                admin: admin_addr,
             },
         })
     }
@@ -186,7 +215,7 @@ impl Service<'_> {
     ) -> Result<(), String> {
         let addresses = self.listeners.addresses;
         let stop = Stop::new();
-        let mut servers = tokio::spawn(serve_both(
+        let mut servers = tokio::spawn(serve_all(
             self.listeners,
             readiness.clone(),
             self.metrics,
@@ -250,15 +279,19 @@ async fn start<St: Backing>(
     Ok(watcher)
 }
 
-/// Serves gRPC and HTTP on `listeners` until `stop` is made, then finishes the calls in
-/// flight.
-async fn serve_both<St: Backing>(
+/// Serves gRPC, HTTP and the admin endpoints on `listeners` until `stop` is made, then
+/// finishes the calls in flight.
+async fn serve_all<St: Backing>(
     listeners: Listeners,
     readiness: Readiness<St>,
     metrics: PrometheusHandle,
     stop: StopRequest,
 ) -> Result<(), String> {
     let endpoints = http::router(readiness.clone(), metrics);
+    let admin = listeners.admin.map(|listener| {
+        axum::serve(listener, admin::router(readiness.clone()))
+            .with_graceful_shutdown(stop.clone().made())
+    });
     let service = RateLimitServiceServer::new(RlsService::new(readiness));
     // Without TCP_NODELAY, a small answer can wait for a delayed ACK (40 ms).
     let incoming = TcpIncoming::from(listeners.grpc).with_nodelay(Some(true));
@@ -269,6 +302,14 @@ async fn serve_both<St: Backing>(
     tokio::try_join!(
         async { grpc.await.map_err(|error| format!("gRPC server: {error}")) },
         async { http.await.map_err(|error| format!("HTTP server: {error}")) },
+        async {
+            match admin {
+                Some(admin) => admin
+                    .await
+                    .map_err(|error| format!("admin server: {error}")),
+                None => Ok(()),
+            }
+        },
     )
     .map(|_| ())
 }

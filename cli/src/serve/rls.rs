@@ -1,5 +1,6 @@
 //! One `ShouldRateLimit` call: the request checked, its descriptors decided all or nothing,
-//! and the answer, one status per descriptor. Shared by the gRPC service and `POST /json`.
+//! and the answer, one status per descriptor. Shared by the gRPC service and `POST /json`;
+//! the admin endpoints check, read and answer a call with the same parts.
 
 use super::proto::envoy::config::core::v3::HeaderValue;
 use super::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
@@ -34,29 +35,8 @@ pub(crate) async fn should_rate_limit<St: Backing>(
     request: &RateLimitRequest,
 ) -> Result<RateLimitResponse, Status> {
     malformed(request, &limiter.rules(), limiter.store())?;
-    // A call's weight: `hits_addend` (0 means 1), unless a descriptor sets its own, where
-    // 0 only checks its limit, as envoyproxy/ratelimit does.
-    let weight = u64::from(request.hits_addend.max(1));
-    let entries: Vec<Vec<(&str, &str)>> = request
-        .descriptors
-        .iter()
-        .map(|descriptor| {
-            let entries = descriptor.entries.iter();
-            entries
-                .map(|entry| (entry.key.as_str(), entry.value.as_str()))
-                .collect()
-        })
-        .collect();
-    let descriptors: Vec<Descriptor<'_>> = request
-        .descriptors
-        .iter()
-        .zip(&entries)
-        .map(|(descriptor, entries)| Descriptor {
-            entries,
-            cost: descriptor.hits_addend.map_or(weight, |hits| hits.value),
-            limit: descriptor.limit.as_ref().and_then(own_limit),
-        })
-        .collect();
+    let entries = CallEntries::new(request);
+    let descriptors = entries.descriptors();
     let checked = limiter.check_descriptors(&descriptors).await;
     // The rules the call was decided under: a reload may have swapped them since `check`.
     let (verdict, rules) = (checked.verdict(), checked.rules());
@@ -65,12 +45,6 @@ pub(crate) async fn should_rate_limit<St: Backing>(
     } else {
         Code::OverLimit
     };
-    let statuses = checked
-        .descriptors()
-        .iter()
-        .zip(&descriptors)
-        .map(|(decision, descriptor)| status(rules, decision.as_ref(), descriptor.limit))
-        .collect();
     let response_headers_to_add = verdict_headers(rules, verdict)
         .iter()
         .filter_map(|(name, value)| {
@@ -83,14 +57,71 @@ pub(crate) async fn should_rate_limit<St: Backing>(
         .collect();
     Ok(RateLimitResponse {
         overall_code: overall.into(),
-        statuses,
+        statuses: statuses(rules, checked.descriptors(), &descriptors),
         response_headers_to_add,
         ..RateLimitResponse::default()
     })
 }
 
-/// Why `request` cannot be decided under `rules` with `store`, if it cannot.
-fn malformed<St: Backing>(
+/// The entries of a call's descriptors, as the library takes them: what its
+/// [`Descriptor`]s borrow.
+pub(crate) struct CallEntries<'r> {
+    request: &'r RateLimitRequest,
+    /// Each descriptor's `(key, value)` pairs, in the call's order.
+    entries: Vec<Vec<(&'r str, &'r str)>>,
+}
+
+impl<'r> CallEntries<'r> {
+    /// The entries of `request`'s descriptors.
+    pub(crate) fn new(request: &'r RateLimitRequest) -> Self {
+        let entries = request
+            .descriptors
+            .iter()
+            .map(|descriptor| {
+                let entries = descriptor.entries.iter();
+                entries
+                    .map(|entry| (entry.key.as_str(), entry.value.as_str()))
+                    .collect()
+            })
+            .collect();
+        CallEntries { request, entries }
+    }
+
+    /// The call's descriptors, each with its weight and its own limit.
+    pub(crate) fn descriptors(&self) -> Vec<Descriptor<'_>> {
+        // A call's weight: `hits_addend` (0 means 1), unless a descriptor sets its own,
+        // where 0 only checks its limit, as envoyproxy/ratelimit does.
+        let weight = u64::from(self.request.hits_addend.max(1));
+        self.request
+            .descriptors
+            .iter()
+            .zip(&self.entries)
+            .map(|(descriptor, entries)| Descriptor {
+                entries,
+                cost: descriptor.hits_addend.map_or(weight, |hits| hits.value),
+                limit: descriptor.limit.as_ref().and_then(own_limit),
+            })
+            .collect()
+    }
+}
+
+/// The status of each of `descriptors`, whose limits decided `decisions` under `rules`
+/// (one per descriptor, in order, `None` where no limit applies).
+pub(crate) fn statuses(
+    rules: &Rules,
+    decisions: &[Option<LimitDecision>],
+    descriptors: &[Descriptor<'_>],
+) -> Vec<DescriptorStatus> {
+    decisions
+        .iter()
+        .zip(descriptors)
+        .map(|(decision, descriptor)| status(rules, decision.as_ref(), descriptor.limit))
+        .collect()
+}
+
+/// Why `request` cannot be decided under `rules` with `store`, if it cannot: see
+/// [`should_rate_limit`].
+pub(crate) fn malformed<St: Backing>(
     request: &RateLimitRequest,
     rules: &Rules,
     store: &St,
@@ -260,7 +291,7 @@ fn unit_of(period: Duration) -> Unit {
 }
 
 /// `duration` as a protobuf `Duration`.
-fn duration(duration: Duration) -> pbjson_types::Duration {
+pub(crate) fn duration(duration: Duration) -> pbjson_types::Duration {
     pbjson_types::Duration {
         seconds: i64::try_from(duration.as_secs()).unwrap_or(i64::MAX),
         nanos: i32::try_from(duration.subsec_nanos()).unwrap_or(0),

@@ -45,6 +45,8 @@ pub struct Served {
     pub grpc: String,
     /// Its HTTP address.
     pub http: String,
+    /// Its admin address, when started with `--admin`.
+    pub admin: Option<String>,
 }
 
 impl Served {
@@ -76,24 +78,31 @@ impl Served {
             .expect("the tollgate binary runs");
         let stdout = child.stdout.take().expect("its standard output");
         let mut lines = BufReader::new(stdout).lines();
-        // It says where it listens once both listeners are bound, and again once ready.
-        let (grpc, http) = loop {
+        // It says where it listens once its listeners are bound, and again once ready:
+        // `gRPC on A and HTTP on B`, or `gRPC on A, HTTP on B and admin on C`.
+        let (grpc, http, admin) = loop {
             let Some(Ok(line)) = lines.next() else {
                 panic!("tollgate serve stopped before it listened");
             };
             let after = |marker: &str| {
                 let (_, rest) = line.split_once(marker)?;
-                rest.split_whitespace().next().map(str::to_owned)
+                let addr = rest.split_whitespace().next()?;
+                Some(addr.trim_end_matches(',').to_owned())
             };
             if let (Some(grpc), Some(http)) = (after("gRPC on "), after("HTTP on ")) {
                 if until(&line) {
-                    break (grpc, http);
+                    break (grpc, http, after("admin on "));
                 }
             }
         };
         // Keep reading its output, so that it never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
-        Served { child, grpc, http }
+        Served {
+            child,
+            grpc,
+            http,
+            admin,
+        }
     }
 
     /// Sends it SIGTERM, and waits (at most `deadline`) until it exits: its exit status.
@@ -127,4 +136,27 @@ impl Drop for Served {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// One HTTP/1.1 exchange with `addr`: the status and the body.
+pub fn http_call(addr: &str, request_line: &str, body: &str) -> (u16, String) {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(addr).expect("connected");
+    let request = format!(
+        "{request_line}\r\nhost: {addr}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("sent");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("an answer");
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .expect("a status line");
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, body)| body)
+        .to_owned();
+    (status, body)
 }
