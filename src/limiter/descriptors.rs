@@ -119,6 +119,20 @@ pub struct CallVerdict {
 }
 
 impl CallVerdict {
+    /// The call's `verdict`, each descriptor's limit's decision, and the `rules` they were
+    /// made under.
+    pub(super) fn new(
+        verdict: Verdict,
+        descriptors: Vec<Option<LimitDecision>>,
+        rules: Arc<Rules>,
+    ) -> Self {
+        CallVerdict {
+            verdict,
+            descriptors,
+            rules,
+        }
+    }
+
     /// The verdict on the whole call: admitted only if every descriptor's limit had room.
     pub fn verdict(&self) -> &Verdict {
         &self.verdict
@@ -206,10 +220,6 @@ impl<St: Store> Limiter<St> {
                 per_descriptor[owner].clone_from(&decision);
             }
         }
-        CallVerdict {
-            verdict,
-            descriptors: per_descriptor,
-            rules,
-        }
+        CallVerdict::new(verdict, per_descriptor, rules)
     }
 }

@@ -2,14 +2,16 @@
 //! limited?" and "reset them".
 
 use super::decide::checks;
+use super::descriptors::CallVerdict;
 use super::descriptors::{bring_own_quotas, reached_by};
 use super::given_values::GivenValues;
 use super::Limiter;
-use crate::decision::{Bookings, LimitDecision, Weight};
+use crate::decision::{Bookings, LimitDecision, Ruling, Verdict, Weight};
 use crate::rules::tree::Matches;
 use crate::rules::Rules;
-use crate::store::{Acquisition, Store, StoreError};
+use crate::store::{Acquisition, Decisions, Store, StoreError};
 use crate::Descriptor;
+use std::sync::Arc;
 
 impl<St: Store> Limiter<St> {
     /// What a request with `values` (as [`Limiter::check`] takes them) would get from each
@@ -56,7 +58,8 @@ impl<St: Store> Limiter<St> {
         let bookings = self.book(&active, &mut matches, |_, limit| {
             Weight::Checked(limit.cost(&mut given, 1))
         });
-        self.peeked(&active.rules, &bookings).await
+        let decisions = self.peeked(&active.rules, &bookings).await?;
+        Ok(each_limit(&active.rules, &bookings, decisions))
     }
 
     /// Forgets what a client, the one `values` describe, has used under every limit its
@@ -104,10 +107,34 @@ impl<St: Store> Limiter<St> {
     }
 
     /// [`Limiter::peek`] for the descriptors of a rate limit service's call, matched as
-    /// [`Limiter::check_descriptors`] matches them: for each descriptor, in order, what its
-    /// limit would answer a call of weight 1 (`None` when it reaches no limit, an
-    /// `unlimited` entry, or a limit another descriptor's replaces). Their `cost` is not
-    /// used.
+    /// [`Limiter::check_descriptors`] matches them: what a call of weight 1 on each would get
+    /// now, charging nothing and reporting nothing. The answer has the shape of
+    /// `check_descriptors`': whether the call would be admitted, for each descriptor, in
+    /// order, what its limit would answer (`None` when it reaches no limit, an `unlimited`
+    /// entry, or a limit another descriptor's replaces), and the rules they were decided
+    /// under. The descriptors' `cost` is not used.
+    ///
+    /// ```
+    /// use tollgate::rules::{KeySources, Rules};
+    /// use tollgate::{Descriptor, Limiter};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let rules = Rules::from_yaml_with(r#"
+    /// domain: edge
+    /// descriptors:
+    ///   - key: user
+    ///     rate_limit: { unit: minute, requests_per_unit: 1 }
+    /// "#, KeySources::Given)?;
+    /// let limiter = Limiter::new(rules);
+    /// let call = [Descriptor { entries: &[("user", "42")], cost: 1, limit: None }];
+    /// limiter.check_descriptors(&call).await;
+    /// let peeked = limiter.peek_descriptors(&call).await?;
+    /// assert!(!peeked.verdict().is_allowed(), "the next call would be refused");
+    /// let limit = peeked.descriptors()[0].as_ref().expect("a limit");
+    /// assert_eq!(limit.decision().remaining, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
     ///
     /// # Errors
     ///
@@ -115,19 +142,25 @@ impl<St: Store> Limiter<St> {
     pub async fn peek_descriptors(
         &self,
         descriptors: &[Descriptor<'_>],
-    ) -> Result<Vec<Option<LimitDecision>>, StoreError> {
+    ) -> Result<CallVerdict, StoreError> {
         let active = self.shared.active.load_full();
         let (mut matches, owners) = reached_by(&active.rules, descriptors);
         let mut bookings = self.book(&active, &mut matches, |_, _| Weight::Checked(1));
         bring_own_quotas(&active.rules, &mut bookings, &owners, descriptors);
         let decisions = self.peeked(&active.rules, &bookings).await?;
+        let verdict = Verdict::new(Ruling::of(&bookings, &decisions), &active.rules);
         let mut per_descriptor = vec![None; descriptors.len()];
-        for (decision, owners) in decisions.into_iter().zip(owners) {
+        let limits = each_limit(&active.rules, &bookings, decisions);
+        for (limit, owners) in limits.into_iter().zip(owners) {
             for owner in owners {
-                per_descriptor[owner] = Some(decision.clone());
+                per_descriptor[owner] = Some(limit.clone());
             }
         }
-        Ok(per_descriptor)
+        Ok(CallVerdict::new(
+            verdict,
+            per_descriptor,
+            Arc::clone(&active.rules),
+        ))
     }
 
     /// [`Limiter::reset`] for the descriptors of a rate limit service's call, matched as
@@ -148,14 +181,10 @@ impl<St: Store> Limiter<St> {
         self.forget(&active.rules, &bookings).await
     }
 
-    /// Each of `bookings`' decisions, none charged, none reported.
-    async fn peeked(
-        &self,
-        rules: &Rules,
-        bookings: &Bookings,
-    ) -> Result<Vec<LimitDecision>, StoreError> {
+    /// The store's decisions on `bookings`, none charged, none reported.
+    async fn peeked(&self, rules: &Rules, bookings: &Bookings) -> Result<Decisions, StoreError> {
         if bookings.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Decisions::new());
         }
         let decisions = match self.store().acquire(&checks(rules, bookings)) {
             Acquisition::Ready(result) => result?,
@@ -171,13 +200,7 @@ impl<St: Store> Limiter<St> {
                 "a store must answer one decision per limit",
             ));
         }
-        Ok(bookings
-            .iter()
-            .zip(decisions)
-            .map(|(booking, decision)| {
-                LimitDecision::new(rules, booking.limit_index, booking.shadow, decision)
-            })
-            .collect())
+        Ok(decisions)
     }
 
     /// Forgets the state of `bookings`' keys in the store and in the fallback memory.
@@ -194,4 +217,15 @@ impl<St: Store> Limiter<St> {
         forgotten.await?;
         reset.await
     }
+}
+
+/// Each booking's limit's decision, from `decisions`, in order.
+fn each_limit(rules: &Rules, bookings: &Bookings, decisions: Decisions) -> Vec<LimitDecision> {
+    bookings
+        .iter()
+        .zip(decisions)
+        .map(|(booking, decision)| {
+            LimitDecision::new(rules, booking.limit_index, booking.shadow, decision)
+        })
+        .collect()
 }

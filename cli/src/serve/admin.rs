@@ -37,9 +37,7 @@ use axum::routing::post;
 use axum::Router;
 use http::StatusCode;
 use serde::Serialize;
-use std::sync::Arc;
 use tollgate::rules::Rules;
-use tollgate::store::{Store, StoreError};
 use tollgate::{Descriptor, LimitDecision, Limiter};
 
 /// The admin endpoints, `POST /v1/peek` and `POST /v1/reset`, on the limiter of
@@ -65,10 +63,11 @@ async fn peek<St: Backing>(readiness: Readiness<St>, body: Bytes) -> Response {
     };
     let entries = CallEntries::new(&request);
     let descriptors = entries.descriptors();
-    match peek_in_force(limiter, &descriptors).await {
-        Ok((rules, decisions)) => {
-            json(StatusCode::OK, &Peek::new(&rules, &decisions, &descriptors))
-        }
+    match limiter.peek_descriptors(&descriptors).await {
+        Ok(peeked) => json(
+            StatusCode::OK,
+            &Peek::new(peeked.rules(), peeked.descriptors(), &descriptors),
+        ),
         Err(error) => unavailable(&format!("the store could not answer: {error}")).into_response(),
     }
 }
@@ -98,24 +97,6 @@ fn checked_call<'r, St: Backing>(
     let (limiter, request) = limiter_and_call(readiness, body)?;
     malformed(&request, &limiter.rules(), limiter.store()).map_err(|status| refused(&status))?;
     Ok((limiter, request))
-}
-
-/// What each of `descriptors` would get from its limit now, and the rules its decisions
-/// point into (their [`limit_index`](LimitDecision::limit_index)).
-async fn peek_in_force<St: Store>(
-    limiter: &Limiter<St>,
-    descriptors: &[Descriptor<'_>],
-) -> Result<(Arc<Rules>, Vec<Option<LimitDecision>>), StoreError> {
-    // `peek_descriptors` does not say which rules it matched under: rules in force both
-    // before and after it are those. A reload in between is tried again; reloads are
-    // debounced (150 ms), far apart next to a peek.
-    loop {
-        let before = limiter.rules();
-        let decisions = limiter.peek_descriptors(descriptors).await?;
-        if Arc::ptr_eq(&before, &limiter.rules()) {
-            return Ok((before, decisions));
-        }
-    }
 }
 
 /// `POST /v1/peek`'s answer.
@@ -215,8 +196,13 @@ descriptors:
         limiter: &Limiter<MemoryStore<ManualClock>>,
         descriptors: &[Descriptor<'_>],
     ) -> String {
-        let (rules, decisions) = peek_in_force(limiter, descriptors).await.unwrap();
-        serde_json::to_string(&Peek::new(&rules, &decisions, descriptors)).unwrap()
+        let peeked = limiter.peek_descriptors(descriptors).await.unwrap();
+        serde_json::to_string(&Peek::new(
+            peeked.rules(),
+            peeked.descriptors(),
+            descriptors,
+        ))
+        .unwrap()
     }
 
     fn one<'a>(entries: &'a [(&'a str, &'a str)]) -> Descriptor<'a> {
