@@ -171,6 +171,31 @@ mod redis {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_limit_of_one_state_for_everybody_keeps_it_on_one_redis() {
+        let server = RedisServer::start();
+        // No varying value: the state key is its own hash tag, renamed with the limit.
+        let everybody = |limit: u64| {
+            Rules::from_yaml(&format!(
+                "domain: carry\ndescriptors:\n  - key: method\n    value: GET\n    rate_limit: {{ unit: minute, requests_per_unit: {limit} }}\n"
+            ))
+            .expect("valid rules")
+        };
+        let limiter = Limiter::with_store(everybody(5), single(&server, ManualClock::new()).await);
+        let get = [("method", "GET")];
+        let mut admitted = 0;
+        for _ in 0..10 {
+            admitted += usize::from(limiter.check(&get, 1).await.is_allowed());
+        }
+        assert_eq!(admitted, 5);
+        limiter.set_rules(everybody(8));
+        let mut more = 0;
+        for _ in 0..10 {
+            more += usize::from(limiter.check(&get, 1).await.is_allowed());
+        }
+        assert_eq!(more, 3);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_redis_cluster_keeps_usage_across_reloads() {
         let cluster = RedisCluster::start(3);
         let store = async |clock| {

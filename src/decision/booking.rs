@@ -3,7 +3,6 @@
 use crate::algorithm::{Decision, Quota};
 use crate::clock::Nanos;
 use crate::rules::tree::StateKey;
-use crate::store::CarriedFrom;
 use smallvec::SmallVec;
 use std::ops::Range;
 
@@ -26,10 +25,10 @@ pub(crate) struct Booking {
     pub(crate) quota: Option<Box<Quota>>,
     /// The end of its place in a queue, once a shaping leaky bucket queued it.
     pub(crate) booked_until: Option<Nanos>,
-    /// Where its key starts from when it has no state: the same key under the limits a
-    /// reload replaced (see [`LimitCheck::carried_from`](crate::store::LimitCheck::carried_from));
-    /// empty, without allocating, for a limit no reload changed lately.
-    pub(crate) carried_from: Vec<CarriedFrom>,
+    /// Whether its key starts from its state under the limits a reload replaced, when it
+    /// has none (see [`LimitCheck::carried_from`](crate::store::LimitCheck::carried_from)):
+    /// its limit replaced some lately.
+    pub(crate) carries: bool,
 }
 
 /// A request's weight under one limit.
@@ -82,7 +81,7 @@ impl Booking {
             check_only: false,
             quota: None,
             booked_until: None,
-            carried_from: Vec::new(),
+            carries: false,
         }
     }
 }

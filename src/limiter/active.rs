@@ -1,13 +1,10 @@
 //! The rules in force, with what reports the decisions made under them, and what their
 //! limits replaced at the last reloads.
 
-use crate::algorithm::{Algorithm, Quota};
 use crate::clock::{Clock, Nanos};
 use crate::observe::Observer;
-use crate::rules::tree::StateKey;
 use crate::rules::Rules;
 use crate::store::CarriedFrom;
-use std::ops::Range;
 use std::sync::Arc;
 
 /// The rules in force and what reports the decisions made under them, put in force together
@@ -17,21 +14,19 @@ pub(crate) struct Active {
     pub(crate) rules: Arc<Rules>,
     pub(crate) observer: Observer,
     /// For each of the rules' limits (by index), the limits it replaced whose keys may still
-    /// hold state, newest first; empty for most.
-    predecessors: Box<[Vec<Predecessor>]>,
+    /// hold state; empty for most.
+    predecessors: Box<[Predecessors]>,
 }
 
-/// A limit that a reload replaced (its quota, period or algorithm changed): the keys of the
-/// limit that took its place start from its keys' state.
-#[derive(Debug, Clone)]
-struct Predecessor {
-    /// Its identity in stores, the first bytes of its keys.
-    state_id: u64,
-    algorithm: Algorithm,
-    quota: Quota,
-    /// Until when (the limiter's clock) its keys may still hold state: when it was replaced,
-    /// plus the longest its state outlives a request.
-    until: Nanos,
+/// The limits one limit replaced at the last reloads (its quota, period or algorithm
+/// changed): its keys start from their keys' state.
+#[derive(Debug, Clone, Default)]
+struct Predecessors {
+    /// Newest first.
+    limits: Vec<CarriedFrom>,
+    /// Until when (the limiter's clock) the keys of each may still hold state: when it was
+    /// replaced, plus the longest its state outlives a request. In `limits`' order.
+    until: Vec<Nanos>,
 }
 
 /// The most limits a limit carries keys' state from: one per reload within the longest of
@@ -43,11 +38,11 @@ impl Active {
     /// registers metrics or allocates labels.
     pub(crate) fn new(rules: Rules, clock: &Arc<dyn Clock>) -> Self {
         let observer = Observer::new(&rules, Arc::clone(clock));
-        let predecessors = vec![Vec::new(); rules.limits().len()].into_boxed_slice();
+        let predecessors = vec![Predecessors::default(); rules.limits().len()];
         Active {
             rules: Arc::new(rules),
             observer,
-            predecessors,
+            predecessors: predecessors.into_boxed_slice(),
         }
     }
 
@@ -69,59 +64,54 @@ impl Active {
             else {
                 continue;
             };
-            let replaced =
-                old.limited()
-                    .zip(old.state_id())
-                    .map(|((algorithm, quota), state_id)| Predecessor {
-                        state_id,
-                        algorithm,
-                        quota: *quota,
-                        until: now.plus(algorithm.horizon(quota)),
-                    });
-            let inherited = previous.predecessors[index].iter().cloned();
-            for predecessor in replaced.into_iter().chain(inherited) {
+            let replaced = old
+                .limited()
+                .zip(old.state_id())
+                .map(|((algorithm, quota), old_id)| {
+                    let limit = CarriedFrom::new(old_id.to_le_bytes(), algorithm, *quota);
+                    (limit, now.plus(algorithm.horizon(quota)))
+                });
+            let inherited = &previous.predecessors[index];
+            let inherited = inherited
+                .limits
+                .iter()
+                .cloned()
+                .zip(inherited.until.iter().copied());
+            for (limit, until) in replaced.into_iter().chain(inherited) {
                 let known = predecessors
+                    .limits
                     .iter()
-                    .any(|p: &Predecessor| p.state_id == predecessor.state_id);
-                if predecessor.state_id != id
-                    && predecessor.until > now
+                    .any(|l| l.prefix() == limit.prefix());
+                if limit.prefix() != id.to_le_bytes()
+                    && until > now
                     && !known
-                    && predecessors.len() < MAX_PREDECESSORS
+                    && predecessors.limits.len() < MAX_PREDECESSORS
                 {
-                    predecessors.push(predecessor);
+                    predecessors.limits.push(limit);
+                    predecessors.until.push(until);
                 }
             }
         }
         active
     }
 
-    /// Where the key `key` (its tag the bytes `tag`) of the limit at `limit_index` starts
-    /// from when it has no state: the same key under each limit it replaced whose keys may
-    /// still hold state at `now` (read only when it replaced any).
-    pub(crate) fn carried_from(
-        &self,
-        limit_index: usize,
-        key: &StateKey,
-        tag: &Range<usize>,
-        now: impl FnOnce() -> Nanos,
-    ) -> Vec<CarriedFrom> {
-        let Some(predecessors) = self.predecessors.get(limit_index).filter(|p| !p.is_empty())
-        else {
-            return Vec::new();
+    /// Whether the keys of the limit at `limit_index` start from the state of limits it
+    /// replaced, at `now` (read only when it replaced any): while the state of any of them
+    /// may still matter.
+    pub(crate) fn carries(&self, limit_index: usize, now: impl FnOnce() -> Nanos) -> bool {
+        let Some(predecessors) = self.predecessors.get(limit_index) else {
+            return false;
         };
-        let now = now();
-        predecessors
-            .iter()
-            .filter(|predecessor| predecessor.until > now)
-            .map(|predecessor| {
-                CarriedFrom::renamed(
-                    key,
-                    &predecessor.state_id.to_le_bytes(),
-                    tag.clone(),
-                    predecessor.algorithm,
-                    predecessor.quota,
-                )
-            })
-            .collect()
+        let Some(&last) = predecessors.until.iter().max() else {
+            return false;
+        };
+        last > now()
+    }
+
+    /// The limits the keys of the limit at `limit_index` start from (see [`Active::carries`]).
+    pub(crate) fn carried_from(&self, limit_index: usize) -> &[CarriedFrom] {
+        self.predecessors
+            .get(limit_index)
+            .map_or(&[], |predecessors| &predecessors.limits)
     }
 }

@@ -65,8 +65,7 @@ impl<St: Store> Limiter<St> {
                 Weight::Charged(cost) => (cost, false),
                 Weight::Checked(cost) => (cost, true),
             };
-            let carried_from =
-                active.carried_from(m.limit_index, &m.key, &m.tag, || self.shared.clock.now());
+            let carries = active.carries(m.limit_index, || self.shared.clock.now());
             bookings.push(Booking {
                 cost,
                 check_only,
@@ -76,7 +75,7 @@ impl<St: Store> Limiter<St> {
                 tag: m.tag.clone(),
                 shadow: shadow_all || limit.is_shadow(),
                 booked_until: None,
-                carried_from,
+                carries,
             });
         }
         bookings
@@ -103,8 +102,8 @@ impl<St: Store> Limiter<St> {
         let entered = span.as_ref().map(tracing::Span::enter);
         let acquisition = match &bookings[..] {
             // Most requests meet one limit, and ask about it without collecting checks.
-            [booking] => self.store().acquire(&[check(rules, booking)]),
-            bookings => self.store().acquire(&checks(rules, bookings)),
+            [booking] => self.store().acquire(&[check(active, booking)]),
+            bookings => self.store().acquire(&checks(active, bookings)),
         };
         match acquisition {
             Acquisition::Ready(result) => {
@@ -132,12 +131,12 @@ pub(crate) type Each = Vec<Option<LimitDecision>>;
 /// What the store is asked about `bookings`, one check each, in order: callers pair the
 /// checks (and the decisions) with the bookings by position.
 pub(super) fn checks<'a>(
-    rules: &'a Rules,
+    active: &'a Active,
     bookings: &'a [Booking],
 ) -> SmallVec<[LimitCheck<'a>; INLINE_LIMITS]> {
     bookings
         .iter()
-        .map(|booking| check(rules, booking))
+        .map(|booking| check(active, booking))
         .collect()
 }
 
@@ -170,7 +169,8 @@ pub(super) fn limits_in_force(rules: &Rules, told: impl Fn(&Limit) -> bool) -> V
 }
 
 /// What the store is asked about `booking`.
-fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
+fn check<'a>(active: &'a Active, booking: &'a Booking) -> LimitCheck<'a> {
+    let rules = &*active.rules;
     let limit = &rules.limits[booking.limit_index];
     let (algorithm, quota) = limit
         .limited()
@@ -188,7 +188,11 @@ fn check<'a>(rules: &'a Rules, booking: &'a Booking) -> LimitCheck<'a> {
         sync_every: limit.sync_every(),
         limit: limit.label(),
         approximate: limit.approximate(),
-        carried_from: &booking.carried_from,
+        carried_from: if booking.carries {
+            active.carried_from(booking.limit_index)
+        } else {
+            &[]
+        },
     }
 }
 
@@ -325,7 +329,7 @@ fn on_store_error(
     let local = failures.local(bookings);
     let mut ruling = Ruling::unlimited();
     if !local.is_empty() {
-        if let Acquisition::Ready(Ok(decisions)) = fallback.acquire(&checks(rules, &local)) {
+        if let Acquisition::Ready(Ok(decisions)) = fallback.acquire(&checks(active, &local)) {
             if decisions.len() == local.len() {
                 ruling = Ruling::of(&local, &decisions);
                 observer.decided(rules, &local, &decisions, &ruling);

@@ -132,8 +132,8 @@ impl<St: Store> Drop for Deciding<'_, St> {
         if ruling.delay().is_zero() {
             return;
         }
-        let rules = &self.active.active().rules;
-        for (check, booking) in checks(rules, queued).iter().zip(queued.iter()) {
+        let active = self.active.active();
+        for (check, booking) in checks(active, queued).iter().zip(queued.iter()) {
             if let Some(booked_until) = booking.booked_until {
                 self.limiter.store().cancel(check, booked_until);
             }

@@ -1,6 +1,7 @@
 //! Looking at one client's state and forgetting it: support's "why is this customer
 //! limited?" and "reset them".
 
+use super::active::Active;
 use super::decide::checks;
 use super::descriptors::CallVerdict;
 use super::descriptors::{bring_own_quotas, reached_by};
@@ -58,7 +59,7 @@ impl<St: Store> Limiter<St> {
         let bookings = self.book(&active, &mut matches, |_, limit| {
             Weight::Checked(limit.cost(&mut given, 1))
         });
-        let decisions = self.peeked(&active.rules, &bookings).await?;
+        let decisions = self.peeked(&active, &bookings).await?;
         Ok(each_limit(&active.rules, &bookings, decisions))
     }
 
@@ -103,7 +104,7 @@ impl<St: Store> Limiter<St> {
             return Ok(0);
         }
         let bookings = self.book(&active, &mut matches, |_, _| Weight::Checked(1));
-        self.forget(&active.rules, &bookings).await
+        self.forget(&active, &bookings).await
     }
 
     /// [`Limiter::peek`] for the descriptors of a rate limit service's call, matched as
@@ -147,7 +148,7 @@ impl<St: Store> Limiter<St> {
         let (mut matches, owners) = reached_by(&active.rules, descriptors);
         let mut bookings = self.book(&active, &mut matches, |_, _| Weight::Checked(1));
         bring_own_quotas(&active.rules, &mut bookings, &owners, descriptors);
-        let decisions = self.peeked(&active.rules, &bookings).await?;
+        let decisions = self.peeked(&active, &bookings).await?;
         let verdict = Verdict::new(Ruling::of(&bookings, &decisions), &active.rules);
         let mut per_descriptor = vec![None; descriptors.len()];
         let limits = each_limit(&active.rules, &bookings, decisions);
@@ -178,15 +179,15 @@ impl<St: Store> Limiter<St> {
         let (mut matches, owners) = reached_by(&active.rules, descriptors);
         let mut bookings = self.book(&active, &mut matches, |_, _| Weight::Checked(1));
         bring_own_quotas(&active.rules, &mut bookings, &owners, descriptors);
-        self.forget(&active.rules, &bookings).await
+        self.forget(&active, &bookings).await
     }
 
     /// The store's decisions on `bookings`, none charged, none reported.
-    async fn peeked(&self, rules: &Rules, bookings: &Bookings) -> Result<Decisions, StoreError> {
+    async fn peeked(&self, active: &Active, bookings: &Bookings) -> Result<Decisions, StoreError> {
         if bookings.is_empty() {
             return Ok(Decisions::new());
         }
-        let decisions = match self.store().acquire(&checks(rules, bookings)) {
+        let decisions = match self.store().acquire(&checks(active, bookings)) {
             Acquisition::Ready(result) => result?,
             Acquisition::Pending(pending) => pending.await?,
         };
@@ -204,11 +205,11 @@ impl<St: Store> Limiter<St> {
     }
 
     /// Forgets the state of `bookings`' keys in the store and in the fallback memory.
-    async fn forget(&self, rules: &Rules, bookings: &Bookings) -> Result<u64, StoreError> {
+    async fn forget(&self, active: &Active, bookings: &Bookings) -> Result<u64, StoreError> {
         if bookings.is_empty() {
             return Ok(0);
         }
-        let checks = checks(rules, bookings);
+        let checks = checks(active, bookings);
         // The fallback only holds what it decided while the store failed: its count is not
         // the store's.
         let forgotten = self.fallback().reset(&checks);

@@ -33,7 +33,6 @@ use smallvec::SmallVec;
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
-use std::ops::Range;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -72,17 +71,19 @@ pub struct LimitCheck<'a> {
     /// count-min sketch of fixed size, exact state only for the keys near their limit (see
     /// the guide's "Approximate limits"). `None`: exact. Stores shared by a fleet ignore it.
     pub approximate: Option<Approximate>,
-    /// Where a key of this limit starts from when it has no state yet: the same client's
-    /// keys under the limits this one replaced at the last reloads (a changed quota, period
-    /// or algorithm), newest first. A store that finds such a key's old state carries it
-    /// into this limit (see [`CarriedFrom`]) and forgets it; empty for a limit no reload
-    /// changed lately.
+    /// Where a key of this limit starts from when it has no state yet: the limits this one
+    /// replaced at the last reloads (a changed quota, period or algorithm), newest first. A
+    /// store that finds the key's state under one of them carries it into this limit (see
+    /// [`CarriedFrom`]) and forgets it; empty for a limit no reload changed lately.
     pub carried_from: &'a [CarriedFrom],
 }
 
-/// A key's state under a limit that a reload replaced, to carry into the limit that took
-/// its place (see the guide's "Hot reload": what a reload keeps).
+/// A limit that a reload replaced, whose keys' state the keys of the limit that took its
+/// place start from (see the guide's [what a reload keeps](crate::guide::operations#what-a-reload-keeps)).
 ///
+/// A key's state under the old limit is kept under the same key with its first bytes (the
+/// limit's identity) replaced by [`CarriedFrom::prefix`] ([`CarriedFrom::key_of`]), and
+/// shares its hash tag, unless the tag is the whole key: then the old key is its own tag.
 /// A store carries the old state as it is where it means the same under the new limit (a
 /// sliding window log; a window's counts under the same algorithm and period), a token
 /// bucket's tokens into a token bucket (at most its burst), and otherwise the requests the
@@ -94,67 +95,40 @@ pub struct LimitCheck<'a> {
 /// use tollgate::store::CarriedFrom;
 ///
 /// let before = Quota::new(5, Duration::from_secs(60))?;
-/// let carried = CarriedFrom::new(b"user:42".to_vec(), 5..7, Algorithm::FixedWindow, before);
-/// assert_eq!(carried.tag(), b"42");
+/// let carried = CarriedFrom::new(*b"old:", Algorithm::FixedWindow, before);
+/// assert_eq!(&carried.key_of(b"new:user 42")[..], b"old:user 42");
 /// # Ok::<(), tollgate::algorithm::QuotaError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CarriedFrom {
-    // Inline as the limiter's state keys are: most fit.
-    key: SmallVec<[u8; 48]>,
-    tag: Range<usize>,
+    prefix: Box<[u8]>,
     algorithm: Algorithm,
     quota: Quota,
 }
 
 impl CarriedFrom {
-    /// The state kept under `key` (whose hash tag is the bytes `tag` of it) by `algorithm`
-    /// under `quota`.
-    ///
-    /// # Panics
-    ///
-    /// When `tag` is not a range of `key`.
-    pub fn new(key: Vec<u8>, tag: Range<usize>, algorithm: Algorithm, quota: Quota) -> Self {
-        assert!(
-            key.get(tag.clone()).is_some(),
-            "the tag {tag:?} is not a range of a key of {} bytes",
-            key.len()
-        );
+    /// The limit decided by `algorithm` under `quota` whose keys begin with `prefix` where
+    /// the new limit's begin with their own.
+    pub fn new(prefix: impl Into<Box<[u8]>>, algorithm: Algorithm, quota: Quota) -> Self {
         CarriedFrom {
-            key: SmallVec::from_vec(key),
-            tag,
+            prefix: prefix.into(),
             algorithm,
             quota,
         }
     }
 
-    /// The key `key` with its first bytes replaced by `id` (the state id of the limit
-    /// replaced), its tag `tag`.
-    pub(crate) fn renamed(
-        key: &[u8],
-        id: &[u8],
-        tag: Range<usize>,
-        algorithm: Algorithm,
-        quota: Quota,
-    ) -> Self {
-        let mut key = SmallVec::from_slice(key);
-        key[..id.len()].copy_from_slice(id);
-        CarriedFrom {
-            key,
-            tag,
-            algorithm,
-            quota,
-        }
+    /// The bytes the old limit's keys begin with.
+    pub fn prefix(&self) -> &[u8] {
+        &self.prefix
     }
 
-    /// The key of the old state.
-    pub fn key(&self) -> &[u8] {
-        &self.key
-    }
-
-    /// The part of [`CarriedFrom::key`] that says who is limited (see [`LimitCheck::tag`]).
-    pub fn tag(&self) -> &[u8] {
-        &self.key[self.tag.clone()]
+    /// The key under the old limit of `key`, a key of the new one: `key` with its first
+    /// bytes replaced by [`CarriedFrom::prefix`].
+    pub fn key_of(&self, key: &[u8]) -> SmallVec<[u8; 48]> {
+        let mut old = SmallVec::from_slice(key);
+        let replaced = self.prefix.len().min(old.len());
+        old[..replaced].copy_from_slice(&self.prefix[..replaced]);
+        old
     }
 
     /// The algorithm that kept the old state.

@@ -295,7 +295,7 @@ impl<C: Clock> MemoryStore<C> {
             .map(|_| self.sketches.load(slice::from_ref(check)));
         let sketch = sketches.as_ref().and_then(|s| s.of(check));
         for from in check.carried_from {
-            let old = self.fingerprint_of(from.key(), from.algorithm());
+            let old = self.fingerprint_of(&from.key_of(check.key), from.algorithm());
             let old_shard = self.shard_of(old);
             // Both locked, in shard order (see `decide_together`).
             let (mut first, mut second) = (

@@ -17,18 +17,20 @@ impl<C: Clock> MemoryStore<C> {
         let capacity = self.generation_capacity;
         let mut reset = 0;
         for check in checks {
-            let carried = check
-                .carried_from
-                .iter()
-                .map(|from| (from.key(), from.algorithm(), from.quota()));
-            for (key, algorithm, quota) in [(check.key, check.algorithm, check.quota)]
-                .into_iter()
-                .chain(carried)
+            let carried = check.carried_from.iter().map(|from| {
+                let key = from.key_of(check.key);
+                (
+                    self.fingerprint_of(&key, from.algorithm()),
+                    from.algorithm(),
+                    from.quota(),
+                )
+            });
+            let own = (self.fingerprint(check), check.algorithm, check.quota);
+            for (i, (fingerprint, algorithm, quota)) in [own].into_iter().chain(carried).enumerate()
             {
-                let fingerprint = self.fingerprint_of(key, algorithm);
                 let mut generations = self.shards[self.shard_of(fingerprint)].0.write();
                 let mut forgotten = generations.take(fingerprint, algorithm, quota).is_some();
-                if key == check.key && check.approximate.is_some() {
+                if i == 0 && check.approximate.is_some() {
                     forgotten |=
                         generations.set_sketch_aside(fingerprint, algorithm, quota, now, capacity);
                 }

@@ -40,9 +40,16 @@ impl RedisKey {
         from: &CarriedFrom,
         tick: Tick,
     ) -> RedisKey {
+        let key = from.key_of(check.key);
+        // A tag that is the whole key changed with it (see `CarriedFrom`).
+        let tag = if check.tag == check.key {
+            &key[..]
+        } else {
+            check.tag
+        };
         let old = LimitCheck {
-            key: from.key(),
-            tag: from.tag(),
+            key: &key,
+            tag,
             ..*check
         };
         RedisKey::of(prefix, &old, tick)
