@@ -345,6 +345,7 @@
 //!     loop {
 //!         every.tick().await;
 //!         maintained.store().sweep();
+//!         # #[cfg(feature = "metrics")]
 //!         maintained.record_tracked_keys();
 //!     }
 //! });
