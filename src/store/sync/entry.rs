@@ -13,9 +13,9 @@ pub(super) struct Entry<C, K> {
     pub(super) id: u64,
     /// The key's part of where its fleet totals live (its limit has the rest).
     pub(super) key: K,
-    pub(super) limit: Arc<Limit>,
-    pub(super) marks: Marks,
-    pub(super) counts: C,
+    limit: Arc<Limit>,
+    marks: Marks,
+    counts: C,
 }
 
 /// When a key last synced, its [`Mark`]s and how much it was asked for lately, in one word

@@ -18,8 +18,9 @@
 //! which the shared store's expiry follows) is kept once, in a [`Limit`] the keys point to.
 //! A key keeps only its own: its id (a keyed hash of its domain and state key), its counts
 //! in its algorithm's form (four numbers for a schedule, seven for two windows), when it
-//! last synced and three marks in one word, and the store's part of where its fleet totals
-//! live (for Redis, the 24 bytes of digest its key name is rebuilt from when it is sent).
+//! last synced, two marks and its recent uses in one word, and the store's part of where
+//! its fleet totals live (for Redis, the 24 bytes of digest its key name is made from again
+//! when it is sent).
 //! Entries sit in dense arrays, one per form, found through an index of 4-byte places: 80
 //! bytes a key for a schedule and 104 for windows, plus the index (see `BENCHMARKS.md`).
 //!
@@ -29,16 +30,17 @@
 //! # Bounded memory
 //!
 //! A key is idle once nothing is kept for a reason: no answer awaited, no fresh totals, and
-//! counts that decide as a key never seen would. For the windows, both windows are older
-//! than the one before the current; for a schedule, its bookings have run out (the shared
-//! store would take no count for those windows, and bookings that ran out hardly move a
-//! schedule), so a key is idle even with counts never sent: an outage does not keep keys.
-//! At each sync a clock hand visits a share of each shard's keys (an eighth) and forgets the
+//! counts that decide as a key never seen would. For the windows, both are older than the
+//! one before the current (the shared store takes no count for them any more); for a
+//! schedule, its bookings have run out (`after + add` in the past: they cover a span that is
+//! over). So a key is idle even with counts never sent: an outage does not keep keys. At
+//! each sync a clock hand visits a share of each shard's keys (an eighth) and forgets the
 //! idle ones.
 //!
 //! The keys have a ceiling, spread over the shards. A shard at its share forgets, before
-//! adding a key, the first key from the clock hand on that is idle or was not asked for
-//! since the hand last passed it: roughly the key asked for least recently. A forgotten key
+//! adding a key, the first key from the clock hand on that is idle or was not asked for in
+//! the hand's last passes (each request raises a key's uses, up to 3; each pass lowers
+//! them): roughly the key asked for least recently, and least often. A forgotten key
 //! starts afresh when asked for again: alone, on its share, until its next sync brings the
 //! fleet's totals. What it admitted and never sent is lost to the fleet, which errs towards
 //! admitting; refusing new keys instead would let a flood lock out every new client.

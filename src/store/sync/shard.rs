@@ -251,6 +251,9 @@ impl<K: Clone> Shard<K> {
             ..
         } = self;
         listed.retain(|&id| {
+            if outgoing.len() >= most {
+                return true;
+            }
             let Some(place) = find(places, entries, id) else {
                 return false;
             };
@@ -258,9 +261,6 @@ impl<K: Clone> Shard<K> {
             // Not listed: listed twice, and sent for the first.
             if !entry.marks().has(Mark::Listed) {
                 return false;
-            }
-            if outgoing.len() >= most {
-                return true;
             }
             let Some(payload) = entry.send(now, force) else {
                 return true;

@@ -117,7 +117,9 @@ impl<K: Clone> SyncTable<K> {
         for shard in self.shards.iter() {
             let mut shard = shard.0.lock();
             shard.sweep(now);
-            shard.take_due(now, force, most, &mut outgoing);
+            if outgoing.len() < most {
+                shard.take_due(now, force, most, &mut outgoing);
+            }
         }
         outgoing
     }
