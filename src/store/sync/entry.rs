@@ -105,8 +105,8 @@ pub(super) trait Keyed<K> {
     fn give_back(&mut self, charge: Charge);
 
     /// What to send at fleet time `now`, when its limit's interval has passed since the last
-    /// sync (at once when `force`): marks the key sending. Nothing while an answer is
-    /// awaited.
+    /// sync (at once when `force`): marks the key sending, no longer listed. Nothing while an
+    /// answer is awaited.
     fn send(&mut self, now: u64, force: bool) -> Option<Payload>;
 
     /// Takes the fleet's `totals` for what was `sent` at fleet time `now`, the key being

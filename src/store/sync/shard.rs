@@ -14,6 +14,10 @@ use std::sync::Arc;
 const SWEEP_SHARE: usize = 8;
 const SWEEP_AT_LEAST: usize = 64;
 
+/// The list of keys to send is rid of the ids of keys forgotten since they were listed once
+/// it is twice as long as the shard, and this much.
+const LISTED_SLACK: usize = 64;
+
 /// The keys of one shard.
 pub(super) struct Shard<K> {
     /// Where each key's entry is, by id. An index of 4-byte places, rather than a table of
@@ -218,7 +222,7 @@ impl<K: Clone> Shard<K> {
         }
         marks.set(Mark::Listed, true);
         self.listed.push(self.entries.id(place));
-        if self.listed.len() > 2 * self.len() + SWEEP_AT_LEAST {
+        if self.listed.len() > 2 * self.len() + LISTED_SLACK {
             // Ids of keys forgotten since they were listed pile up while no sync runs.
             let Shard {
                 places,
