@@ -27,11 +27,14 @@ pub(crate) struct Limit {
 impl Limit {
     /// Whether `check`, synced every `every` ns, is a check of this limit.
     pub(super) fn is_for(&self, check: &LimitCheck<'_>, every: u64) -> bool {
-        self.algorithm == check.algorithm
-            && self.every == every
-            && self.quota == *check.quota
-            && *self.label == *check.limit
-            && *self.domain == *check.domain
+        self.decides(check, every) && *self.label == *check.limit && *self.domain == *check.domain
+    }
+
+    /// Whether this limit decides `check`, synced every `every` ns, as `check` says: the
+    /// test on each request of a key kept, which leaves out the strings. A key's domain is in
+    /// its id; a label changed alone (a reload) names the keys seen since.
+    pub(super) fn decides(&self, check: &LimitCheck<'_>, every: u64) -> bool {
+        self.algorithm == check.algorithm && self.every == every && self.quota == *check.quota
     }
 
     /// How long fleet totals stay fresh enough to decide on (ns).

@@ -78,7 +78,7 @@ impl<K: Clone> SyncTable<K> {
         let every = check.sync_every.map_or(0, saturating_nanos);
         let mut shard = self.shard(id).lock();
         let place = match shard.find(id) {
-            Some(place) if shard.get(place).limit().is_for(check, every) => place,
+            Some(place) if shard.get(place).limit().decides(check, every) => place,
             Some(place) => shard.relimit(place, self.limits.of(check, every)),
             None => {
                 let limit = self.limits.of(check, every);
