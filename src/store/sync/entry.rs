@@ -85,7 +85,6 @@ impl Marks {
 
 /// A key's entry, whatever its counts: what its shard does with it.
 pub(super) trait Keyed<K> {
-    fn id(&self) -> u64;
     fn key(&self) -> &K;
     fn limit(&self) -> &Arc<Limit>;
     fn marks(&mut self) -> &mut Marks;
@@ -138,10 +137,6 @@ impl<C: Counts, K> Entry<C, K> {
 }
 
 impl<C: Counts, K> Keyed<K> for Entry<C, K> {
-    fn id(&self) -> u64 {
-        self.id
-    }
-
     fn key(&self) -> &K {
         &self.key
     }

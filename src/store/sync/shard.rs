@@ -179,7 +179,7 @@ impl<K: Clone> Shard<K> {
             entry.set_limit(limit);
             return place;
         }
-        let id = entry.id();
+        let id = self.entries.id(place);
         let key = self.remove(place);
         self.add(id, key, limit)
     }
