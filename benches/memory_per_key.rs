@@ -32,6 +32,15 @@
 //! which a key's state is indistinguishable from a fresh one), then calls `retain_recent()`
 //! and `shrink_to_fit()`, timed together.
 //!
+//! With the `redis` feature, the keys of local-first limits (`sync_every: 100ms`) are
+//! measured too: a `fixed_window` and a `gcra` limit, quotas as above, through
+//! `RedisStore::builder(url).clock(clock).max_keys(4_000_000)` on a `redis-server` the
+//! bench starts and kills once connected, so every key keeps counts it could not send (an
+//! outage). Requests are decided outside any Tokio runtime, where no sync task runs. Keys
+//! tracked is `RedisStore::local_first_keys()`. After measuring, the clock moves an hour on
+//! and `sync_now()` (failing: Redis is down) is called until no key is left: what stays
+//! allocated, and how long those syncs took.
+//!
 //! Each case runs in a child process of this binary, so that one case's freed memory does
 //! not blur the next one's resident set size (read from `/proc/self/status`, a cross-check
 //! that includes what the allocator itself spends per allocation).
@@ -40,7 +49,10 @@
 //!
 //! ```text
 //! cargo bench --bench memory_per_key
+//! cargo bench --features redis --bench memory_per_key -- local-first    # those cases alone
 //! ```
+//!
+//! An argument keeps the cases whose algorithm's name contains it.
 //!
 //! It prints the machine, the date, the sizes of the public state types, and a markdown table.
 
@@ -65,6 +77,11 @@ use tollgate::algorithm::{
 };
 use tollgate::clock::{ManualClock, Nanos};
 use tollgate::store::{Acquisition, LimitCheck, MemoryStore, Store};
+
+#[cfg(feature = "redis")]
+#[allow(dead_code)]
+#[path = "../tests/common/redis_server.rs"]
+mod redis_server;
 
 // ---------------------------------------------------------------------------------------
 // Counting allocator
@@ -179,6 +196,10 @@ enum Subject {
     TokenBucketRoundedInterval,
     /// governor's keyed rate limiter (GCRA) with its default `DashMap` state store.
     Governor,
+    /// tollgate's `RedisStore`, a local-first limit (`sync_every`) with one algorithm, Redis
+    /// down.
+    #[cfg(feature = "redis")]
+    LocalFirst(Algorithm),
 }
 
 impl Subject {
@@ -189,6 +210,8 @@ impl Subject {
                 "token_bucket, 7 per second (interval not whole)".to_owned()
             }
             Subject::Governor => "governor 0.10 keyed (GCRA, DashMap)".to_owned(),
+            #[cfg(feature = "redis")]
+            Subject::LocalFirst(algorithm) => format!("{algorithm}, local-first (Redis down)"),
         }
     }
 }
@@ -250,6 +273,17 @@ fn cases() -> Vec<Case> {
             keys: FULL_LOG_KEYS,
             requests_per_key: FULL_LOG_REQUESTS,
         });
+    }
+    #[cfg(feature = "redis")]
+    for algorithm in [Algorithm::FixedWindow, Algorithm::Gcra] {
+        for kind in [KeyKind::Ipv4, KeyKind::UserId] {
+            cases.push(Case {
+                subject: Subject::LocalFirst(algorithm),
+                kind,
+                keys: KEYS,
+                requests_per_key: 1,
+            });
+        }
     }
     cases
 }
@@ -379,9 +413,9 @@ impl Before {
         }
     }
 
-    /// Live bytes above the start.
+    /// Live bytes above the start (0 if below: a case may free what it held before).
     fn live_above(&self) -> usize {
-        live_bytes() - (self.small + self.large)
+        live_bytes().saturating_sub(self.small + self.large)
     }
 }
 
@@ -397,6 +431,8 @@ fn run(case: Case) -> Measured {
             case,
         ),
         Subject::Governor => run_governor(case),
+        #[cfg(feature = "redis")]
+        Subject::LocalFirst(algorithm) => run_local_first(algorithm, case),
     }
 }
 
@@ -448,6 +484,69 @@ fn run_tollgate(algorithm: Algorithm, quota: Quota, case: Case) -> Measured {
     store.sweep();
     measured.sweep = sweep.elapsed();
     assert_eq!(store.len(), 0, "sweep drops every idle key");
+    measured.swept_bytes = before.live_above();
+    measured
+}
+
+/// Fills the local-first part of tollgate's `RedisStore`, Redis down.
+#[cfg(feature = "redis")]
+fn run_local_first(algorithm: Algorithm, case: Case) -> Measured {
+    use tollgate::store::RedisStore;
+
+    let mut redis = redis_server::RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let clock = ManualClock::new();
+    let store = runtime
+        .block_on(
+            RedisStore::builder(redis.url())
+                .clock(clock.clone())
+                .max_keys(4_000_000)
+                .connect(),
+        )
+        .expect("connects");
+    redis.kill();
+    let quota = quota_for(algorithm);
+    let mut buf: Vec<u8> = Vec::with_capacity(64);
+
+    let before = Before::take();
+    for i in 0..case.keys {
+        case.kind.write_key(&mut buf, i);
+        let check = LimitCheck {
+            domain: "test",
+            key: &buf,
+            tag: &buf,
+            algorithm,
+            quota: &quota,
+            cost: 1,
+            shadow: false,
+            check_only: false,
+            sync_every: Some(Duration::from_millis(100)),
+            limit: "test",
+            approximate: None,
+            carried_from: &[],
+        };
+        // Outside a runtime: decided here, and no sync task starts.
+        let Acquisition::Ready(Ok(decisions)) = store.acquire(&[check]) else {
+            panic!("a local-first limit is decided at once");
+        };
+        assert!(decisions[0].allowed, "{algorithm} denied key {i}");
+    }
+    let mut measured = before.measure(store.local_first_keys());
+
+    // Every key's counts run out within a minute; each sync (failing) forgets some of them.
+    clock.advance(Duration::from_secs(3600));
+    let sweep = Instant::now();
+    for _ in 0..1_000 {
+        if store.local_first_keys() == 0 {
+            break;
+        }
+        let _ = runtime.block_on(store.sync_now());
+    }
+    measured.sweep = sweep.elapsed();
+    assert_eq!(store.local_first_keys(), 0, "idle keys are forgotten");
     measured.swept_bytes = before.live_above();
     measured
 }
@@ -510,6 +609,8 @@ fn per_key(bytes: usize, keys: usize) -> String {
 
 fn main() {
     let all = cases();
+    // `cargo bench` passes `--bench`; any other argument filters the cases.
+    let filter = std::env::args().skip(1).find(|arg| !arg.starts_with("--"));
     if let Ok(index) = std::env::var(CASE_VAR) {
         let case = all[index.parse::<usize>().expect("a case index")];
         println!("{}", run(case).to_line());
@@ -585,6 +686,12 @@ fn main() {
     let exe = std::env::current_exe().expect("the bench's own path");
     let mut rows = Vec::new();
     for (index, case) in all.iter().enumerate() {
+        if filter
+            .as_ref()
+            .is_some_and(|filter| !case.subject.name().contains(filter.as_str()))
+        {
+            continue;
+        }
         let output = Command::new(&exe)
             .env(CASE_VAR, index.to_string())
             .output()

@@ -488,3 +488,46 @@ fn a_schedules_key_lives_as_far_as_it_books_ahead() {
         assert!(ttl > 10_000, "{ttl} ms");
     });
 }
+
+/// Redis down and a flood of 200,000 clients: the server keeps no more keys than its ceiling,
+/// and none once their counts no longer matter, though it could never send them.
+#[test]
+fn a_flood_while_redis_is_down_stays_within_the_key_ceiling_and_then_goes() {
+    let mut server = RedisServer::start();
+    let runtime = runtime();
+    let clock = ManualClock::starting_at(Nanos::new(1_000_000_000_000));
+    let store = runtime
+        .block_on(
+            RedisStore::builder(server.url())
+                .clock(clock.clone())
+                .timeout(Duration::from_millis(200))
+                .max_keys(20_000)
+                .connect(),
+        )
+        .expect("connects");
+    server.kill();
+    let quota = Quota::new(100, Duration::from_secs(10)).unwrap();
+    // Decided outside the runtime, where no sync task starts: the syncs are the ones below,
+    // one an interval, as the task's would be.
+    for i in 0..200_000u32 {
+        let key = format!("client-{i}").into_bytes();
+        assert!(admits(&store, &check(Algorithm::FixedWindow, &quota, &key)));
+        if i % 20_000 == 0 {
+            clock.advance(EVERY);
+            assert!(runtime.block_on(store.sync_now()).is_err(), "Redis is down");
+        }
+    }
+    let kept = store.local_first_keys();
+    assert!((18_000..=20_000).contains(&kept), "{kept} keys kept");
+    // Past the two windows of 10 s, the counts never sent no longer matter.
+    clock.advance(Duration::from_secs(30));
+    for _ in 0..50 {
+        if store.local_first_keys() == 0 {
+            break;
+        }
+        // Each sync fails (Redis is down) and forgets a share of the idle keys.
+        let _ = runtime.block_on(store.sync_now());
+        clock.advance(EVERY);
+    }
+    assert_eq!(store.local_first_keys(), 0);
+}

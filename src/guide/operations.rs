@@ -204,6 +204,9 @@
 //!   change for clients while Redis is down ([rules: local-first
 //!   limits](super::rules#local-first-limits-sync_every)). Call
 //!   [`RedisStore::sync_now`](crate::store::RedisStore::sync_now) before a planned stop.
+//!   Each server keeps at most
+//!   [`max_keys`](crate::store::RedisStoreBuilder::max_keys) of their keys in memory
+//!   (default 1,000,000, about 128 MB), Redis down or not.
 //!
 //! ## On a Redis Cluster
 //!

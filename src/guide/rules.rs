@@ -422,7 +422,8 @@
 //! `⌈limit / N⌉` (and `⌈burst / N⌉`) on its own admissions, `N` being the servers last
 //! seen in Redis; a server that has not reached Redis since it started knows of none but
 //! itself, and keeps to the whole limit. Requests never wait on Redis. What was admitted
-//! meanwhile is sent when Redis answers again. A server that joins starts from the fleet's
+//! meanwhile is sent when Redis answers again, if it still matters then (see **Memory**
+//! below). A server that joins starts from the fleet's
 //! totals at its first sync; a server that dies loses what it admitted since its last sync
 //! (at most one interval), and
 //! [`RedisStore::sync_now`](crate::store::RedisStore::sync_now) before a planned stop loses
@@ -447,13 +448,28 @@
 //! **What it costs.** At most one Redis call per server per interval on one Redis, whatever
 //! the request rate: a call carries up to 500 keys (about 5 ms of Redis's time), so a
 //! server with more keys due makes one call per 500; on a Redis Cluster, one per slot with
-//! keys due, and one for the registry of servers. A server with no local-first key left
-//! (after a reload, say) stops calling. Syncs never trip the circuit breaker of the exact
-//! limits. Memory on each server
-//! for each key used within its period and a few intervals (about 550 bytes: a 320-byte
-//! entry, the key's Redis name and labels, the map's slot), and a walk
-//! over those keys every interval. The memory store decides exactly and ignores
-//! `sync_every`.
+//! keys due, and one for the registry of servers. A sync sends only the keys asked for
+//! since their last one (and those whose send failed). While Redis cannot be reached, one
+//! call an interval, of 500 keys at most, until one answers. A server with no local-first
+//! key left (after a reload, say) stops calling. Syncs never trip the circuit breaker of the
+//! exact limits. The memory store decides exactly and ignores `sync_every`.
+//!
+//! **Memory.** Each server keeps each key while its counts matter: for the windows, until
+//! both are older than the one before the current (two periods at most after its last
+//! request); for a schedule, until its bookings run out; and three intervals after its last
+//! sync. About 128 bytes a key for `fixed_window` and `sliding_window_counter`, 103 for
+//! `gcra` and `token_bucket` (at 1,000,000 keys: its counts, and the 24 bytes its Redis name
+//! is made from; what a limit's keys share is kept once). Each sync looks at an eighth of
+//! the keys and forgets those that no longer matter. Counts never sent (Redis down) do not
+//! keep a key: once its windows ended or its bookings ran out they are dropped with it, so
+//! an outage costs no memory that outlasts the clients it saw. The keys have a ceiling,
+//! [`RedisStoreBuilder::max_keys`](crate::store::RedisStoreBuilder::max_keys) (default
+//! 1,000,000, about 128 MB at most): a flood of new clients, Redis down or not, makes the
+//! server forget the keys asked for least recently (roughly). A forgotten key starts
+//! afresh: alone, on the server's share, until its next sync brings the fleet's totals;
+//! what the server admitted for it and had not sent is lost to the fleet, on the side of
+//! admitting. [`RedisStore::local_first_keys`](crate::store::RedisStore::local_first_keys)
+//! says how many keys a server keeps.
 //!
 //! # Approximate limits
 //!

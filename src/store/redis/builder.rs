@@ -22,8 +22,12 @@ pub struct RedisStoreBuilder {
     breaker_threshold: u32,
     breaker_cooldown: Duration,
     over_limit_cache: bool,
+    max_keys: usize,
     clock: Option<Arc<dyn Clock>>,
 }
+
+/// The most keys of local-first limits a store keeps, unless configured.
+const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 impl RedisStoreBuilder {
     pub(super) fn new(nodes: Vec<String>, cluster: bool) -> Self {
@@ -35,6 +39,7 @@ impl RedisStoreBuilder {
             breaker_threshold: 5,
             breaker_cooldown: Duration::from_secs(1),
             over_limit_cache: true,
+            max_keys: DEFAULT_MAX_KEYS,
             clock: None,
         }
     }
@@ -66,6 +71,31 @@ impl RedisStoreBuilder {
     /// a second per key, and a client reset on another server is free here within a second.
     pub fn over_limit_cache(mut self, enabled: bool) -> Self {
         self.over_limit_cache = enabled;
+        self
+    }
+
+    /// The most keys of local-first limits (`sync_every`) this server keeps in memory
+    /// (default 1,000,000, as [`MemoryStore`](crate::store::MemoryStore)), whether Redis is
+    /// up or not. The ceiling is spread over 64 shards, so a shard may start forgetting keys
+    /// a little before the server as a whole keeps `max_keys`.
+    ///
+    /// At the ceiling, the key asked for least recently (roughly) is forgotten to make room.
+    /// A forgotten key starts afresh when it is asked for again: on this server's share of
+    /// the limit until its next sync brings the fleet's totals; what this server admitted
+    /// for it and had not sent yet is lost to the fleet. Keys whose counts no longer matter
+    /// are forgotten first, and on their own, Redis down or not. See the
+    /// [guide](crate::guide::rules#local-first-limits-sync_every).
+    ///
+    /// ```no_run
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), tollgate::store::StoreError> {
+    /// let store = RedisStore::builder("redis://127.0.0.1:6379").max_keys(100_000).connect().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
         self
     }
 
@@ -154,7 +184,7 @@ impl RedisStoreBuilder {
                 started: std::time::Instant::now(),
                 clock_overrides_redis,
                 reported_unfit: AtomicBool::new(false),
-                synced: Synced::new(),
+                synced: Synced::new(self.max_keys),
             }),
         })
     }

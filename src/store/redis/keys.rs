@@ -14,7 +14,9 @@
 //! to find two that share a state.
 
 use super::ticks::Tick;
+use crate::store::sync::Limit;
 use crate::store::{CarriedFrom, LimitCheck};
+use arrayvec::ArrayVec;
 use sha2::{Digest, Sha256};
 
 /// The slots of a Redis Cluster.
@@ -26,10 +28,43 @@ pub(super) struct RedisKey {
     pub(super) slot: u16,
 }
 
+/// The part of a key's name that is the key's own: the first bytes of the SHA-256 of its tag
+/// and of its state key, from which the name is made. Kept by each key of a local-first
+/// limit (24 bytes), whose name is made again when it is sent.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Digests {
+    tag: [u8; 8],
+    state: [u8; 16],
+}
+
+impl Digests {
+    pub(super) fn of(check: &LimitCheck<'_>) -> Digests {
+        let mut digests = Digests {
+            tag: [0; 8],
+            state: [0; 16],
+        };
+        digests.tag.copy_from_slice(&Sha256::digest(check.tag)[..8]);
+        digests
+            .state
+            .copy_from_slice(&Sha256::digest(check.key)[..16]);
+        digests
+    }
+
+    /// The Redis Cluster slot of the key's names.
+    pub(super) fn slot(&self) -> u16 {
+        slot_of_tag(&hex(&self.tag))
+    }
+}
+
 impl RedisKey {
     /// The key of `check`'s state, kept in `tick`, under `prefix` (which has no braces).
     pub(super) fn of(prefix: &str, check: &LimitCheck<'_>, tick: Tick) -> RedisKey {
-        RedisKey::named(prefix, check, tick.unit().as_bytes())
+        RedisKey::named(
+            prefix,
+            &Digests::of(check),
+            check.domain,
+            tick.unit().as_bytes(),
+        )
     }
 
     /// The key of the state `check`'s key is carried from, under a limit a reload
@@ -55,10 +90,20 @@ impl RedisKey {
         RedisKey::of(prefix, &old, tick)
     }
 
+    /// The key of the fleet's totals of a key of `limit`, a local-first limit, under `prefix`.
+    pub(super) fn synced(prefix: &str, limit: &Limit, key: &Digests) -> RedisKey {
+        RedisKey::synced_in(prefix, &limit.domain, limit.quota.period_nanos(), key)
+    }
+
     /// The key of the fleet's totals of `check`, a local-first limit, under `prefix`.
-    pub(super) fn synced(prefix: &str, check: &LimitCheck<'_>) -> RedisKey {
-        let suffix = format!("sync{}", check.quota.period_nanos());
-        RedisKey::named(prefix, check, suffix.as_bytes())
+    pub(super) fn synced_of(prefix: &str, check: &LimitCheck<'_>) -> RedisKey {
+        let period = check.quota.period_nanos();
+        RedisKey::synced_in(prefix, check.domain, period, &Digests::of(check))
+    }
+
+    fn synced_in(prefix: &str, domain: &str, period: u64, key: &Digests) -> RedisKey {
+        let suffix = format!("sync{period}");
+        RedisKey::named(prefix, key, domain, suffix.as_bytes())
     }
 
     /// The registry of the servers that sync local-first limits under `prefix`.
@@ -72,17 +117,17 @@ impl RedisKey {
         }
     }
 
-    fn named(prefix: &str, check: &LimitCheck<'_>, suffix: &[u8]) -> RedisKey {
-        let tag = hex_digest(check.tag, 8);
-        let state = hex_digest(check.key, 16);
+    fn named(prefix: &str, digests: &Digests, domain: &str, suffix: &[u8]) -> RedisKey {
+        let tag = hex(&digests.tag);
+        let state = hex(&digests.state);
         let mut name = Vec::with_capacity(
-            prefix.len() + check.domain.len() + tag.len() + state.len() + suffix.len() + 5,
+            prefix.len() + domain.len() + tag.len() + state.len() + suffix.len() + 5,
         );
         name.extend_from_slice(prefix.as_bytes());
         name.push(b'{');
         name.extend_from_slice(&tag);
         name.extend_from_slice(b"}:");
-        name.extend_from_slice(check.domain.as_bytes());
+        name.extend_from_slice(domain.as_bytes());
         name.push(b':');
         name.extend_from_slice(&state);
         name.push(b':');
@@ -94,10 +139,10 @@ impl RedisKey {
     }
 }
 
-/// The first `bytes` bytes of the SHA-256 of `data`, in lowercase hex.
-fn hex_digest(data: &[u8], bytes: usize) -> Vec<u8> {
+/// `bytes` (at most 16) in lowercase hex.
+fn hex<const N: usize>(bytes: &[u8; N]) -> ArrayVec<u8, 32> {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    Sha256::digest(data)[..bytes]
+    bytes
         .iter()
         .flat_map(|byte| [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0x0f)]])
         .collect()
@@ -155,5 +200,40 @@ mod tests {
         let name = String::from_utf8(per_user.name).unwrap();
         assert!(name.starts_with("tollgate:{"), "{name}");
         assert!(name.contains("}:demo:"), "{name}");
+    }
+
+    #[test]
+    fn a_synced_keys_name_is_made_again_from_its_digests() {
+        let quota = Quota::new(1, Duration::from_secs(1)).unwrap();
+        let limit = Limit {
+            domain: "demo".into(),
+            label: "test".into(),
+            algorithm: Algorithm::FixedWindow,
+            quota,
+            every: 100_000_000,
+        };
+        let per_user = key(b"42", b"\x01user 42");
+        let check = LimitCheck {
+            domain: "demo",
+            key: b"\x01user 42",
+            tag: b"42",
+            algorithm: Algorithm::FixedWindow,
+            quota: &quota,
+            cost: 1,
+            shadow: false,
+            check_only: false,
+            sync_every: Some(Duration::from_millis(100)),
+            limit: "test",
+            approximate: None,
+            carried_from: &[],
+        };
+        let synced = RedisKey::synced("tollgate:", &limit, &Digests::of(&check));
+        assert_eq!(synced.slot, per_user.slot);
+        assert_eq!(synced.slot, Digests::of(&check).slot());
+        let name = String::from_utf8(synced.name).unwrap();
+        let unit = String::from_utf8(per_user.name).unwrap();
+        // The same tag and state as the key of the exact limit; another suffix.
+        let stem = unit.rsplit_once(':').unwrap().0;
+        assert_eq!(name, format!("{stem}:sync1000000000"));
     }
 }

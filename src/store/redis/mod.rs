@@ -607,7 +607,7 @@ impl RedisStore {
         let mut keys = Vec::new();
         for check in checks {
             if check.sync_every.is_some() {
-                keys.push(RedisKey::synced(&self.inner.prefix, check));
+                keys.push(RedisKey::synced_of(&self.inner.prefix, check));
             } else if let Ok(planned) = self.plan(check) {
                 keys.push(planned.key);
                 keys.extend(planned.carried.into_iter().map(|carry| carry.key));

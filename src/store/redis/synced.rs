@@ -2,11 +2,11 @@
 //! background task that sends this server's counts every interval and takes back the fleet's
 //! totals (see [`crate::store::sync`]).
 
-use super::keys::RedisKey;
+use super::keys::{Digests, RedisKey};
 use super::{int, unasked, Inner, RedisPending, RedisStore};
 use crate::algorithm::Decision;
 use crate::clock::saturating_nanos;
-use crate::store::sync::{horizon, Admission, Bookings, Outgoing, Payload, SyncTable, Totals};
+use crate::store::sync::{Admission, Bookings, Limit, Outgoing, Payload, SyncTable, Totals};
 use crate::store::{Acquisition, Decisions, LimitCheck, StoreError};
 use futures_util::future::join_all;
 use smallvec::SmallVec;
@@ -22,7 +22,7 @@ const PRESENT_AT_LEAST: Duration = Duration::from_secs(1);
 
 /// The local-first part of a [`RedisStore`].
 pub(super) struct Synced {
-    table: SyncTable<SyncedKey>,
+    table: SyncTable<Digests>,
     /// The servers counted at the last sync (at least 1).
     servers: AtomicU64,
     /// Redis's clock minus this server's (ns), from the last sync.
@@ -31,6 +31,9 @@ pub(super) struct Synced {
     tick: AtomicU64,
     /// Whether the task runs.
     running: AtomicBool,
+    /// Whether the last sync reached Redis: after one that did not, a sync sends one call's
+    /// worth of keys, not every key with counts kept (an outage costs one call an interval).
+    reached: AtomicBool,
     /// This server's name in the registry.
     id: i64,
     /// Taken for the length of a sync: a sync asked for waits for the one under way, so that
@@ -38,32 +41,24 @@ pub(super) struct Synced {
     syncing: tokio::sync::Mutex<()>,
 }
 
-/// Where a key's fleet totals live, for how long they are worth keeping, and whose they are.
-#[derive(Clone)]
-struct SyncedKey {
-    name: Arc<[u8]>,
-    slot: u16,
-    keep_ms: i64,
-    domain: Arc<str>,
-    limit: Arc<str>,
-}
-
 /// The metric of what the fleet admitted beyond a local-first limit.
 #[cfg(feature = "metrics")]
 const OVERSHOOT: &str = "tollgate_sync_overshoot";
 
 impl Synced {
-    pub(super) fn new() -> Self {
+    /// Keeping about `max_keys` keys at most.
+    pub(super) fn new(max_keys: usize) -> Self {
         // Random: two servers started at once must not share a name.
         let id = RandomState::new()
             .hash_one(std::process::id())
             .to_ne_bytes();
         Synced {
-            table: SyncTable::new(),
+            table: SyncTable::new(max_keys),
             servers: AtomicU64::new(1),
             offset: AtomicI64::new(0),
             tick: AtomicU64::new(u64::MAX),
             running: AtomicBool::new(false),
+            reached: AtomicBool::new(true),
             id: i64::from_ne_bytes(id),
             syncing: tokio::sync::Mutex::new(()),
         }
@@ -93,7 +88,7 @@ impl RedisStore {
             self.start_syncing(every);
             let (decision, admission) = synced
                 .table
-                .acquire(check, now, servers, || self.inner.synced_key(check, every));
+                .acquire(check, now, servers, || Digests::of(check));
             denied |= !check.shadow && !decision.allowed;
             admissions.extend(admission);
             decisions.push(Some(decision));
@@ -155,6 +150,12 @@ impl RedisStore {
         }
     }
 
+    /// The number of keys of local-first limits this server keeps in memory: at most about
+    /// [`max_keys`](super::RedisStoreBuilder::max_keys).
+    pub fn local_first_keys(&self) -> usize {
+        self.inner.synced.table.len()
+    }
+
     /// Sends this server's counts of local-first limits to Redis now and takes back the
     /// fleet's totals, instead of at the next interval: before a server stops, so that the
     /// fleet loses none of its counts (a server that dies loses at most one interval's).
@@ -163,7 +164,13 @@ impl RedisStore {
     ///
     /// When Redis could not be reached: the counts are kept, to be sent at the next interval.
     pub async fn sync_now(&self) -> Result<(), StoreError> {
-        sync(&self.inner, true).await
+        let probing = !self.inner.synced.reached.load(Ordering::Relaxed);
+        sync(&self.inner, true).await?;
+        if probing {
+            // That one reached Redis again with one call's worth of keys: now the others.
+            sync(&self.inner, true).await?;
+        }
+        Ok(())
     }
 }
 
@@ -195,15 +202,20 @@ impl Drop for Stopped {
     }
 }
 
-/// One sync: every key due (every key with new counts, when `force`) and this server's
-/// presence, in one call per slot (one call on a single server) of at most
-/// [`KEYS_PER_CALL`] keys, sent together.
+/// One sync: every key due (every key with new counts, when `force`; one call's worth after
+/// a sync that did not reach Redis) and this server's presence, in one call per slot (one
+/// call on a single server) of at most [`KEYS_PER_CALL`] keys, sent together.
 async fn sync(inner: &Inner, force: bool) -> Result<(), StoreError> {
     let synced = &inner.synced;
     let _turn = synced.syncing.lock().await;
     let now = inner.fleet_now();
+    let most = if synced.reached.load(Ordering::Relaxed) {
+        usize::MAX
+    } else {
+        KEYS_PER_CALL
+    };
     let mut in_flight = InFlight {
-        outgoing: synced.table.due(now, force),
+        outgoing: synced.table.due(now, force, most),
         settled: Vec::new(),
         table: &synced.table,
         now,
@@ -219,13 +231,16 @@ async fn sync(inner: &Inner, force: bool) -> Result<(), StoreError> {
     let present = inner.present_for(synced);
     let timeout = inner.timeout.max(SYNC_TIMEOUT);
     let sent_local = inner.clock.now().as_u64();
+    let script_now = &script_now;
+    let registry = &registry.name;
     let replies = join_all(calls.iter().map(|call| {
         let outgoing = call.members.iter().map(|&i| &in_flight.outgoing[i]);
-        let keys = call
-            .with_registry
-            .then_some(registry.name.as_slice())
-            .into_iter()
-            .chain(outgoing.clone().map(|out| &*out.address.name));
+        // Made for the call: a key keeps only the digests its name is made from.
+        let names: Vec<Vec<u8>> = outgoing
+            .clone()
+            .map(|out| RedisKey::synced(&inner.prefix, &out.limit, &out.key).name)
+            .collect();
+        let with_registry = call.with_registry;
         let header = [
             i64::from(call.with_registry),
             synced.id,
@@ -234,16 +249,25 @@ async fn sync(inner: &Inner, force: bool) -> Result<(), StoreError> {
         ];
         let args: Vec<i64> = header
             .into_iter()
-            .chain(
-                outgoing
-                    .flat_map(|out| arguments(&out.payload, out.address.keep_ms, inner.base_ns())),
-            )
+            .chain(outgoing.flat_map(|out| arguments(&out.payload, &out.limit, inner.base_ns())))
             .collect();
-        // Apart from the breaker: a sync never holds a request up.
-        inner.run::<Vec<i64>>(&inner.sync, keys, &script_now, args, timeout)
+        async move {
+            let keys = with_registry
+                .then_some(registry.as_slice())
+                .into_iter()
+                .chain(names.iter().map(Vec::as_slice));
+            // Apart from the breaker: a sync never holds a request up.
+            inner
+                .run::<Vec<i64>>(&inner.sync, keys, script_now, args, timeout)
+                .await
+        }
     }))
     .await;
     let received_local = inner.clock.now().as_u64();
+    let reached = replies
+        .iter()
+        .any(|reply| !matches!(reply, Err(failure) if failure.unreachable));
+    synced.reached.store(reached, Ordering::Relaxed);
     let mut failure = None;
     let mut overshoots: Vec<(usize, u64)> = Vec::new();
     for (call, reply) in calls.iter().zip(replies) {
@@ -277,10 +301,10 @@ async fn sync(inner: &Inner, force: bool) -> Result<(), StoreError> {
         for (&i, values) in call.members.iter().zip(reply[2..].chunks(2)) {
             let totals = totals(&in_flight.outgoing[i].payload, values, inner.base_ns());
             let over = in_flight.settle(i, totals);
-            let key = &in_flight.outgoing[i].address;
+            let limit = &in_flight.outgoing[i].limit;
             match overshoots
                 .iter_mut()
-                .find(|(j, _)| same_limit(&in_flight.outgoing[*j].address, key))
+                .find(|(j, _)| same_limit(&in_flight.outgoing[*j].limit, limit))
             {
                 Some((_, most)) => *most = (*most).max(over),
                 None => overshoots.push((i, over)),
@@ -288,7 +312,7 @@ async fn sync(inner: &Inner, force: bool) -> Result<(), StoreError> {
         }
     }
     for (i, over) in overshoots {
-        report_overshoot(&in_flight.outgoing[i].address, over);
+        report_overshoot(&in_flight.outgoing[i].limit, over);
     }
     failure.map_or(Ok(()), Err)
 }
@@ -308,11 +332,11 @@ struct Call {
 
 /// The calls that send `outgoing`: by slot (one slot on a single server), the registry's
 /// first and with the registry, at most [`KEYS_PER_CALL`] keys each.
-fn plan(inner: &Inner, outgoing: &[Outgoing<SyncedKey>], registry_slot: u16) -> Vec<Call> {
+fn plan(inner: &Inner, outgoing: &[Outgoing<Digests>], registry_slot: u16) -> Vec<Call> {
     let mut groups: Vec<(u16, Vec<usize>)> = vec![(registry_slot, Vec::new())];
     for (i, out) in outgoing.iter().enumerate() {
         let slot = if inner.is_cluster() {
-            out.address.slot
+            out.key.slot()
         } else {
             registry_slot
         };
@@ -342,9 +366,9 @@ fn plan(inner: &Inner, outgoing: &[Outgoing<SyncedKey>], registry_slot: u16) -> 
 /// What a sync sent and has not settled yet: whatever ends the sync (an answer, an error,
 /// the sync's future dropped), what was not answered is kept, to be sent again.
 struct InFlight<'t> {
-    outgoing: Vec<Outgoing<SyncedKey>>,
+    outgoing: Vec<Outgoing<Digests>>,
     settled: Vec<bool>,
-    table: &'t SyncTable<SyncedKey>,
+    table: &'t SyncTable<Digests>,
     now: u64,
 }
 
@@ -368,28 +392,30 @@ impl Drop for InFlight<'_> {
     }
 }
 
-fn same_limit(a: &SyncedKey, b: &SyncedKey) -> bool {
-    a.limit == b.limit && a.domain == b.domain
+/// Whether two limits are one as metrics name them (a reload may have changed its quota).
+fn same_limit(a: &Limit, b: &Limit) -> bool {
+    a.label == b.label && a.domain == b.domain
 }
 
 /// Reports by how many requests the fleet was over a limit, the most among its keys synced.
-fn report_overshoot(key: &SyncedKey, over: u64) {
+fn report_overshoot(limit: &Limit, over: u64) {
     if over > 0 {
-        tracing::debug!(domain = %key.domain, limit = %key.limit, over, "local-first limit: the fleet admitted beyond the limit");
+        tracing::debug!(domain = %limit.domain, limit = %limit.label, over, "local-first limit: the fleet admitted beyond the limit");
     }
     #[cfg(feature = "metrics")]
     {
         let labels = [
-            ("domain", key.domain.to_string()),
-            ("limit", key.limit.to_string()),
+            ("domain", limit.domain.to_string()),
+            ("limit", limit.label.to_string()),
         ];
         #[allow(clippy::cast_precision_loss)] // Counts of requests, far below 2^52.
         metrics::gauge!(OVERSHOOT, &labels).set(over as f64);
     }
 }
 
-/// What `sync.lua` takes for one key: kind, ms to keep, and five numbers.
-fn arguments(payload: &Payload, keep_ms: i64, base_ns: u64) -> [i64; 7] {
+/// What `sync.lua` takes for one key of `limit`: kind, ms to keep, and five numbers.
+fn arguments(payload: &Payload, limit: &Limit, base_ns: u64) -> [i64; 7] {
+    let keep_ms = int(limit.keep() / 1_000_000);
     match *payload {
         Payload::Windows {
             added: [(current, current_count), (previous, previous_count)],
@@ -433,20 +459,6 @@ impl Inner {
     pub(super) fn fleet_now(&self) -> u64 {
         let offset = self.synced.offset.load(Ordering::Relaxed);
         self.clock.now().as_u64().saturating_add_signed(offset)
-    }
-
-    /// Where `check`'s fleet totals live, and for how long they are worth keeping.
-    fn synced_key(&self, check: &LimitCheck<'_>, every: Duration) -> SyncedKey {
-        let key = RedisKey::synced(&self.prefix, check);
-        let keep =
-            Duration::from_nanos(horizon(check.algorithm, check.quota)).saturating_add(every);
-        SyncedKey {
-            name: key.name.into(),
-            slot: key.slot,
-            keep_ms: i64::try_from(keep.as_millis()).unwrap_or(i64::MAX),
-            domain: check.domain.into(),
-            limit: check.limit.into(),
-        }
     }
 
     /// How long a server stays counted without a sync: in base units, and in ms.

@@ -1,42 +1,41 @@
-//! The views of every key of the local-first limits a server decided, and what to send.
+//! Every key of the local-first limits a server decides, and what to send.
 
-use super::view::{horizon, Charge, Fleet, Payload, Totals, View};
-use crate::algorithm::{Algorithm, Decision, Quota};
+use super::limits::{Limit, Limits};
+use super::shard::{Shard, MOST_PER_SHARD};
+use super::view::{Charge, Payload, Totals};
+use crate::algorithm::Decision;
 use crate::clock::saturating_nanos;
 use crate::store::LimitCheck;
-use hashbrown::{DefaultHashBuilder, HashMap};
+use hashbrown::DefaultHashBuilder;
 use parking_lot::Mutex;
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 /// Shards of the table: requests for different keys rarely wait on one another.
 const SHARDS: usize = 64;
 
-/// Fleet totals older than this many intervals are not used: the server keeps to its share.
-const FRESH_INTERVALS: u64 = 3;
-
-/// Every key's view, by a keyed hash of its domain and state key.
-pub(crate) struct SyncTable<A> {
+/// Every key's counts, by a keyed hash of its domain and state key, in shards of at most a
+/// share of the key ceiling. `K` is a key's own part of where its fleet totals live (its
+/// limit has the rest).
+pub(crate) struct SyncTable<K> {
     hasher: DefaultHashBuilder,
-    shards: Box<[Shard<A>]>,
+    shards: Box<[Padded<K>]>,
+    limits: Limits,
+    /// The most keys a shard keeps.
+    capacity: usize,
 }
 
-type Shard<A> = Mutex<HashMap<u64, Entry<A>>>;
-
-struct Entry<A> {
-    view: View,
-    /// Where the key's fleet totals live.
-    address: A,
-    algorithm: Algorithm,
-    quota: Quota,
-    /// The limit's `sync_every` (ns).
-    every: u64,
-}
+// A cache line each, so that neighbouring shards' locks do not share one.
+#[repr(align(64))]
+struct Padded<K>(Mutex<Shard<K>>);
 
 /// What to send for one key.
-pub(crate) struct Outgoing<A> {
-    id: u64,
-    /// Where the key's fleet totals live.
-    pub(crate) address: A,
+pub(crate) struct Outgoing<K> {
+    pub(super) id: u64,
+    /// The key's part of where its fleet totals live.
+    pub(crate) key: K,
+    /// Its limit: the rest of where they live, and how it is decided.
+    pub(crate) limit: Arc<Limit>,
     /// What to send.
     pub(crate) payload: Payload,
 }
@@ -48,118 +47,103 @@ pub(crate) struct Admission {
     charge: Charge,
 }
 
-impl<A: Clone> SyncTable<A> {
-    pub(crate) fn new() -> Self {
+impl<K: Clone> SyncTable<K> {
+    /// A table keeping about `max_keys` keys at most (the ceiling is spread over the shards).
+    pub(crate) fn new(max_keys: usize) -> Self {
         SyncTable {
             hasher: DefaultHashBuilder::default(),
-            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Padded(Mutex::new(Shard::new())))
+                .collect(),
+            limits: Limits::new(),
+            capacity: (max_keys / SHARDS).clamp(1, MOST_PER_SHARD),
         }
     }
 
-    fn shard(&self, id: u64) -> &Shard<A> {
-        // The high bits: the map inside takes the low ones.
-        &self.shards[(id >> 58) as usize % SHARDS]
+    fn shard(&self, id: u64) -> &Mutex<Shard<K>> {
+        // The high bits: the index inside takes the low ones.
+        &self.shards[(id >> 58) as usize % SHARDS].0
     }
 
     /// Decides `check` (which has a `sync_every`) at fleet time `now`, `servers` last seen;
-    /// `address` names where the key's fleet totals live, asked for a key seen first.
+    /// `key` makes the key's part of where its fleet totals live, asked for a key seen first.
     pub(crate) fn acquire(
         &self,
         check: &LimitCheck<'_>,
         now: u64,
         servers: u64,
-        address: impl FnOnce() -> A,
+        key: impl FnOnce() -> K,
     ) -> (Decision, Option<Admission>) {
         let id = self.hasher.hash_one((check.domain, check.key));
         let every = check.sync_every.map_or(0, saturating_nanos);
         let mut shard = self.shard(id).lock();
-        let entry = shard.entry(id).or_insert_with(|| Entry {
-            view: View::new(check.algorithm),
-            address: address(),
-            algorithm: check.algorithm,
-            quota: *check.quota,
-            every,
-        });
-        if entry.algorithm != check.algorithm {
-            // The rules changed the algorithm: what was counted no longer applies.
-            entry.view = View::new(check.algorithm);
-            entry.algorithm = check.algorithm;
-        }
-        entry.quota = *check.quota;
-        entry.every = every;
-        let fleet = Fleet {
-            servers,
-            fresh_for: every.saturating_mul(FRESH_INTERVALS),
+        let place = match shard.find(id) {
+            Some(place) if shard.get(place).limit().decides(check, every) => place,
+            Some(place) => shard.relimit(place, self.limits.of(check, every)),
+            None => {
+                let limit = self.limits.of(check, every);
+                shard.insert(id, key(), limit, now, self.capacity)
+            }
         };
-        let (decision, charge) = entry.view.acquire(check, now, fleet);
-        if check.check_only && decision.allowed {
-            let weightless = LimitCheck { cost: 0, ..*check };
-            let (as_it_stands, _) = entry.view.acquire(&weightless, now, fleet);
-            return (decision.checked(as_it_stands), None);
-        }
+        let (decision, charge) = shard.get(place).acquire(check, now, servers);
+        shard.touch(place);
         (decision, charge.map(|charge| Admission { id, charge }))
     }
 
     /// Gives back what `admission` charged.
     pub(crate) fn give_back(&self, admission: Admission) {
-        if let Some(entry) = self.shard(admission.id).lock().get_mut(&admission.id) {
-            entry.view.give_back(admission.charge);
+        let mut shard = self.shard(admission.id).lock();
+        if let Some(place) = shard.find(admission.id) {
+            shard.get(place).give_back(admission.charge);
+            shard.touch(place);
         }
+    }
+
+    /// The number of keys kept.
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(|shard| shard.0.lock().len()).sum()
     }
 
     /// Whether no key is kept.
     pub(crate) fn is_empty(&self) -> bool {
-        self.shards.iter().all(|shard| shard.lock().is_empty())
+        self.shards.iter().all(|shard| shard.0.lock().len() == 0)
     }
 
-    /// What to send at fleet time `now` (every key due; with `force`, every key with
-    /// something new), forgetting the keys idle for longer than their [`horizon`] and a few
-    /// intervals.
-    pub(crate) fn due(&self, now: u64, force: bool) -> Vec<Outgoing<A>> {
+    /// What to send at fleet time `now`, `most` keys at most: the keys asked for since their
+    /// last sync whose limit's interval has passed since (with `force`, all of them), and
+    /// those whose send failed. Forgets the idle keys among a share of the others.
+    pub(crate) fn due(&self, now: u64, force: bool, most: usize) -> Vec<Outgoing<K>> {
         let mut outgoing = Vec::new();
         for shard in self.shards.iter() {
-            shard.lock().retain(|&id, entry| {
-                let idle = horizon(entry.algorithm, &entry.quota)
-                    .saturating_add(entry.every.saturating_mul(FRESH_INTERVALS));
-                if entry.view.is_idle(now, idle) {
-                    return false;
-                }
-                if let Some(payload) = entry.view.send(now, entry.every, force) {
-                    outgoing.push(Outgoing {
-                        id,
-                        address: entry.address.clone(),
-                        payload,
-                    });
-                }
-                true
-            });
+            let mut shard = shard.0.lock();
+            shard.sweep(now);
+            if outgoing.len() < most {
+                shard.take_due(now, force, most, &mut outgoing);
+            }
         }
         outgoing
     }
 
     /// Takes the fleet's `totals` for what `outgoing` sent, or, when the send failed
     /// (`None`), keeps its counts to send again. Returns by how many requests the fleet is
-    /// over the limit at fleet time `now`, with the limit's quota.
+    /// over the limit at fleet time `now`.
     pub(crate) fn settle(
         &self,
-        outgoing: &Outgoing<A>,
+        outgoing: &Outgoing<K>,
         totals: Option<Totals>,
         now: u64,
     ) -> Option<u64> {
-        let mut shard = self.shard(outgoing.id).lock();
-        let entry = shard.get_mut(&outgoing.id)?;
-        match totals {
-            Some(totals) => Some(entry.view.settle(
-                &outgoing.payload,
-                totals,
-                entry.algorithm,
-                &entry.quota,
-                now,
-            )),
-            None => {
-                entry.view.unsend();
-                None
-            }
-        }
+        self.shard(outgoing.id)
+            .lock()
+            .settle(outgoing.id, &outgoing.payload, totals, now)
+    }
+
+    /// The bytes the shards' arrays and indexes take (an estimate of their allocations).
+    #[cfg(test)]
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| shard.0.lock().heap_bytes())
+            .sum()
     }
 }

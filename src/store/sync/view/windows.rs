@@ -1,0 +1,184 @@
+//! The counts of the fixed window and the sliding window counter: the newest window and the
+//! one before.
+
+use super::{signed, stricter, Charge, Counts, Payload, Totals};
+use crate::algorithm::{Algorithm, Decision, FixedWindow, Quota, SlidingWindowCounter, State};
+use crate::clock::Nanos;
+use crate::store::sync::Limit;
+use crate::store::LimitCheck;
+
+/// One key's windows.
+#[derive(Debug, Default)]
+pub(in crate::store::sync) struct Windows {
+    /// The newest window's number; the other window is the one before.
+    number: u64,
+    /// The newest window, then the one before.
+    windows: [Window; 2],
+}
+
+/// Counts of one window.
+#[derive(Debug, Default, Clone, Copy)]
+struct Window {
+    /// The fleet's count at the last sync, this server's synced counts included.
+    fleet: u64,
+    /// This server's admissions in the window, synced or not: what it decides on alone.
+    own: u64,
+    /// Admitted here and not in the fleet's count yet, sent or not (negative: given back
+    /// after it was synced).
+    unsynced: i64,
+}
+
+impl Window {
+    /// Everything this server knows was admitted in the window.
+    fn seen(&self) -> u64 {
+        self.fleet.saturating_add_signed(self.unsynced)
+    }
+}
+
+impl Windows {
+    /// Moves on to window `number` (never back).
+    fn roll(&mut self, number: u64) {
+        if number == self.number {
+            return;
+        }
+        self.windows[1] = if self.number.checked_add(1) == Some(number) {
+            self.windows[0]
+        } else {
+            Window::default()
+        };
+        self.windows[0] = Window::default();
+        self.number = number;
+    }
+
+    /// Window `number`, if it is still kept.
+    fn window_mut(&mut self, number: u64) -> Option<&mut Window> {
+        if number == self.number {
+            Some(&mut self.windows[0])
+        } else if self.number.checked_sub(1) == Some(number) {
+            Some(&mut self.windows[1])
+        } else {
+            None
+        }
+    }
+}
+
+impl Counts for Windows {
+    fn acquire(
+        &mut self,
+        check: &LimitCheck<'_>,
+        now: u64,
+        share: Option<&Quota>,
+    ) -> (Decision, Option<Charge>) {
+        let LimitCheck {
+            algorithm,
+            quota,
+            cost,
+            check_only,
+            ..
+        } = *check;
+        let number = quota.period_divisor().div_u64(now).max(self.number);
+        self.roll(number);
+        let [current, previous] = self.windows;
+        let state = |of: fn(&Window) -> u64| match algorithm {
+            Algorithm::FixedWindow => {
+                State::FixedWindow(FixedWindow::counted(number, of(&current)))
+            }
+            _ => State::SlidingWindowCounter(SlidingWindowCounter::counted(
+                number,
+                of(&current),
+                of(&previous),
+            )),
+        };
+        let at = Nanos::new(now);
+        let mut decision = algorithm.peek(&state(Window::seen), at, quota, cost);
+        if let Some(share) = share {
+            let own = algorithm.peek(&state(|w| w.own), at, share, cost);
+            decision = stricter(decision, own);
+        }
+        if !decision.allowed || check_only {
+            return (decision, None);
+        }
+        let window = &mut self.windows[0];
+        window.own = window.own.saturating_add(cost);
+        window.unsynced = window.unsynced.saturating_add(signed(cost));
+        (decision, Some(Charge::Window { number, cost }))
+    }
+
+    /// What was already synced is given back to the fleet at the next send.
+    fn give_back(&mut self, charge: Charge) {
+        let Charge::Window { number, cost } = charge else {
+            return;
+        };
+        if let Some(window) = self.window_mut(number) {
+            window.own = window.own.saturating_sub(cost);
+            window.unsynced = window.unsynced.saturating_sub(signed(cost));
+        }
+    }
+
+    fn payload(&self) -> Payload {
+        let [current, previous] = self.windows;
+        Payload::Windows {
+            added: [
+                (self.number, current.unsynced),
+                (self.number.saturating_sub(1), previous.unsynced),
+            ],
+        }
+    }
+
+    fn settle(&mut self, sent: &Payload, totals: Totals, limit: &Limit, now: u64) -> u64 {
+        let (Payload::Windows { added }, Totals::Windows { current, previous }) = (sent, totals)
+        else {
+            return 0;
+        };
+        for &(number, count) in added {
+            if let Some(window) = self.window_mut(number) {
+                window.unsynced = window.unsynced.saturating_sub(count);
+            }
+        }
+        // Windows may have moved on since the send: the answer is for the one current then,
+        // and the one before.
+        let number = added[0].0;
+        if let Some(window) = self.window_mut(number) {
+            window.fleet = current;
+        }
+        if let Some(window) = number.checked_sub(1).and_then(|n| self.window_mut(n)) {
+            window.fleet = previous;
+        }
+        windows_over(
+            limit.algorithm,
+            &limit.quota,
+            number,
+            current,
+            previous,
+            now,
+        )
+    }
+
+    fn is_spent(&self, now: u64, quota: &Quota) -> bool {
+        // Both windows are older than the one before the current: a request starts afresh,
+        // and the fleet takes no count for them any more (`sync.lua`).
+        quota.period_divisor().div_u64(now) > self.number.saturating_add(1)
+    }
+}
+
+/// By how many requests the fleet's counts are over the limit at `now`.
+fn windows_over(
+    algorithm: Algorithm,
+    quota: &Quota,
+    number: u64,
+    current: u64,
+    previous: u64,
+    now: u64,
+) -> u64 {
+    let limit = quota.requests_per_period();
+    if algorithm == Algorithm::FixedWindow {
+        return current.saturating_sub(limit);
+    }
+    // The sliding estimate: the previous window weighted by how much of it still overlaps.
+    let period = u128::from(quota.period_nanos());
+    let start = u128::from(number) * period;
+    let elapsed = u128::from(now).saturating_sub(start).min(period);
+    let estimate =
+        (u128::from(previous) * (period - elapsed)).div_ceil(period) + u128::from(current);
+    u64::try_from(estimate.saturating_sub(u128::from(limit))).unwrap_or(u64::MAX)
+}
