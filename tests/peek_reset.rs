@@ -184,6 +184,38 @@ mod redis {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_local_first_limit_forgets_a_client_here_and_in_the_fleet_s_totals() {
+        let server = RedisServer::start();
+        let rules = Rules::from_yaml(
+            "domain: inspect\nsources: { user: { header: x-user } }\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 3, sync_every: 100ms }\n",
+        )
+        .expect("valid rules");
+        let one = Limiter::with_store(rules.clone(), store(&server).await);
+        let ann = [("user", "ann")];
+        for _ in 0..3 {
+            assert!(one.check(&ann, 1).await.is_allowed());
+        }
+        one.store().sync_now().await.expect("Redis answers");
+        assert!(!one.check(&ann, 1).await.is_allowed());
+        assert_eq!(one.reset(&ann).await.expect("reset"), 1);
+        assert!(
+            one.check(&ann, 1).await.is_allowed(),
+            "at once, on this server"
+        );
+        // A server that joins finds nothing of the 3 in the fleet's totals.
+        let joining = Limiter::with_store(rules, store(&server).await);
+        assert!(joining.check(&ann, 1).await.is_allowed());
+        joining.store().sync_now().await.expect("Redis answers");
+        assert_eq!(
+            joining.peek(&ann).await.expect("peeked")[0]
+                .decision()
+                .remaining,
+            2,
+            "its own request only: the fleet's totals were reset"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_redis_cluster_peeks_and_resets_a_client_across_slots() {
         let cluster = RedisCluster::start(3);
         common::windows::away_from_hour_edge(Duration::from_secs(30)).await;

@@ -195,6 +195,53 @@ mod redis {
         assert_eq!(more, 3);
     }
 
+    /// Two servers of one fleet, deciding a local-first limit of `rate_limit` (`sync_every:
+    /// 100ms` added), each admit 3 of a client's requests and sync; both are reloaded to
+    /// `raised`: how many more the fleet admits, syncing after each round.
+    async fn local_first_fleet_carries(
+        server: &RedisServer,
+        rate_limit: &str,
+        raised: &str,
+    ) -> usize {
+        let clock = ManualClock::new();
+        let local_first = |rate_limit: &str| per_user(&format!("{rate_limit}, sync_every: 100ms"));
+        let fleet = [
+            Limiter::with_store(local_first(rate_limit), single(server, clock.clone()).await),
+            Limiter::with_store(local_first(rate_limit), single(server, clock.clone()).await),
+        ];
+        for limiter in &fleet {
+            assert_eq!(admitted(limiter, "ann", 3).await, 3);
+        }
+        for limiter in &fleet {
+            limiter.store().sync_now().await.expect("Redis answers");
+            limiter.set_rules(local_first(raised));
+        }
+        let mut more = 0;
+        for _ in 0..5 {
+            for limiter in &fleet {
+                more += admitted(limiter, "ann", 1).await;
+            }
+            for limiter in &fleet {
+                limiter.store().sync_now().await.expect("Redis answers");
+            }
+            clock.advance(Duration::from_millis(100));
+        }
+        more
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_fleet_s_local_first_limits_keep_usage_across_reloads() {
+        let server = RedisServer::start();
+        let window = |limit: u64| format!("unit: minute, requests_per_unit: {limit}");
+        let more = local_first_fleet_carries(&server, &window(10), &window(12)).await;
+        // 6 of 10 used, raised to 12: 6 more (give or take a round before a sync); 10 without.
+        assert!((6..=8).contains(&more), "fixed window: {more}");
+        let gcra =
+            |limit: u64| format!("unit: minute, requests_per_unit: {limit}, algorithm: gcra");
+        let more = local_first_fleet_carries(&server, &gcra(10), &gcra(12)).await;
+        assert!((6..=8).contains(&more), "gcra: {more}");
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_redis_cluster_keeps_usage_across_reloads() {
         let cluster = RedisCluster::start(3);

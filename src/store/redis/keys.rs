@@ -76,18 +76,7 @@ impl RedisKey {
         tick: Tick,
     ) -> RedisKey {
         let key = from.key_of(check.key);
-        // A tag that is the whole key changed with it (see `CarriedFrom`).
-        let tag = if check.tag == check.key {
-            &key[..]
-        } else {
-            check.tag
-        };
-        let old = LimitCheck {
-            key: &key,
-            tag,
-            ..*check
-        };
-        RedisKey::of(prefix, &old, tick)
+        RedisKey::of(prefix, &carried_check(check, from, &key), tick)
     }
 
     /// The key of the fleet's totals of a key of `limit`, a local-first limit, under `prefix`.
@@ -136,6 +125,27 @@ impl RedisKey {
             name,
             slot: slot_of_tag(&tag),
         }
+    }
+}
+
+/// `check` as it was under the limit it is carried `from`, its key there `key`
+/// ([`CarriedFrom::key_of`]): its hash tag is the check's, unless that is its whole key,
+/// which changed with the limit (see [`CarriedFrom`]).
+pub(super) fn carried_check<'a>(
+    check: &LimitCheck<'a>,
+    from: &'a CarriedFrom,
+    key: &'a [u8],
+) -> LimitCheck<'a> {
+    LimitCheck {
+        key,
+        tag: if check.tag == check.key {
+            key
+        } else {
+            check.tag
+        },
+        algorithm: from.algorithm(),
+        quota: from.quota(),
+        ..*check
     }
 }
 

@@ -594,26 +594,47 @@ impl Store for RedisStore {
                 denials.forget(check);
             }
         }
-        let keys = self.keys_of(checks);
+        let (synced, exact): (Vec<_>, Vec<_>) =
+            checks.iter().partition(|check| check.sync_every.is_some());
+        // A local-first key is kept here and in the fleet's totals: reset if either held it.
+        let forgotten_here = self.inner.synced.forget(&synced);
+        let synced_keys: Vec<RedisKey> = synced
+            .iter()
+            .flat_map(|check| self.synced_keys_of(check))
+            .collect();
+        let exact_keys: Vec<RedisKey> =
+            exact.iter().flat_map(|check| self.keys_of(check)).collect();
         let store = self.clone();
-        Box::pin(async move { store.inner.delete(&keys).await })
+        Box::pin(async move {
+            let exact = store.inner.delete(&exact_keys).await?;
+            let synced = store.inner.delete(&synced_keys).await?;
+            Ok(exact + synced.max(forgotten_here))
+        })
     }
 }
 
 impl RedisStore {
-    /// The Redis keys that hold `checks`' state: each one's state key and the keys it is
-    /// carried from, or, for a local-first limit, the fleet's totals.
-    fn keys_of(&self, checks: &[LimitCheck<'_>]) -> Vec<RedisKey> {
-        let mut keys = Vec::new();
-        for check in checks {
-            if check.sync_every.is_some() {
-                keys.push(RedisKey::synced_of(&self.inner.prefix, check));
-            } else if let Ok(planned) = self.plan(check) {
-                keys.push(planned.key);
-                keys.extend(planned.carried.into_iter().map(|carry| carry.key));
-            }
-        }
-        keys
+    /// The Redis keys that hold `check`'s state: its state key and the keys it is carried
+    /// from.
+    fn keys_of(&self, check: &LimitCheck<'_>) -> Vec<RedisKey> {
+        let Ok(planned) = self.plan(check) else {
+            return Vec::new();
+        };
+        let carried = planned.carried.into_iter().map(|carry| carry.key);
+        std::iter::once(planned.key).chain(carried).collect()
+    }
+
+    /// The Redis keys of the fleet's totals of `check`, a local-first limit, and of the keys
+    /// it is carried from.
+    fn synced_keys_of(&self, check: &LimitCheck<'_>) -> Vec<RedisKey> {
+        let prefix = &self.inner.prefix;
+        let carried = check.carried_from.iter().map(|from| {
+            let key = from.key_of(check.key);
+            RedisKey::synced_of(prefix, &keys::carried_check(check, from, &key))
+        });
+        std::iter::once(RedisKey::synced_of(prefix, check))
+            .chain(carried)
+            .collect()
     }
 
     /// Decides `checks`, none of them local-first, in Redis.

@@ -7,7 +7,7 @@
 -- the key is worth keeping (ms), and
 --   windows: the current window, then two (window, count to add) pairs;
 --   a schedule: after, add (base units), then 0, 0, 0; its bookings move the theoretical
---   arrival time `tat` to max(tat, after) + add.
+--   arrival time `tat` to max(tat, after) + add (with add 0: at least after).
 -- Answers now (base units), the servers counted (-1 without a registry), then two numbers
 -- per key: windows, the counts of the current window and of the one before; a schedule,
 -- its tat and 0.
@@ -58,7 +58,8 @@ for i = first, #KEYS do
   else
     local after, add = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
     local tat = count(key, 'tat')
-    if add > 0 then
+    -- No length but a later start: "the schedule is at least this far" (a carried one).
+    if add > 0 or after > tat then
       tat = math.max(tat, after) + add
       redis.call('HSET', key, 'tat', num(tat))
     end

@@ -65,6 +65,14 @@ impl Synced {
     }
 }
 
+impl Synced {
+    /// Forgets this server's counts of the local-first `checks` and of the keys they are
+    /// carried from; how many keys it kept.
+    pub(super) fn forget(&self, checks: &[&LimitCheck<'_>]) -> u64 {
+        checks.iter().map(|check| self.table.forget(check)).sum()
+    }
+}
+
 impl RedisStore {
     /// Decides `checks`, some of them local-first: those here, the others in Redis, all or
     /// nothing. When a local-first limit denies, Redis is not asked.

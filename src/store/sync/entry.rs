@@ -1,7 +1,7 @@
 //! One key of a table: its counts, its limit, where its fleet totals live, and where it
 //! stands with the fleet.
 
-use super::view::{share, Charge, Counts, Payload, Totals};
+use super::view::{share, Carried, Charge, Counts, Payload, Totals};
 use super::Limit;
 use crate::algorithm::Decision;
 use crate::store::LimitCheck;
@@ -116,6 +116,13 @@ pub(super) trait Keyed<K> {
     /// Whether nothing is kept for a reason at fleet time `now`: no answer awaited, no fresh
     /// totals, and counts that decide as a key never seen would.
     fn is_idle(&self, now: u64) -> bool;
+    /// What the key carries at fleet time `now` into the key of the limit that replaced its
+    /// own at a reload.
+    fn carried(&self, now: u64) -> Carried;
+
+    /// Starts the key's fresh counts at fleet time `now` from what a key of the limit its
+    /// own replaced `carried`.
+    fn seed(&mut self, carried: &Carried, now: u64);
 }
 
 impl<C: Counts, K> Entry<C, K> {
@@ -197,6 +204,13 @@ impl<C: Counts, K> Keyed<K> for Entry<C, K> {
         !self.marks.has(Mark::Sending)
             && !self.is_fresh(now)
             && self.counts.is_spent(now, &self.limit.quota)
+    }
+    fn carried(&self, now: u64) -> Carried {
+        self.counts.carried(now, &self.limit)
+    }
+
+    fn seed(&mut self, carried: &Carried, now: u64) {
+        self.counts.seed(carried, now, &self.limit);
     }
 }
 

@@ -59,7 +59,7 @@ pub(crate) use view::{Bookings, Payload, Totals};
 mod tests {
     use super::*;
     use crate::algorithm::{Algorithm, Quota};
-    use crate::store::LimitCheck;
+    use crate::store::{CarriedFrom, LimitCheck};
     use proptest::prelude::*;
     use std::collections::HashMap;
     use std::time::Duration;
@@ -95,7 +95,7 @@ mod tests {
                         }
                     }
                     Payload::Schedule(bookings) => {
-                        if bookings.add > 0 {
+                        if bookings.add > 0 || bookings.after > self.tat {
                             self.tat = self.tat.max(bookings.after) + bookings.add;
                         }
                         Totals::Schedule { tat: self.tat }
@@ -277,6 +277,95 @@ mod tests {
         );
         assert_eq!(admitted(Algorithm::Gcra, &four), 4);
         assert_eq!(table.len(), 1);
+    }
+
+    /// The keys of one client under two limits, the second replacing the first at a reload:
+    /// the state key is the limit's id (one byte), then the client.
+    fn replaced<'a>(
+        (algorithm, quota): (Algorithm, &'a Quota),
+        key: &'a [u8],
+        carried_from: &'a [CarriedFrom],
+    ) -> LimitCheck<'a> {
+        LimitCheck {
+            carried_from,
+            ..keyed(algorithm, quota, key)
+        }
+    }
+
+    /// Two servers admit `each` requests of one client under `old`, sync, and are reloaded to
+    /// `new`: how many more the fleet admits, asked by both, syncing between rounds (a round
+    /// may admit one more per server than the fleet's totals would, as local-first does).
+    fn fleet_carries(old: (Algorithm, Quota), new: (Algorithm, Quota), each: usize) -> usize {
+        let servers = [SyncTable::new(MAX_KEYS), SyncTable::new(MAX_KEYS)];
+        let mut shared = Shared::default();
+        let now = 10_000 * MS;
+        for table in &servers {
+            let before = replaced((old.0, &old.1), b"1 client", &[]);
+            for _ in 0..each {
+                assert!(table.acquire(&before, now, 2, || ()).0.allowed);
+            }
+        }
+        for table in &servers {
+            shared.sync(table, now);
+        }
+        // The new key's fleet totals start empty (the mock keeps one set for every key).
+        shared = Shared::default();
+        let carried = [CarriedFrom::new(*b"1", old.0, old.1)];
+        let after = replaced((new.0, &new.1), b"2 client", &carried);
+        let mut admitted = 0;
+        for round in 0..5 {
+            let at = now + round * MS;
+            for table in &servers {
+                admitted += usize::from(table.acquire(&after, at, 2, || ()).0.allowed);
+            }
+            for table in &servers {
+                shared.sync(table, at);
+            }
+        }
+        admitted
+    }
+
+    #[test]
+    fn a_reload_carries_each_server_s_counts_into_the_new_key() {
+        let per_minute = |limit| Quota::new(limit, Duration::from_secs(60)).unwrap();
+        for algorithm in [Algorithm::FixedWindow, Algorithm::SlidingWindowCounter] {
+            // 3 + 3 of 10 used, raised to 12: 6 more; without the carry, 12.
+            let more = fleet_carries((algorithm, per_minute(10)), (algorithm, per_minute(12)), 3);
+            assert!((6..=8).contains(&more), "{algorithm}: {more}");
+        }
+        for algorithm in [Algorithm::Gcra, Algorithm::TokenBucket] {
+            let bucket = |limit| per_minute(limit).with_burst(limit);
+            let more = fleet_carries((algorithm, bucket(10)), (algorithm, bucket(12)), 3);
+            // GCRA: 6 used of 12; a token bucket keeps its 4 tokens.
+            let expected = if algorithm == Algorithm::Gcra { 6 } else { 4 };
+            assert!(
+                (expected..=expected + 2).contains(&more),
+                "{algorithm}: {more}"
+            );
+        }
+        // From windows into a schedule: the fleet's 6 used, counted once.
+        let more = fleet_carries(
+            (Algorithm::FixedWindow, per_minute(10)),
+            (Algorithm::Gcra, per_minute(12).with_burst(12)),
+            3,
+        );
+        assert!((6..=8).contains(&more), "{more}");
+    }
+
+    #[test]
+    fn forgetting_a_key_forgets_its_counts_here() {
+        let quota = Quota::new(3, Duration::from_secs(60)).unwrap();
+        let table = SyncTable::new(MAX_KEYS);
+        let now = 5_000 * MS;
+        let client = check(Algorithm::FixedWindow, &quota);
+        for _ in 0..3 {
+            assert!(table.acquire(&client, now, 1, || ()).0.allowed);
+        }
+        assert!(!table.acquire(&client, now, 1, || ()).0.allowed);
+        assert_eq!(table.forget(&client), 1);
+        assert!(table.acquire(&client, now, 1, || ()).0.allowed);
+        let stranger = keyed(Algorithm::FixedWindow, &quota, b"stranger");
+        assert_eq!(table.forget(&stranger), 0, "never seen");
     }
 
     /// At the ceiling, the keys asked for least recently make room: a client asking often is

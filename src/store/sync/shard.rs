@@ -194,7 +194,7 @@ impl<K: Clone> Shard<K> {
     }
 
     /// Forgets the key at `place`; returns its key.
-    fn remove(&mut self, place: Place) -> K {
+    pub(super) fn remove(&mut self, place: Place) -> K {
         let id = self.entries.id(place);
         let (key, moved) = self.entries.swap_remove(place);
         if let Ok(found) = self.places.find_entry(id, |&p| p == place) {

@@ -72,10 +72,13 @@ impl<K: Clone> SyncTable<K> {
         check: &LimitCheck<'_>,
         now: u64,
         servers: u64,
-        key: impl FnOnce() -> K,
+        key: impl Fn() -> K,
     ) -> (Decision, Option<Admission>) {
-        let id = self.hasher.hash_one((check.domain, check.key));
+        let id = self.id(check.domain, check.key);
         let every = check.sync_every.map_or(0, saturating_nanos);
+        if !check.carried_from.is_empty() {
+            self.carry(check, id, (now, every), &key);
+        }
         let mut shard = self.shard(id).lock();
         let place = match shard.find(id) {
             Some(place) if shard.get(place).limit().decides(check, every) => place,
@@ -88,6 +91,67 @@ impl<K: Clone> SyncTable<K> {
         let (decision, charge) = shard.get(place).acquire(check, now, servers);
         shard.touch(place);
         (decision, charge.map(|charge| Admission { id, charge }))
+    }
+
+    /// The id of the key `key` of `domain`.
+    fn id(&self, domain: &str, key: &[u8]) -> u64 {
+        self.hasher.hash_one((domain, key))
+    }
+
+    /// Gives the key of `check` (with `id`), which has no counts yet, the counts of the first
+    /// key it is carried from that this server keeps (see [`LimitCheck::carried_from`]),
+    /// which is forgotten; `key` makes the new key's part of where its fleet totals live.
+    /// At fleet time `now`, the limit synced `every` ns.
+    fn carry(
+        &self,
+        check: &LimitCheck<'_>,
+        id: u64,
+        (now, every): (u64, u64),
+        key: impl Fn() -> K,
+    ) {
+        let shard_of = |id: u64| (id >> 58) as usize % SHARDS;
+        for from in check.carried_from {
+            let old = self.id(check.domain, &from.key_of(check.key));
+            let (new_at, old_at) = (shard_of(id), shard_of(old));
+            // Both locked, in shard order.
+            let mut first = self.shards[new_at.min(old_at)].0.lock();
+            let mut second = (new_at != old_at).then(|| self.shards[new_at.max(old_at)].0.lock());
+            let (new_shard, old_shard) = match &mut second {
+                None => (&mut *first, None),
+                Some(second) if new_at < old_at => (&mut *first, Some(&mut **second)),
+                Some(second) => (&mut **second, Some(&mut *first)),
+            };
+            if new_shard.find(id).is_some() {
+                return;
+            }
+            let old_shard = old_shard.unwrap_or(&mut *new_shard);
+            let Some(place) = old_shard.find(old) else {
+                continue;
+            };
+            let carried = old_shard.get(place).carried(now);
+            old_shard.remove(place);
+            let limit = self.limits.of(check, every);
+            let place = new_shard.insert(id, key(), limit, now, self.capacity);
+            new_shard.get(place).seed(&carried, now);
+            return;
+        }
+    }
+
+    /// Forgets the keys of `check` and those it is carried from; how many were kept.
+    pub(crate) fn forget(&self, check: &LimitCheck<'_>) -> u64 {
+        let carried = check
+            .carried_from
+            .iter()
+            .map(|from| self.id(check.domain, &from.key_of(check.key)));
+        let mut forgotten = 0;
+        for id in std::iter::once(self.id(check.domain, check.key)).chain(carried) {
+            let mut shard = self.shard(id).lock();
+            if let Some(place) = shard.find(id) {
+                shard.remove(place);
+                forgotten += 1;
+            }
+        }
+        forgotten
     }
 
     /// Gives back what `admission` charged.

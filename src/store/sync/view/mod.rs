@@ -43,6 +43,35 @@ pub(super) trait Counts: Default {
     /// nothing the fleet would still take: windows that ended, bookings that ran out, sent
     /// or not.
     fn is_spent(&self, now: u64, quota: &Quota) -> bool;
+    /// What the counts carry, at fleet time `now`, into the key of the limit that replaced
+    /// `limit` at a reload (see [`Carried`]).
+    fn carried(&self, now: u64, limit: &Limit) -> Carried;
+
+    /// Starts fresh counts of a key of `limit` at fleet time `now` from what the key of the
+    /// limit it replaced `carried`.
+    fn seed(&mut self, carried: &Carried, now: u64, limit: &Limit);
+}
+
+/// What a key's counts carry into the key of the limit that replaced theirs at a reload
+/// (its quota, period or algorithm changed). Each server carries its own part, so that the
+/// fleet's totals of the new key add up to the old one's once every server has sent them:
+///
+/// - into windows, from windows: this server's own admissions, in their windows when the
+///   period is unchanged, else those of the window of now in the new window of now;
+/// - into a schedule, from either: what the fleet had used as this server sees it, as the
+///   [algorithms](crate::algorithm) carry it, booked from now, and sent as "the schedule is
+///   at least this far": whichever server sends it first, it counts once;
+/// - into windows, from a schedule: nothing (a shared schedule does not split into the
+///   servers' shares).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Carried {
+    algorithm: Algorithm,
+    quota: Quota,
+    /// The decision on a request of weight 0 as the counts stand: what remains.
+    as_it_stands: Decision,
+    /// For windows: the newest window's number, and this server's own admissions in it and
+    /// in the one before.
+    own: Option<(u64, [u64; 2])>,
 }
 
 /// What an admission charged, to give it back.

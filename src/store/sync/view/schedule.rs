@@ -1,7 +1,7 @@
 //! The counts of GCRA and the token bucket (kept as GCRA's timestamp): a schedule shared by
 //! the fleet, and this server's bookings in it.
 
-use super::{booked, stricter, Charge, Counts, Payload, Totals};
+use super::{booked, stricter, Carried, Charge, Counts, Payload, Totals};
 use crate::algorithm::{Algorithm, Decision, Gcra, Quota, State};
 use crate::clock::Nanos;
 use crate::store::sync::Limit;
@@ -103,11 +103,9 @@ impl Counts for Schedule {
         let Charge::Schedule { add, own } = charge else {
             return;
         };
+        // What is left starts no earlier: a booking's own start was at most now, and a
+        // carried schedule's (see `seed`) is kept.
         self.unsynced.add = self.unsynced.add.saturating_sub(add);
-        if self.unsynced.add == 0 {
-            // Bookings of no length move nothing; kept, their `after` would.
-            self.unsynced = Bookings::default();
-        }
         self.own_tat = self.own_tat.saturating_sub(own);
     }
 
@@ -126,6 +124,38 @@ impl Counts for Schedule {
 
     fn is_spent(&self, now: u64, _quota: &Quota) -> bool {
         self.unsynced.apply(self.fleet_tat) <= now && self.own_tat <= now
+    }
+
+    fn carried(&self, now: u64, limit: &Limit) -> Carried {
+        let tat = Nanos::new(self.unsynced.apply(self.fleet_tat));
+        let as_it_stands = Algorithm::Gcra.peek(
+            &State::Gcra(Gcra::at(tat)),
+            Nanos::new(now),
+            &limit.quota,
+            0,
+        );
+        Carried {
+            algorithm: limit.algorithm,
+            quota: limit.quota,
+            as_it_stands,
+            own: None,
+        }
+    }
+
+    fn seed(&mut self, carried: &Carried, now: u64, limit: &Limit) {
+        let Limit {
+            algorithm, quota, ..
+        } = *limit;
+        let carry = algorithm.carry_from(&quota, carried.algorithm, &carried.quota);
+        let used = carry.used(algorithm, &quota, &carried.as_it_stands);
+        let until = now.saturating_add(booked(&quota, algorithm.carried_cost(&quota, used)));
+        if until > now {
+            // "At least this far": no length, so that every server may send it.
+            self.unsynced = Bookings {
+                after: until,
+                add: 0,
+            };
+        }
     }
 }
 

@@ -1,14 +1,14 @@
 //! The counts of the fixed window and the sliding window counter: the newest window and the
 //! one before.
 
-use super::{signed, stricter, Charge, Counts, Payload, Totals};
+use super::{signed, stricter, Carried, Charge, Counts, Payload, Totals};
 use crate::algorithm::{Algorithm, Decision, FixedWindow, Quota, SlidingWindowCounter, State};
 use crate::clock::Nanos;
 use crate::store::sync::Limit;
 use crate::store::LimitCheck;
 
 /// One key's windows.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(in crate::store::sync) struct Windows {
     /// The newest window's number; the other window is the one before.
     number: u64,
@@ -158,6 +158,54 @@ impl Counts for Windows {
         // Both windows are older than the one before the current: a request starts afresh,
         // and the fleet takes no count for them any more (`sync.lua`).
         quota.period_divisor().div_u64(now) > self.number.saturating_add(1)
+    }
+
+    fn carried(&self, now: u64, limit: &Limit) -> Carried {
+        let Limit {
+            algorithm, quota, ..
+        } = *limit;
+        let number = quota.period_divisor().div_u64(now).max(self.number);
+        let mut windows = self.clone();
+        windows.roll(number);
+        let [current, previous] = windows.windows;
+        let seen = match algorithm {
+            Algorithm::FixedWindow => {
+                State::FixedWindow(FixedWindow::counted(number, current.seen()))
+            }
+            _ => State::SlidingWindowCounter(SlidingWindowCounter::counted(
+                number,
+                current.seen(),
+                previous.seen(),
+            )),
+        };
+        Carried {
+            algorithm,
+            quota,
+            as_it_stands: algorithm.peek(&seen, Nanos::new(now), &quota, 0),
+            own: Some((number, [current.own, previous.own])),
+        }
+    }
+
+    fn seed(&mut self, carried: &Carried, now: u64, limit: &Limit) {
+        let Some((number, own)) = carried.own else {
+            return;
+        };
+        let seeded = if carried.quota.period_nanos() == limit.quota.period_nanos() {
+            (number, own)
+        } else if carried.quota.period_divisor().div_u64(now) == number {
+            // Another period: what this server admitted in the old window of now, in the new.
+            (limit.quota.period_divisor().div_u64(now), [own[0], 0])
+        } else {
+            return;
+        };
+        self.number = seeded.0;
+        for (window, own) in self.windows.iter_mut().zip(seeded.1) {
+            *window = Window {
+                fleet: 0,
+                own,
+                unsynced: signed(own),
+            };
+        }
     }
 }
 
