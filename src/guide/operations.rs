@@ -1,7 +1,8 @@
 //! # Operations
 //!
 //! Running tollgate in production: [hot reload](#hot-reload), [Redis](#shared-limits-across-a-fleet-redis)
-//! and what happens when it fails, [time and clock steps](#time-and-clock-steps),
+//! and what happens when it fails, [time and clock steps](#time-and-clock-steps), [what
+//! lasts](#what-lasts-clock-steps-reloads-and-outages) through steps, reloads and outages,
 //! [metrics](#metrics) and [tracing](#tracing), [the client IP](#the-client-ip-behind-proxies)
 //! behind proxies, [the headers and gRPC answers](#headers-and-grpc-answers), [seeing and
 //! resetting a client](#seeing-and-resetting-a-client), and [the `tollgate`
@@ -131,7 +132,10 @@
 //!   above. The sketch that counts the others is kept when its algorithm, period and memory
 //!   are unchanged, and the clients it counted keep their counts; a sketch whose settings
 //!   changed is dropped at the reload (and built anew, then), its clients starting afresh.
-//! - **Local-first limits** (`sync_every`): see [local-first limits](super::rules#local-first-limits-sync_every).
+//! - **Local-first limits** (`sync_every`): through each server, on the key's first decision
+//!   under the new limit: windows carry each server's own admissions (they add up to the
+//!   fleet's once synced), a schedule what the fleet had used, counted once (details in
+//!   [local-first limits](super::rules#local-first-limits-sync_every)).
 //!
 //! A limit is carried from the rules in force just before (and what they carried from): one
 //! taken out of the file and put back at a later reload with another quota starts afresh;
@@ -292,6 +296,23 @@
 //!   `RateLimit`) are unaffected. A `Retry-After` given as a date is read against the
 //!   layer's clock: after a step of the client host's clock, it is off by the step, until
 //!   the client restarts (as it always is by the difference between the two hosts' clocks).
+//!
+//! # What lasts: clock steps, reloads and outages
+//!
+//! In short, what each place that keeps state does when the server's clock is stepped, when
+//! a reload changes a limit, and when Redis is down (the sections above and the rules
+//! reference say more):
+//!
+//! | state | a step of the wall clock | a reload that changes a limit | Redis down | bounded by |
+//! |---|---|---|---|---|
+//! | memory | nothing: monotonic time, anchored once ([time](#time-and-clock-steps)) | each client keeps what it used ([reload](#what-a-reload-keeps)) | — | a key ceiling; idle keys dropped |
+//! | Redis, Redis Cluster | Redis's own clock decides | kept, in the decision's own script call (on a cluster, a limit with no varying value starts afresh) | `on_store_error` decides, after the timeout; then the circuit breaker ([Redis](#shared-limits-across-a-fleet-redis)) | keys expire once fresh again |
+//! | local-first limits | the server's monotonic clock, set to Redis's at each sync | kept through each server ([local-first](super::rules#local-first-limits-sync_every)) | each server decides alone on its share, and sends what it admitted when Redis is back | `max_keys` per server; keys whose counts no longer matter forgotten, sent or not |
+//! | approximate limits | nothing (memory's clock) | the sketch kept when its settings are, its clients' counts with it; else freed | — | the sketch's fixed size, allocated when the rules are put in force |
+//! | the client layer | nothing (holds run on a monotonic clock) | — | — | holds of at most `max_hold` (an hour), `clear_holds()`; 1,024 origins, 64 partitions each ([client](super::client)) |
+//!
+//! [`Limiter::peek`](crate::Limiter::peek) and [`Limiter::reset`](crate::Limiter::reset)
+//! reach a client's state in each of them ([below](#seeing-and-resetting-a-client)).
 //!
 //! # Metrics
 //!

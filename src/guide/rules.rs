@@ -471,6 +471,23 @@
 //! admitting. [`RedisStore::local_first_keys`](crate::store::RedisStore::local_first_keys)
 //! says how many keys a server keeps.
 //!
+//! **Reloads.** A local-first limit whose quota, period or algorithm a reload changes keeps
+//! what was used (see [what a reload keeps](super::operations#what-a-reload-keeps)), through
+//! each server: a key's first decision under the new limit takes the counts this server kept
+//! for the old key. Into windows, each server carries its own admissions (in their windows
+//! when the period is unchanged; else those of the window of now, into the new window of
+//! now), so that the fleet's totals of the new key add up to the old one's once every server
+//! has synced; into a schedule (`gcra`, `token_bucket`), what the fleet had used as this
+//! server saw it, booked from now and sent as "at least this far", which counts once
+//! whichever server sends it. A schedule changed into windows starts afresh: a shared
+//! schedule does not split into the servers' shares. A server that did not keep the old key
+//! carries nothing for it. Until its first sync after the reload, a server decides the new
+//! key alone, as for any key (above).
+//!
+//! **Reset.** [`Limiter::reset`](crate::Limiter::reset) forgets this server's counts of a
+//! local-first key at once, and the fleet's totals in Redis; another server forgets what
+//! it counted at its next sync of the key (what it had not sent yet is sent again).
+//!
 //! # Approximate limits
 //!
 //! An exact limit keeps state for every client it has seen: 34 to 134 bytes a key in the
