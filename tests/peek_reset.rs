@@ -206,12 +206,14 @@ mod redis {
         let joining = Limiter::with_store(rules, store(&server).await);
         assert!(joining.check(&ann, 1).await.is_allowed());
         joining.store().sync_now().await.expect("Redis answers");
-        assert_eq!(
-            joining.peek(&ann).await.expect("peeked")[0]
-                .decision()
-                .remaining,
-            2,
-            "its own request only: the fleet's totals were reset"
+        // Its own request, and the first server's since the reset if that one has synced
+        // meanwhile (its task syncs every 100 ms); not the 3 before it.
+        let remaining = joining.peek(&ann).await.expect("peeked")[0]
+            .decision()
+            .remaining;
+        assert!(
+            (1..=2).contains(&remaining),
+            "the fleet's totals were reset: {remaining} remain"
         );
     }
 
