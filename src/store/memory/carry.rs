@@ -4,10 +4,79 @@
 
 use super::generations::{Generations, Kept};
 use super::tables::{General, Packed, PackedSlot, Timestamp};
+use super::MemoryStore;
 use crate::algorithm::{Algorithm, Carry, Quota};
-use crate::clock::{saturating_nanos, Nanos};
+use crate::clock::{saturating_nanos, Clock, Nanos};
 use crate::store::sketch::Sketch;
+use crate::store::LimitCheck;
 use std::num::NonZeroU64;
+use std::slice;
+
+impl<C: Clock> MemoryStore<C> {
+    /// Gives `check`'s key, if it has no state, the state of the first of the keys it is
+    /// carried from that has one (see [`LimitCheck::carried_from`]), which is forgotten.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn carry(&self, check: &LimitCheck<'_>, now: Nanos) {
+        let fingerprint = self.fingerprint(check);
+        let shard = self.shard_of(fingerprint);
+        let tracked = |generations: &Generations| {
+            generations.tracks(fingerprint, check.algorithm, check.quota)
+        };
+        // Once carried or charged, a key is tracked: the common case, under the shared lock.
+        if tracked(&self.shards[shard].0.read()) {
+            return;
+        }
+        let capacity = self.generation_capacity;
+        // Before the locks, as in `decide_together`.
+        let sketches = check
+            .approximate
+            .map(|_| self.sketches.load(slice::from_ref(check)));
+        let sketch = sketches.as_ref().and_then(|s| s.of(check));
+        for from in check.carried_from {
+            let old = self.fingerprint_of(&from.key_of(check.key), from.algorithm());
+            let old_shard = self.shard_of(old);
+            // Both locked, in shard order (see `decide_together`).
+            let (mut first, mut second) = (
+                self.shards[shard.min(old_shard)].0.write(),
+                (shard != old_shard).then(|| self.shards[shard.max(old_shard)].0.write()),
+            );
+            let (new_generations, old_generations) = match &mut second {
+                None => (&mut *first, None),
+                Some(second) if shard < old_shard => (&mut *first, Some(&mut **second)),
+                Some(second) => (&mut **second, Some(&mut *first)),
+            };
+            if tracked(new_generations) {
+                return;
+            }
+            let taken = match old_generations {
+                Some(old_generations) => old_generations.take(old, from.algorithm(), from.quota()),
+                None => new_generations.take(old, from.algorithm(), from.quota()),
+            };
+            if let Some(kept) = taken {
+                new_generations.put_carried(
+                    fingerprint,
+                    kept,
+                    (from.algorithm(), from.quota()),
+                    (check.algorithm, check.quota),
+                    now,
+                    capacity,
+                );
+                return;
+            }
+            // A light key of an approximate limit: counted in the sketch, which counted the
+            // old limit too when their algorithm and period are the same.
+            let same_sketch = from.algorithm() == check.algorithm
+                && from.quota().period_nanos() == check.quota.period_nanos();
+            if let Some(sketch) = sketch.filter(|_| same_sketch) {
+                let limit = (check.algorithm, check.quota);
+                if new_generations.put_estimated(fingerprint, (sketch, old), limit, now, capacity) {
+                    return;
+                }
+            }
+        }
+    }
+}
 
 impl Kept {
     /// The state of a key of a limit decided by `algorithm` under `quota` that has used
