@@ -24,9 +24,8 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("a runtime")
 }
 
-#[test]
-fn reference_suite_passes_on_redis_with_the_same_decisions_as_memory() {
-    let server = RedisServer::start();
+/// The reference suite on `server`, fixed windows kept as text when `text_windows`.
+fn run_reference_suite(server: &RedisServer, text_windows: bool) {
     let runtime = runtime();
     common::reference::run_reference_suite(|clock: ManualClock| {
         runtime
@@ -34,14 +33,45 @@ fn reference_suite_passes_on_redis_with_the_same_decisions_as_memory() {
                 RedisStore::builder(server.url())
                     .clock(clock)
                     .over_limit_cache(false)
+                    .legacy_fixed_windows(text_windows)
                     .timeout(Duration::from_secs(2))
                     .connect(),
             )
             .expect("connects")
     });
+}
+
+#[test]
+fn reference_suite_passes_on_redis_with_the_same_decisions_as_memory() {
+    let server = RedisServer::start();
+    run_reference_suite(&server, false);
+    assert!(
+        server.calls("fcall") > 30,
+        "the decisions came from Redis's functions"
+    );
+    assert!(server.calls("incrby") > 0, "fixed windows kept as integers");
+}
+
+#[test]
+fn reference_suite_passes_with_fixed_windows_kept_as_text() {
+    let server = RedisServer::start();
+    run_reference_suite(&server, true);
+    assert!(server.calls("fcall") > 30);
+    assert_eq!(server.calls("incrby"), 0, "fixed windows kept as text");
+}
+
+#[test]
+fn reference_suite_passes_on_a_redis_without_functions() {
+    // As Redis before 7: no FUNCTION command. The library's text runs as scripts.
+    let server = RedisServer::start_with(
+        common::redis_server::free_port(),
+        &["--rename-command", "FUNCTION", ""],
+    );
+    run_reference_suite(&server, false);
+    assert_eq!(server.calls("fcall"), 0);
     assert!(
         server.calls("evalsha") > 30,
-        "the decisions came from Redis"
+        "the decisions came from Redis's scripts"
     );
 }
 
@@ -185,7 +215,6 @@ fn one_round_trip_per_request() {
         let limiter = Limiter::with_store(rules(THREE_LIMITS), store);
         let three = [("user", "u1"), ("tenant", "t1")];
         let two = [("user", "u1"), ("plan", "free")];
-        // The first call loads the script (EVALSHA, NOSCRIPT, SCRIPT LOAD, EVALSHA).
         assert!(limiter.check(&three, 1).await.is_allowed());
         let before = server.command_stats();
         for _ in 0..10 {
@@ -193,14 +222,16 @@ fn one_round_trip_per_request() {
             assert!(limiter.check(&two, 1).await.is_allowed());
         }
         let delta = command_delta(&before, &server.command_stats());
-        // Redis 7 counts the commands a script runs in `commandstats` too: per request one
-        // TIME, one GET per limit and, as every limit admitted, one SET per limit, all from
-        // inside the script. The client itself sent one EVALSHA per request and nothing else.
+        // Redis 7 counts the commands a function runs in `commandstats` too: per request one
+        // TIME, one GET per limit and, as every limit admitted, one SET per limit but the
+        // fixed window's (the user's limit), charged with INCRBY, all from inside the
+        // function. The client itself sent one FCALL per request and nothing else.
         let expected: BTreeMap<String, u64> = [
-            ("evalsha", 20),
+            ("fcall", 20),
             ("time", 20),
             ("get", 10 * 3 + 10 * 2),
-            ("set", 10 * 3 + 10 * 2),
+            ("incrby", 20),
+            ("set", 10 * 2 + 10),
         ]
         .into_iter()
         .map(|(name, calls)| (name.to_owned(), calls))
@@ -210,7 +241,7 @@ fn one_round_trip_per_request() {
 }
 
 #[test]
-fn script_flush_is_survived() {
+fn function_flush_is_survived() {
     let server = RedisServer::start();
     runtime().block_on(async {
         let limiter = per_user_limiter(
@@ -223,22 +254,26 @@ fn script_flush_is_survived() {
             admitted_remaining(limiter.check(&[("user", "u1")], 1).await),
             Some(9)
         );
-        let loads = server.calls("script|load");
+        let loads = server.calls("function|load");
         assert_eq!(
-            server.cli(&["SCRIPT", "FLUSH"]).as_deref().map(str::trim),
+            server.cli(&["FUNCTION", "FLUSH"]).as_deref().map(str::trim),
             Some("OK")
         );
         assert_eq!(
             admitted_remaining(limiter.check(&[("user", "u1")], 1).await),
             Some(8),
-            "decided by Redis after reloading the script, on the state kept"
+            "decided by Redis after loading the library again, on the state kept"
         );
-        assert_eq!(server.calls("script|load"), loads + 1, "reloaded once");
+        assert_eq!(
+            server.calls("function|load"),
+            loads + 1,
+            "loaded again once"
+        );
         assert_eq!(
             admitted_remaining(limiter.check(&[("user", "u1")], 1).await),
             Some(7)
         );
-        assert_eq!(server.calls("script|load"), loads + 1, "and only once");
+        assert_eq!(server.calls("function|load"), loads + 1, "and only once");
     });
 }
 
@@ -280,7 +315,10 @@ fn keys_carry_the_domain_prefix_and_expire() {
             !listed.contains("u1"),
             "no client value in clear: {listed:?}"
         );
-        assert_eq!(unit, "us", "then the tick's unit: {listed:?}");
+        assert_eq!(
+            unit, "us:n",
+            "then the tick's unit, and `n`: a fixed window kept as one integer: {listed:?}"
+        );
         let mut connection = server.connection();
         let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
             .arg("*")
@@ -436,7 +474,7 @@ fn killing_redis_mid_load_follows_each_failure_policy() {
             );
         }
     });
-    assert!(server.calls("evalsha") >= 6, "the restarted Redis decided");
+    assert!(server.calls("fcall") >= 6, "the restarted Redis decided");
 }
 
 #[test]
@@ -449,15 +487,14 @@ fn over_limit_cache_answers_without_a_round_trip() {
             "unit: hour, requests_per_unit: 1, algorithm: token_bucket",
         )
         .await;
-        let evalsha = || server.calls("evalsha");
-        // The first call loads the script (EVALSHA, NOSCRIPT, SCRIPT LOAD, EVALSHA).
+        let fcall = || server.calls("fcall");
         assert!(limiter.check(&[("user", "warm-up")], 1).await.is_allowed());
-        let start = evalsha();
+        let start = fcall();
         assert!(limiter.check(&[("user", "u1")], 1).await.is_allowed());
-        assert_eq!(evalsha(), start + 1);
+        assert_eq!(fcall(), start + 1);
         let denied = limiter.check(&[("user", "u1")], 1).await;
         assert!(!denied.is_allowed());
-        assert_eq!(evalsha(), start + 2, "Redis said full");
+        assert_eq!(fcall(), start + 2, "Redis said full");
         let retry = denied.decision().expect("a denying limit").retry_after;
         assert!(retry > Duration::from_secs(3_500) && retry <= Duration::from_secs(3_600));
         for _ in 0..10 {
@@ -470,12 +507,12 @@ fn over_limit_cache_answers_without_a_round_trip() {
             );
             assert_eq!(decision.remaining, 0);
         }
-        assert_eq!(evalsha(), start + 2, "denied locally, no round trip");
+        assert_eq!(fcall(), start + 2, "denied locally, no round trip");
         assert!(
             limiter.check(&[("user", "u2")], 1).await.is_allowed(),
             "other keys still go to Redis"
         );
-        assert_eq!(evalsha(), start + 3);
+        assert_eq!(fcall(), start + 3);
     });
 }
 
@@ -593,7 +630,7 @@ fn redis_cluster_with_three_masters() {
 
         // Move that slot, with its keys, to another master.
         let target = (owner + 1) % 3;
-        let target_calls = cluster.nodes[target].calls("evalsha");
+        let target_calls = cluster.nodes[target].calls("fcall");
         cluster.move_slot(slot, target);
         assert_eq!(
             cluster.nodes[target]
@@ -615,7 +652,7 @@ fn redis_cluster_with_three_masters() {
             "6 per hour, exactly"
         );
         assert!(
-            cluster.nodes[target].calls("evalsha") > target_calls,
+            cluster.nodes[target].calls("fcall") > target_calls,
             "the moved slot is decided by its new master"
         );
     });
@@ -857,15 +894,15 @@ fn the_over_limit_cache_denies_only_costs_known_to_be_too_large() {
             !limiter.check(&[("user", "u1")], 3).await.is_allowed(),
             "3 + 3 > 5"
         );
-        let calls = server.calls("evalsha");
+        let calls = server.calls("fcall");
         assert!(
             !limiter.check(&[("user", "u1")], 4).await.is_allowed(),
             "a larger cost is denied too"
         );
-        assert_eq!(server.calls("evalsha"), calls, "without a round trip");
+        assert_eq!(server.calls("fcall"), calls, "without a round trip");
         let smaller = limiter.check(&[("user", "u1")], 2).await;
         assert!(smaller.is_allowed(), "2 tokens are left: Redis is asked");
-        assert_eq!(server.calls("evalsha"), calls + 1);
+        assert_eq!(server.calls("fcall"), calls + 1);
         assert_eq!(smaller.decision().map(|d| d.remaining), Some(0));
     });
 }
@@ -971,7 +1008,7 @@ fn the_local_policy_decides_in_memory_while_redis_is_down() {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert!(server.calls("evalsha") > 0, "the decision came from Redis");
+        assert!(server.calls("fcall") > 0, "the decision came from Redis");
     });
 }
 

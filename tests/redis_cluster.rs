@@ -739,7 +739,7 @@ fn a_master_killed_mid_load_fails_over_and_limits_hold_again() {
         cluster.kill_node(victim);
         let promoted = cluster.wait_for_failover(victim);
         let failed_over = killed_at.elapsed();
-        let promoted_calls = cluster.nodes[promoted].calls("evalsha");
+        let promoted_calls = cluster.nodes[promoted].calls("fcall");
 
         // Redis decides again, for a user whose key is on the promoted master.
         let owners = SlotOwners::of(&cluster);
@@ -789,7 +789,7 @@ fn a_master_killed_mid_load_fails_over_and_limits_hold_again() {
             "{fresh}'s key is on the promoted master"
         );
         assert!(
-            cluster.nodes[promoted].calls("evalsha") > promoted_calls,
+            cluster.nodes[promoted].calls("fcall") > promoted_calls,
             "the promoted master decides"
         );
 
@@ -885,7 +885,7 @@ fn a_slot_migrated_mid_load_keeps_counting() {
             .into_iter()
             .find(|master| *master != from)
             .expect("another master");
-        let to_calls = cluster.nodes[to].calls("evalsha");
+        let to_calls = cluster.nodes[to].calls("fcall");
 
         // Four tasks on the hot user, each request an action of its own (a key created in
         // the slot), and two on 20 other users, until the slot has moved.
@@ -1027,7 +1027,7 @@ fn a_slot_migrated_mid_load_keeps_counting() {
             "the hot user's state moved with its slot"
         );
         assert!(
-            cluster.nodes[to].calls("evalsha") > to_calls,
+            cluster.nodes[to].calls("fcall") > to_calls,
             "the slot's new master decides"
         );
     });

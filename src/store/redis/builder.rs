@@ -2,12 +2,12 @@
 
 use super::breaker::Breaker;
 use super::denials::Denials;
+use super::program::{self, Program};
 use super::synced::Synced;
 use super::{Connection, Inner, RedisStore};
 use crate::clock::{Clock, SystemClock};
 use crate::store::StoreError;
 use redis::aio::ConnectionManager;
-use redis::Script;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +23,7 @@ pub struct RedisStoreBuilder {
     breaker_cooldown: Duration,
     over_limit_cache: bool,
     max_keys: usize,
+    legacy_fixed_windows: bool,
     clock: Option<Arc<dyn Clock>>,
 }
 
@@ -40,6 +41,7 @@ impl RedisStoreBuilder {
             breaker_cooldown: Duration::from_secs(1),
             over_limit_cache: true,
             max_keys: DEFAULT_MAX_KEYS,
+            legacy_fixed_windows: false,
             clock: None,
         }
     }
@@ -96,6 +98,35 @@ impl RedisStoreBuilder {
     /// ```
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
+        self
+    }
+
+    /// Whether fixed windows are kept as text, `window count`, under the keys where earlier
+    /// versions of tollgate (0.1) keep them and read them (default off). Set it while a fleet
+    /// mixes servers of both versions, a rolling upgrade, so that each fixed window stays
+    /// exact across them; unset it once every server runs this version.
+    ///
+    /// Off, a fixed window is kept as one integer charged with `INCRBY`, under a key of its
+    /// own (`:us:n`), which costs Redis about half the time a decision as text does (see
+    /// `BENCHMARKS.md`), and which older servers do not read: while both run, a client then
+    /// has its limit on each side of the fleet, at most twice its limit in a window. The
+    /// other algorithms keep the same state, under the same keys, in every version. See the
+    /// [guide](crate::guide::operations#upgrading-a-fleet-on-redis).
+    ///
+    /// ```no_run
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), tollgate::store::StoreError> {
+    /// // During a rolling upgrade from tollgate 0.1:
+    /// let store = RedisStore::builder("redis://127.0.0.1:6379")
+    ///     .legacy_fixed_windows(true)
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn legacy_fixed_windows(mut self, legacy: bool) -> Self {
+        self.legacy_fixed_windows = legacy;
         self
     }
 
@@ -160,22 +191,14 @@ impl RedisStoreBuilder {
                 .map_err(|e| StoreError::new(format!("cannot connect to Redis at `{url}`"), e))?;
             Connection::Single(manager)
         };
+        let program = Program::new();
+        load(&program, &connection).await?;
         let clock_overrides_redis = self.clock.is_some();
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 connection,
-                acquire: Script::new(concat!(
-                    include_str!("prelude.lua"),
-                    include_str!("acquire.lua")
-                )),
-                refund: Script::new(concat!(
-                    include_str!("prelude.lua"),
-                    include_str!("refund.lua")
-                )),
-                sync: Script::new(concat!(
-                    include_str!("prelude.lua"),
-                    include_str!("sync.lua")
-                )),
+                program,
+                text_windows: self.legacy_fixed_windows,
                 prefix: self.prefix,
                 timeout: self.timeout,
                 breaker: Breaker::new(self.breaker_threshold, self.breaker_cooldown),
@@ -188,4 +211,36 @@ impl RedisStoreBuilder {
             }),
         })
     }
+}
+
+/// Loads the library of functions into the Redis behind `connection` (every master of a
+/// cluster); on a Redis without functions (before Redis 7), its scripts run instead.
+///
+/// # Errors
+///
+/// When Redis could not be asked.
+async fn load(program: &Program, connection: &Connection) -> Result<(), StoreError> {
+    let command = program.load_command();
+    let loaded: Result<String, redis::RedisError> = match connection.clone() {
+        Connection::Single(mut connection) => command.query_async(&mut connection).await,
+        Connection::Cluster(mut connection) => command.query_async(&mut connection).await,
+    };
+    match loaded {
+        Ok(_) => program.loaded(true),
+        Err(error) if program::has_no_functions(&error) => {
+            tracing::info!("Redis has no functions (before Redis 7): the store runs scripts");
+            program.loaded(false);
+        }
+        Err(error) if error.is_io_error() || error.is_connection_refusal() => {
+            return Err(StoreError::new(
+                "cannot load the store's functions into Redis",
+                error,
+            ));
+        }
+        Err(error) => {
+            tracing::warn!(%error, "the store's functions could not be loaded into Redis: it runs scripts");
+            program.loaded(false);
+        }
+    }
+    Ok(())
 }

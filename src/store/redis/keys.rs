@@ -7,13 +7,14 @@
 //! - `<domain>` is the rules' domain, as written (after the tag, its braces mean nothing);
 //! - `<state>` is 32 hex digits of the SHA-256 of the state key (limit identity and client
 //!   values), so a key is about 60 bytes plus prefix and domain, whatever a client sends;
-//! - `<unit>` is the tick the state is kept in (another tick is another state), or, for the
-//!   fleet's totals of a local-first limit, `sync` and the period in nanoseconds.
+//! - `<unit>` is the tick the state is kept in (another tick is another state), followed by
+//!   `:n` for a fixed window kept as one integer (see `layout.rs`), or, for the fleet's
+//!   totals of a local-first limit, `sync` and the period in nanoseconds.
 //!
 //! SHA-256 rather than a faster hash: clients choose the values hashed, and must not be able
 //! to find two that share a state.
 
-use super::ticks::Tick;
+use super::layout::Layout;
 use crate::store::sync::Limit;
 use crate::store::{CarriedFrom, LimitCheck};
 use arrayvec::ArrayVec;
@@ -57,26 +58,27 @@ impl Digests {
 }
 
 impl RedisKey {
-    /// The key of `check`'s state, kept in `tick`, under `prefix` (which has no braces).
-    pub(super) fn of(prefix: &str, check: &LimitCheck<'_>, tick: Tick) -> RedisKey {
+    /// The key of `check`'s state, kept as `layout` says, under `prefix` (which has no
+    /// braces).
+    pub(super) fn of(prefix: &str, check: &LimitCheck<'_>, layout: Layout) -> RedisKey {
         RedisKey::named(
             prefix,
             &Digests::of(check),
             check.domain,
-            tick.unit().as_bytes(),
+            layout.suffix().as_bytes(),
         )
     }
 
     /// The key of the state `check`'s key is carried from, under a limit a reload
-    /// replaced, kept in `tick`.
+    /// replaced, kept as `layout` says.
     pub(super) fn carried(
         prefix: &str,
         check: &LimitCheck<'_>,
         from: &CarriedFrom,
-        tick: Tick,
+        layout: Layout,
     ) -> RedisKey {
         let key = from.key_of(check.key);
-        RedisKey::of(prefix, &carried_check(check, from, &key), tick)
+        RedisKey::of(prefix, &carried_check(check, from, &key), layout)
     }
 
     /// The key of the fleet's totals of a key of `limit`, a local-first limit, under `prefix`.
@@ -165,6 +167,7 @@ fn slot_of_tag(tag: &[u8]) -> u16 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::ticks::Tick;
     use super::*;
     use crate::algorithm::{Algorithm, Quota};
     use std::time::Duration;
@@ -186,7 +189,8 @@ mod tests {
             carried_from: &[],
         };
         let tick = Tick::choose(Algorithm::FixedWindow, &quota, 1_000).unwrap();
-        RedisKey::of("tollgate:", &check, tick)
+        let layout = Layout::of(Algorithm::FixedWindow, &quota, tick, true);
+        RedisKey::of("tollgate:", &check, layout)
     }
 
     #[test]

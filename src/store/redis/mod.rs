@@ -4,6 +4,8 @@ mod breaker;
 mod builder;
 mod denials;
 mod keys;
+mod layout;
+mod program;
 mod slots;
 mod synced;
 mod ticks;
@@ -15,9 +17,12 @@ use breaker::Breaker;
 pub use builder::RedisStoreBuilder;
 use denials::Denials;
 use keys::RedisKey;
+use layout::Layout;
+use program::{Entry, Program};
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
-use redis::{RedisError, Script};
+use redis::RedisError;
+use smallvec::SmallVec;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,9 +67,10 @@ pub struct RedisStore {
 
 struct Inner {
     connection: Connection,
-    acquire: Script,
-    refund: Script,
-    sync: Script,
+    /// The library of functions (or scripts) that the calls run.
+    program: Program,
+    /// Whether fixed windows are kept as text (`legacy_fixed_windows`).
+    text_windows: bool,
     prefix: String,
     timeout: Duration,
     breaker: Breaker,
@@ -152,10 +158,10 @@ impl RedisStore {
 /// every request (about 1.5 ms of Redis's time at this size).
 const MAX_LOG_LIMIT: u64 = 1_000;
 
-/// One check as the scripts take it.
+/// One check as the library takes it.
 struct Planned {
     key: RedisKey,
-    tick: Tick,
+    layout: Layout,
     args: [i64; 12],
     /// The keys its key's state is carried from (see [`LimitCheck::carried_from`]).
     carried: Vec<PlannedCarry>,
@@ -181,7 +187,7 @@ impl Planned {
 
     /// The decision from the first seven numbers `acquire.lua` answered for this check.
     fn decision(&self, values: &[i64]) -> Decision {
-        let tick = self.tick;
+        let tick = self.layout.tick;
         let duration =
             |value: i64| Duration::from_nanos(tick.nanos_of(u64::try_from(value).unwrap_or(0)));
         Decision {
@@ -197,6 +203,18 @@ impl Planned {
         }
     }
 
+    /// What `acquire_counter` takes for this check when it can decide it alone (a fixed window
+    /// kept as one integer, charged when admitted, carried from nothing): ticks per base
+    /// unit, limit, period, scale, cost, ticks per ms.
+    fn counter_args(&self) -> Option<[i64; 6]> {
+        let a = &self.args;
+        let alone = self.layout.is_counter()
+            && !self.shadow()
+            && !self.check_only()
+            && self.carried.is_empty();
+        alone.then(|| [a[1], a[2], a[3], a[4], a[8], a[10]])
+    }
+
     /// What `refund.lua` takes to give back this check's charge, filed at `mark`: algorithm,
     /// ticks per base unit, limit, period, burst, cost, mark.
     fn refund_args(&self, mark: i64) -> [i64; 7] {
@@ -206,16 +224,16 @@ impl Planned {
 }
 
 impl Inner {
-    /// Runs `script` with `keys`, then `now` and `args` as arguments, within the timeout; a
+    /// Runs `entry` with `keys`, then `now` and `args` as arguments, within the timeout; a
     /// Redis that does not answer counts towards the circuit breaker.
     async fn invoke<'k, T: redis::FromRedisValue>(
         &self,
-        script: &Script,
+        entry: Entry,
         keys: impl IntoIterator<Item = &'k [u8]>,
         now: &str,
         args: impl IntoIterator<Item = i64>,
     ) -> Result<T, StoreError> {
-        match self.run(script, keys, now, args, self.timeout).await {
+        match self.run(entry, keys, now, args, self.timeout).await {
             Ok(value) => {
                 self.breaker.succeeded();
                 Ok(value)
@@ -231,31 +249,50 @@ impl Inner {
         }
     }
 
-    /// Runs `script` with `keys`, then `now` and `args` as arguments, within `timeout`.
+    /// Runs `entry` with `keys`, then `now` and `args` as arguments, within `timeout`: the
+    /// library's function (loaded again, once, if Redis lost it), or its script.
     async fn run<'k, T: redis::FromRedisValue>(
         &self,
-        script: &Script,
+        entry: Entry,
         keys: impl IntoIterator<Item = &'k [u8]>,
         now: &str,
         args: impl IntoIterator<Item = i64>,
         timeout: Duration,
     ) -> Result<T, Failure> {
-        let mut invocation = script.prepare_invoke();
-        for key in keys {
-            invocation.key(key);
-        }
-        invocation.arg(now);
-        for arg in args {
-            invocation.arg(arg);
-        }
+        let keys: SmallVec<[&[u8]; 4]> = keys.into_iter().collect();
+        let args: SmallVec<[i64; 16]> = args.into_iter().collect();
         let call = async {
-            match self.connection.clone() {
-                Connection::Single(mut connection) => {
-                    invocation.invoke_async(&mut connection).await
+            if !self.program.uses_functions() {
+                let mut invocation = self.program.script(entry).prepare_invoke();
+                for key in &keys {
+                    invocation.key(*key);
                 }
-                Connection::Cluster(mut connection) => {
-                    invocation.invoke_async(&mut connection).await
+                invocation.arg(now);
+                for arg in &args {
+                    invocation.arg(*arg);
                 }
+                return match self.connection.clone() {
+                    Connection::Single(mut connection) => {
+                        invocation.invoke_async(&mut connection).await
+                    }
+                    Connection::Cluster(mut connection) => {
+                        invocation.invoke_async(&mut connection).await
+                    }
+                };
+            }
+            let mut fcall = redis::cmd("FCALL");
+            fcall
+                .arg(self.program.name(entry))
+                .arg(keys.len())
+                .arg(&keys[..])
+                .arg(now)
+                .arg(&args[..]);
+            match self.query(&fcall).await {
+                Err(error) if program::is_function_missing(&error) => {
+                    self.query::<()>(&self.program.load_command()).await?;
+                    self.query(&fcall).await
+                }
+                result => result,
             }
         };
         match tokio::time::timeout(timeout, call).await {
@@ -275,6 +312,14 @@ impl Inner {
                     "timeout",
                 ),
             }),
+        }
+    }
+
+    /// Sends `command` (no timeout: the caller's).
+    async fn query<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> Result<T, RedisError> {
+        match self.connection.clone() {
+            Connection::Single(mut connection) => command.query_async(&mut connection).await,
+            Connection::Cluster(mut connection) => command.query_async(&mut connection).await,
         }
     }
 }
@@ -310,13 +355,7 @@ impl Inner {
         &self,
         command: redis::Cmd,
     ) -> Result<T, StoreError> {
-        let call = async {
-            match self.connection.clone() {
-                Connection::Single(mut connection) => command.query_async(&mut connection).await,
-                Connection::Cluster(mut connection) => command.query_async(&mut connection).await,
-            }
-        };
-        match tokio::time::timeout(self.timeout, call).await {
+        match tokio::time::timeout(self.timeout, self.query(&command)).await {
             Ok(result) => result.map_err(redis_error),
             Err(_) => Err(StoreError::new(
                 format!("redis did not answer within {:?}", self.timeout),
@@ -335,17 +374,6 @@ struct Failure {
 
 fn redis_error(error: RedisError) -> StoreError {
     StoreError::new("the Redis call failed", error)
-}
-
-fn algorithm_code(algorithm: Algorithm) -> i64 {
-    match algorithm {
-        Algorithm::TokenBucket => 1,
-        Algorithm::LeakyBucket => 2,
-        Algorithm::FixedWindow => 3,
-        Algorithm::SlidingWindowLog => 4,
-        Algorithm::SlidingWindowCounter => 5,
-        Algorithm::Gcra => 6,
-    }
 }
 
 /// The decision reported for a limit Redis was not asked about (another denied): it had room
@@ -419,19 +447,19 @@ impl RedisStore {
 
     fn plan(&self, check: &LimitCheck<'_>) -> Result<Planned, StoreError> {
         let quota = check.quota;
-        let tick = self.tick_for(check.algorithm, quota)?;
-        let key = RedisKey::of(&self.inner.prefix, check, tick);
+        let layout = self.layout(check.algorithm, quota)?;
+        let key = RedisKey::of(&self.inner.prefix, check, layout);
         let carried: Vec<PlannedCarry> = check
             .carried_from
             .iter()
             .filter_map(|from| self.plan_carry(check, from))
-            // One script call holds keys of one slot: a key elsewhere is not carried.
+            // One call holds keys of one slot: a key elsewhere is not carried.
             .filter(|carry| !self.inner.is_cluster() || carry.key.slot == key.slot)
             .collect();
-        let [algorithm, per_base, limit, period, burst, queue, max_delay, shaping] =
-            quota_args(check.algorithm, quota, tick);
+        let [code, per_base, limit, period, burst, queue, max_delay, shaping] =
+            quota_args(layout, quota);
         let args = [
-            algorithm,
+            code,
             per_base,
             limit,
             period,
@@ -441,41 +469,48 @@ impl RedisStore {
             shaping,
             int(clamped_cost(check.cost, check.algorithm, quota)),
             flags(check),
-            tick.per_ms(),
+            layout.tick.per_ms(),
             int(carried.len() as u64),
         ];
         Ok(Planned {
             key,
-            tick,
+            layout,
             args,
             carried,
         })
     }
 
-    /// `from`, a key `check`'s state is carried from, as `acquire.lua` takes it; `None`
+    /// How a limit decided by `algorithm` under `quota` is kept (see [`RedisStore::holds`]).
+    fn layout(&self, algorithm: Algorithm, quota: &Quota) -> Result<Layout, StoreError> {
+        let tick = self.tick_for(algorithm, quota)?;
+        Ok(Layout::of(algorithm, quota, tick, self.inner.text_windows))
+    }
+
+    /// `from`, a key `check`'s state is carried from, as `library.lua` takes it; `None`
     /// when no tick fits its old limit (no state could have been kept under it).
     fn plan_carry(&self, check: &LimitCheck<'_>, from: &CarriedFrom) -> Option<PlannedCarry> {
-        let tick = self.tick_for(from.algorithm(), from.quota()).ok()?;
+        let layout = self.layout(from.algorithm(), from.quota()).ok()?;
         Some(PlannedCarry {
-            key: RedisKey::carried(&self.inner.prefix, check, from, tick),
-            args: quota_args(from.algorithm(), from.quota(), tick),
+            key: RedisKey::carried(&self.inner.prefix, check, from, layout),
+            args: quota_args(layout, from.quota()),
         })
     }
 }
 
-/// What the scripts take of a limit decided by `algorithm` under `quota`, kept in `tick`:
-/// algorithm, ticks per base unit, limit, period, burst, queue, max_delay (-1: none),
-/// shaping.
-fn quota_args(algorithm: Algorithm, quota: &Quota, tick: Tick) -> [i64; 8] {
+/// What `library.lua` takes of a limit under `quota`, kept as `layout` says: its algorithm's
+/// code, ticks per base unit, limit, period, burst (a counter's scale), queue, max_delay
+/// (-1: none), shaping.
+fn quota_args(layout: Layout, quota: &Quota) -> [i64; 8] {
+    let tick = layout.tick;
     let max_delay = quota
         .max_delay()
         .map_or(-1, |d| int(tick.count(saturating_nanos(d))));
     [
-        algorithm_code(algorithm),
+        layout.code,
         int(tick.per_base),
         int(quota.requests_per_period()),
         int(tick.count(quota.period_nanos())),
-        int(quota.burst()),
+        int(layout.scale.unwrap_or(quota.burst())),
         int(quota.queue()),
         max_delay,
         i64::from(quota.is_shaping()),
@@ -579,7 +614,7 @@ impl Store for RedisStore {
         ) else {
             return;
         };
-        let mark = int(planned.tick.count(booked_until.as_u64()));
+        let mark = int(planned.layout.tick.count(booked_until.as_u64()));
         let store = self.clone();
         runtime.spawn(async move {
             if let Err(error) = slots::refund(&store.inner, vec![(&planned, mark)], &now).await {

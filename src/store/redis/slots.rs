@@ -11,6 +11,7 @@
 //! back: they may be denied for them, never admitted beyond a limit. A server that dies
 //! between the steps leaves its charges to expire with their keys (at most one period).
 
+use super::program::Entry;
 use super::{Inner, Planned};
 use crate::algorithm::Decision;
 use crate::store::{Decisions, StoreError};
@@ -95,15 +96,29 @@ async fn call<'a>(
     // Each check's key, then the keys it is carried from; its numbers, then theirs.
     let mut keys: SmallVec<[&[u8]; 2]> = SmallVec::new();
     let mut args: Vec<i64> = Vec::new();
-    for p in checks.clone() {
-        keys.push(&p.key.name);
-        args.extend(p.args);
-        for carry in &p.carried {
-            keys.push(&carry.key.name);
-            args.extend(carry.args);
+    let mut entry = Entry::Acquire;
+    if let Some(counter) = checks
+        .clone()
+        .next()
+        .filter(|_| checks.clone().count() == 1)
+    {
+        if let Some(args_counter) = counter.counter_args() {
+            keys.push(&counter.key.name);
+            args.extend(args_counter);
+            entry = Entry::AcquireCounter;
         }
     }
-    let reply: Vec<i64> = inner.invoke(&inner.acquire, keys, now, args).await?;
+    if entry == Entry::Acquire {
+        for p in checks.clone() {
+            keys.push(&p.key.name);
+            args.extend(p.args);
+            for carry in &p.carried {
+                keys.push(&carry.key.name);
+                args.extend(carry.args);
+            }
+        }
+    }
+    let reply: Vec<i64> = inner.invoke(entry, keys, now, args).await?;
     let count = checks.clone().count();
     if reply.len() != 1 + 8 * count {
         return Err(StoreError::new(
@@ -164,5 +179,5 @@ pub(super) async fn refund(
 ) -> Result<i64, StoreError> {
     let keys = checks.iter().map(|(p, _)| p.key.name.as_slice());
     let args = checks.iter().flat_map(|(p, mark)| p.refund_args(*mark));
-    inner.invoke(&inner.refund, keys, now, args).await
+    inner.invoke(Entry::Refund, keys, now, args).await
 }

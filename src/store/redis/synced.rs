@@ -3,6 +3,7 @@
 //! totals (see [`crate::store::sync`]).
 
 use super::keys::{Digests, RedisKey};
+use super::program::Entry;
 use super::{int, unasked, Inner, RedisPending, RedisStore};
 use crate::algorithm::Decision;
 use crate::clock::saturating_nanos;
@@ -266,7 +267,7 @@ async fn sync(inner: &Inner, force: bool) -> Result<(), StoreError> {
                 .chain(names.iter().map(Vec::as_slice));
             // Apart from the breaker: a sync never holds a request up.
             inner
-                .run::<Vec<i64>>(&inner.sync, keys, script_now, args, timeout)
+                .run::<Vec<i64>>(Entry::Sync, keys, script_now, args, timeout)
                 .await
         }
     }))

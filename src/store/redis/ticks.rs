@@ -25,15 +25,21 @@ const YEAR_2100_NS: u128 = 4_102_444_800 * 1_000_000_000;
 /// A test clock's time must stay below this (2^52 ns, about 52 days after the epoch).
 pub(super) const TEST_CLOCK_LIMIT_NS: u64 = 1 << 52;
 
+/// The latest `now` (ns) a tick must hold when the script's clock counts `base_ns`
+/// nanoseconds a unit.
+fn latest_now(base_ns: u64) -> u128 {
+    if base_ns == 1 {
+        u128::from(TEST_CLOCK_LIMIT_NS)
+    } else {
+        YEAR_2100_NS
+    }
+}
+
 impl Tick {
     /// The finest tick for `quota`, when the script's clock counts `base_ns` nanoseconds a
     /// unit (1000 for Redis's microseconds, 1 for a test clock); `None` if none fits.
     pub(super) fn choose(algorithm: Algorithm, quota: &Quota, base_ns: u64) -> Option<Tick> {
-        let latest_now = if base_ns == 1 {
-            u128::from(TEST_CLOCK_LIMIT_NS)
-        } else {
-            YEAR_2100_NS
-        };
+        let latest_now = latest_now(base_ns);
         [1, 1_000, 1_000_000, 1_000_000_000]
             .into_iter()
             .filter(|&nanos| nanos >= base_ns && quota.period_nanos().is_multiple_of(nanos))
@@ -44,6 +50,17 @@ impl Tick {
             .find(|tick| {
                 latest_now / u128::from(tick.nanos) + tick.largest_value(algorithm, quota) < EXACT
             })
+    }
+
+    /// The scale of a fixed window of `quota` kept in this tick as one integer,
+    /// `(window + 1) × scale + count` (see `library.lua`): above twice the limit and one, so
+    /// that a count and a request's cost stay below it; `None` when such integers would not
+    /// stay below 2^53 until the latest `now`.
+    pub(super) fn counter_scale(self, quota: &Quota) -> Option<u64> {
+        let scale = u128::from(quota.requests_per_period()) * 2 + 2;
+        let base_ns = self.nanos / self.per_base.max(1);
+        let windows = latest_now(base_ns) / u128::from(quota.period_nanos()) + 2;
+        (windows.checked_mul(scale)? < EXACT).then(|| u64::try_from(scale).ok())?
     }
 
     /// The tick's unit, for keys: `ns`, `us`, `ms` or `s`.

@@ -1,0 +1,649 @@
+-- tollgate: the Redis side of the store, one library of functions (`FUNCTION LOAD`, Redis 7)
+-- or, on a Redis without functions, scripts of the same text (see src/store/redis/program.rs).
+--
+-- Everything at the top level is defined once, when the library is loaded; a call runs only
+-- its function. (A library's top level sees no globals but `redis.register_function`: the
+-- functions reach `math`, `string` and `redis` when they run.) The arithmetic is src/algorithm/*.rs's, in integer ticks: Lua numbers are
+-- doubles, and the Rust side picks each limit's tick so that every value stays below 2^53;
+-- `idiv` and `cdiv` divide exactly.
+
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+
+local function cdiv(a, b)
+  local q = idiv(a, b)
+  if q * b < a then q = q + 1 end
+  return q
+end
+
+-- Now in base units: `given`, or Redis's clock (TIME, in microseconds) when it is "".
+local function now_in_base_units(given)
+  if given ~= '' then return tonumber(given) end
+  local time = redis.call('TIME')
+  return time[1] * 1000000 + time[2]
+end
+
+-- An integer read from Redis, or nil for anything else (garbage, an old format, a float).
+local function int(text)
+  local n = tonumber(text)
+  if n and n == math.floor(n) and n - n == 0 then return n end
+  return nil
+end
+
+-- The PX of a key whose state is worth keeping `ticks` more ticks, `per_ms` ticks a
+-- millisecond (or, negated, milliseconds a tick): rounded up, and one more. A test clock's
+-- time does not pass with Redis's: its keys are kept an hour at least.
+local function px(ticks, per_ms, test_clock)
+  local ms
+  if per_ms > 0 then ms = cdiv(ticks, per_ms) else ms = ticks * -per_ms end
+  if test_clock then ms = math.max(ms, 3600000) end
+  return ms + 1
+end
+
+local function decision(allowed, limit, remaining, reset, retry, delay, booked, mark)
+  return { allowed and 1 or 0, limit, remaining, reset, retry, delay or 0, booked or -1, mark or 0 }
+end
+
+-- Each algorithm: how its state is kept (read: the stored text to numbers, {} when there is
+-- none or it is not this algorithm's; write: numbers to text), and
+-- decide(s, now, q, cost) -> decision, the state to keep when admitted.
+
+local function read_one(text)
+  local n = int(text)
+  if n then return { n } end
+  return {}
+end
+
+local function read_two(text)
+  local a, b = string.match(text, '^(%S+) (%S+)$')
+  a, b = int(a), int(b)
+  if a and b then return { a, b } end
+  return {}
+end
+
+local function read_three(text)
+  local a, b, c = string.match(text, '^(%S+) (%S+) (%S+)$')
+  a, b, c = int(a), int(b), int(c)
+  if a and b and c then return { a, b, c } end
+  return {}
+end
+
+-- A sliding window log: { total, t1, c1, t2, c2, ... }, oldest first.
+local function read_log(text)
+  local parts = {}
+  for part in string.gmatch(text, '%S+') do
+    local n = int(part)
+    if not n then return {} end
+    parts[#parts + 1] = n
+  end
+  if #parts % 2 ~= 1 then return {} end
+  return parts
+end
+
+local function write_one(s) return string.format('%d', s[1]) end
+local function write_two(s) return string.format('%d %d', s[1], s[2]) end
+local function write_three(s) return string.format('%d %d %d', s[1], s[2], s[3]) end
+local function write_log(s)
+  local parts = {}
+  for k, v in ipairs(s) do parts[k] = string.format('%d', v) end
+  return table.concat(parts, ' ')
+end
+
+local function token_bucket(s, now, q, cost)
+  local limit, period = q.limit, q.period
+  if limit == 0 then return decision(false, 0, 0, 0, period), s end
+  local burst = q.burst
+  local anchor, level = s[1] or now, s[2] or burst
+  local elapsed = math.max(0, now - anchor)
+  local periods = idiv(elapsed, period)
+  local tokens
+  if level + periods * limit >= burst then
+    tokens = burst
+  else
+    tokens = level + periods * limit + idiv((elapsed - periods * period) * limit, period)
+  end
+  if tokens >= burst then
+    anchor, level, tokens = now, burst, burst
+  elseif periods > 0 then
+    anchor, level = anchor + periods * period, level + periods * limit
+  end
+  local allowed = cost <= tokens
+  local retry = 0
+  if not allowed then
+    if cost > burst then
+      retry = period
+    else
+      retry = math.max(0, anchor + cdiv((cost - level) * period, limit) - now)
+    end
+  else
+    level, tokens = level - cost, tokens - cost
+  end
+  local reset = 0
+  if burst > level then reset = math.max(0, anchor + cdiv((burst - level) * period, limit) - now) end
+  return decision(allowed, burst, math.max(tokens, 0), reset, retry), { anchor, level }
+end
+
+local function schedule(s, now, q, cost, slots, max_delay, shaping)
+  local limit, period = q.limit, q.period
+  if limit == 0 then return decision(false, 0, 0, 0, period), s end
+  local interval = cdiv(period, limit)
+  local tat = s[1] or now
+  local start = math.max(now, tat)
+  local booked = start + cost * interval
+  local horizon = slots * interval
+  local delay = start - now
+  local within = max_delay < 0 or delay <= max_delay
+  local allowed = booked - now <= horizon and within
+  local after = allowed and booked or start
+  local ahead = after - now
+  local retry = 0
+  if not allowed then
+    if cost > slots then
+      retry = period
+    else
+      local fits_at = math.max(0, booked - horizon)
+      local waits_at = 0
+      if max_delay >= 0 then waits_at = math.max(0, start - max_delay) end
+      retry = math.max(0, math.max(fits_at, waits_at) - now)
+    end
+  end
+  local max_limit, remaining = slots, idiv(math.max(0, horizon - ahead), interval)
+  if max_delay >= 0 then
+    local function within_wait(wait)
+      if wait <= max_delay then return idiv(max_delay - wait, interval) + 1 end
+      return 0
+    end
+    max_limit = math.min(max_limit, within_wait(0))
+    remaining = math.min(remaining, within_wait(ahead))
+  end
+  local wait, booked_at = 0, -1
+  if allowed and shaping then
+    wait = delay
+    if delay > 0 then booked_at = booked end
+  end
+  return decision(allowed, max_limit, remaining, ahead, retry, wait, booked_at, after), { after }
+end
+
+local function gcra(s, now, q, cost)
+  return schedule(s, now, q, cost, q.burst, -1, false)
+end
+
+local function leaky_bucket(s, now, q, cost)
+  local max_delay = q.shaping and q.max_delay or -1
+  return schedule(s, now, q, cost, q.queue + 1, max_delay, q.shaping)
+end
+
+-- The window of `now` and the requests counted in it, from a fixed window's state.
+local function fixed_window(s, now, q, cost)
+  local limit, period = q.limit, q.period
+  local window = math.max(idiv(now, period), s[1] or 0)
+  local count = 0
+  if s[1] == window then count = s[2] end
+  local until_next = math.max(0, (window + 1) * period - now)
+  local allowed = count + cost <= limit
+  if allowed then count = count + cost end
+  local retry = 0
+  if not allowed then
+    if cost > limit then retry = period else retry = until_next end
+  end
+  local reset = 0
+  if count > 0 then reset = until_next end
+  return decision(allowed, limit, math.max(0, limit - count), reset, retry, 0, -1, window), { window, count }
+end
+
+-- A fixed window kept as one integer, `(window + 1) * scale + count` (q.scale above twice the
+-- limit and one, so that a count and a request's cost never reach it; the window shifted by
+-- one, so that a key INCRBY creates never passes for one of a window): read as
+-- { window, count }, so that it decides as `fixed_window`, and charged with INCRBY in its
+-- own window (see `keep`).
+local function read_counter(text, q)
+  local v = int(text)
+  if not v or v < q.scale then return {} end
+  local stamp = idiv(v, q.scale)
+  return { stamp - 1, v - stamp * q.scale }
+end
+
+local function write_counter(s, q) return string.format('%d', (s[1] + 1) * q.scale + s[2]) end
+
+local function sliding_window_counter(s, now, q, cost)
+  local limit, period = q.limit, q.period
+  local at = now
+  if s[1] and s[1] > idiv(now, period) then at = s[1] * period end
+  local window = idiv(at, period)
+  local current, previous = 0, 0
+  if s[1] == window then
+    current, previous = s[2], s[3]
+  elseif s[1] and s[1] + 1 == window then
+    previous = s[2]
+  end
+  local start = window * period
+  local elapsed = at - start
+  local used = previous * (period - elapsed) + current * period
+  local capacity = limit * period
+  local allowed = used + cost * period <= capacity
+  if allowed then
+    current = current + cost
+    used = used + cost * period
+  end
+  local retry = 0
+  if not allowed then
+    if cost > limit then
+      retry = period
+    else
+      local retry_at
+      if current + cost <= limit then
+        local room = limit - current - cost
+        retry_at = start + period - math.min(idiv(room * period, previous), period)
+      else
+        local room = limit - cost
+        retry_at = start + 2 * period - math.min(idiv(room * period, current), period)
+      end
+      retry = math.max(0, retry_at - now)
+    end
+  end
+  local reset_at = at
+  if current > 0 then reset_at = start + 2 * period elseif previous > 0 then reset_at = start + period end
+  local remaining = idiv(math.max(0, capacity - used), period)
+  return decision(allowed, limit, remaining, math.max(0, reset_at - now), retry, 0, -1, window), { window, current, previous }
+end
+
+local function sliding_window_log(s, now, q, cost)
+  local limit, period = q.limit, q.period
+  local total = s[1] or 0
+  local entries = {}
+  for i = 2, #s, 2 do
+    if s[i] + period > now then
+      entries[#entries + 1] = { s[i], s[i + 1] }
+    else
+      total = total - s[i + 1]
+    end
+  end
+  local newest = entries[#entries]
+  local filed_at = now
+  if newest and newest[1] > now then filed_at = newest[1] end
+  local allowed = total + cost <= limit
+  local retry = 0
+  if not allowed then
+    if cost > limit then
+      retry = period
+    else
+      local still = total
+      for _, entry in ipairs(entries) do
+        still = still - entry[2]
+        if still + cost <= limit then
+          retry = math.max(0, entry[1] + period - now)
+          break
+        end
+      end
+    end
+  end
+  local used = total
+  if allowed and cost > 0 then
+    used = total + cost
+    if newest and newest[1] == filed_at then
+      newest[2] = newest[2] + cost
+    else
+      entries[#entries + 1] = { filed_at, cost }
+    end
+  end
+  local reset = 0
+  local last = entries[#entries]
+  if last then reset = math.max(0, last[1] + period - now) end
+  local fields = { used }
+  for _, entry in ipairs(entries) do
+    fields[#fields + 1] = entry[1]
+    fields[#fields + 1] = entry[2]
+  end
+  return decision(allowed, limit, math.max(0, limit - used), reset, retry, 0, -1, filed_at), fields
+end
+
+-- By algorithm code: token bucket, leaky bucket, fixed window (as text: `window count`),
+-- sliding window log, sliding window counter, GCRA, fixed window (as one integer).
+local decide = { token_bucket, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter, gcra, fixed_window }
+local read = { read_two, read_one, read_two, read_log, read_three, read_one, read_counter }
+local write = { write_two, write_one, write_two, write_log, write_three, write_one, write_counter }
+
+local COUNTER = 7
+
+-- The most requests a limit admits at once (src/algorithm/mod.rs, capacity).
+local function capacity(q)
+  local algorithm = q.algorithm
+  if algorithm == 1 or algorithm == 6 then return q.burst end
+  if algorithm == 2 then return q.queue + 1 end
+  return q.limit
+end
+
+-- A limit's numbers from args[a + 1 ..]: algorithm, ticks per base unit, limit, period,
+-- burst (a counter's scale), queue, max_delay (-1: none), shaping.
+local function quota(args, a)
+  return {
+    algorithm = tonumber(args[a + 1]), div = tonumber(args[a + 2]), limit = tonumber(args[a + 3]),
+    period = tonumber(args[a + 4]), burst = tonumber(args[a + 5]), scale = tonumber(args[a + 5]),
+    queue = tonumber(args[a + 6]), max_delay = tonumber(args[a + 7]), shaping = args[a + 8] == '1',
+  }
+end
+
+-- The stored state of a key under limit q: the numbers, {} for none.
+local function state_of(key, q)
+  -- pcall: a key of another type reads as never seen (and is overwritten when charged).
+  local text = redis.pcall('GET', key)
+  if type(text) ~= 'string' then return {}, false end
+  return read[q.algorithm](text, q), true
+end
+
+-- The state of check q carried from `fields`, a key's state under the limit c that a reload
+-- replaced (src/algorithm/carry.rs): as it is where it means the same (a log's entries, in
+-- q's ticks; a window's counts under the same period, whichever way it is kept), a token
+-- bucket's tokens into a token bucket, else the requests it had used, charged to a fresh
+-- state.
+local function carried(q, c, fields, now_base)
+  local windows = { [3] = true, [7] = true }
+  if c.algorithm == 4 and q.algorithm == 4 then
+    local entries = { fields[1] }
+    for i = 2, #fields, 2 do
+      entries[i], entries[i + 1] = cdiv(fields[i] * c.div, q.div), fields[i + 1]
+    end
+    return entries
+  end
+  local same_period = c.period * c.div == q.period * q.div
+  local same_algorithm = c.algorithm == q.algorithm or (windows[c.algorithm] and windows[q.algorithm])
+  if same_algorithm and same_period and (windows[q.algorithm] or q.algorithm == 5) then
+    return fields
+  end
+  local as_it_stands = decide[c.algorithm](fields, idiv(now_base, c.div), c, 0)
+  local used = as_it_stands[2] - as_it_stands[3]
+  if c.algorithm == 1 and q.algorithm == 1 then used = capacity(q) - as_it_stands[3] end
+  local _, state = decide[q.algorithm]({}, q.now, q, math.max(0, math.min(used, capacity(q))))
+  return state
+end
+
+-- Keeps `s`, the state of check q, under its key for `reset` ticks (stored as q's algorithm
+-- keeps it). A counter charged in its own window takes INCRBY: one number, and its TTL kept.
+local function keep(q, s, reset, test_clock)
+  if q.algorithm == COUNTER and q.stored_window == s[1] then
+    redis.call('INCRBY', q.key, s[2] - q.stored_count)
+  else
+    redis.call('SET', q.key, write[q.algorithm](s, q), 'PX', px(reset, q.per_ms, test_clock))
+  end
+end
+
+-- Decides every limit of one request, all or nothing, atomically.
+--
+-- keys     per check, in order: its state key, then the n keys it is carried from
+-- args[1]  now in base units, or "" to read Redis's clock (TIME, in microseconds)
+-- args     then per check, in order: 12 numbers: algorithm, ticks per base unit, limit,
+--          period, burst (a counter's scale), queue, max_delay (-1: none), shaping (1/0),
+--          cost, flags (1: shadow, + 2: only checked, never charged), ticks per ms (0 when
+--          a tick is longer than a millisecond: then ms per tick, negated), n; then, for
+--          each key it is carried from, 8: algorithm, ticks per base unit, limit, period,
+--          burst, queue, max_delay, shaping (the limit a reload replaced)
+-- Returns  { now (base units), then per check: allowed, limit, remaining, reset_after,
+--          retry_after, delay, booked_until (-1: none), mark } with durations in the check's
+--          ticks; mark says where the charge was filed, for `refund` (a window, the time of a
+--          log entry, the new theoretical arrival time; 0 for a token bucket).
+local function acquire(keys, args)
+  local test_clock = args[1] ~= ''
+  local now_base = now_in_base_units(args[1])
+  local checks = {}
+  local a, k = 1, 1
+  while k <= #keys do
+    local q = quota(args, a)
+    q.cost, q.flags, q.per_ms = tonumber(args[a + 9]), tonumber(args[a + 10]), tonumber(args[a + 11])
+    q.key, q.shadow, q.check_only = keys[k], q.flags % 2 == 1, q.flags >= 2
+    q.now = idiv(now_base, q.div)
+    local fields, kept = state_of(q.key, q)
+    if q.algorithm == COUNTER and fields[1] then
+      q.stored_window, q.stored_count = fields[1], fields[2]
+    end
+    local n = tonumber(args[a + 12])
+    a, k = a + 12, k + 1
+    for _ = 1, n do
+      if not kept and not q.carried_from then
+        local c = quota(args, a)
+        local old = state_of(keys[k], c)
+        if #old > 0 then fields, q.carried_from = carried(q, c, old, now_base), keys[k] end
+      end
+      a, k = a + 8, k + 1
+    end
+    q.fields = fields
+    q.decision, q.next = decide[q.algorithm](fields, q.now, q, q.cost)
+    if q.check_only and q.decision[1] == 1 then
+      -- Nothing is charged: what remains, and when the limit is full again, as they stand.
+      local as_it_stands = decide[q.algorithm](fields, q.now, q, 0)
+      q.decision[3], q.decision[4], q.decision[7] = as_it_stands[3], as_it_stands[4], -1
+    end
+    checks[#checks + 1] = q
+  end
+
+  local admitted = true
+  for _, q in ipairs(checks) do
+    if q.decision[1] == 0 and not q.shadow then admitted = false end
+  end
+
+  local reply = { now_base }
+  for _, q in ipairs(checks) do
+    if admitted and q.decision[1] == 1 and not q.check_only then
+      keep(q, q.next, q.decision[4], test_clock)
+    elseif q.carried_from then
+      -- Carried, not charged: the state moves to its new key all the same.
+      local reset = decide[q.algorithm](q.fields, q.now, q, 0)[4]
+      q.stored_window = nil
+      if reset > 0 then keep(q, q.fields, reset, test_clock) end
+    end
+    if q.carried_from then redis.call('DEL', q.carried_from) end
+    for _, v in ipairs(q.decision) do reply[#reply + 1] = v end
+  end
+  return reply
+end
+
+-- Decides one fixed window kept as one integer (see `read_counter`), charged when admitted:
+-- the request of most limits, at the cost of one INCRBY (and, once a window, one SET).
+--
+-- keys[1]  the state key
+-- args     now ("" for TIME), ticks per base unit, limit, period, scale, cost, ticks per ms
+-- Returns  as `acquire`, for one check.
+local function acquire_counter(keys, args)
+  local key = keys[1]
+  local now_base = now_in_base_units(args[1])
+  local div, limit, period = tonumber(args[2]), tonumber(args[3]), tonumber(args[4])
+  local scale, cost = tonumber(args[5]), tonumber(args[6])
+  local now = idiv(now_base, div)
+  local window = idiv(now, period)
+  local until_next = (window + 1) * period - now
+  local stamp = window + 1
+  local allowed, count
+  -- pcall: a key of another type or format does not count (and is overwritten below).
+  local stored = int(redis.pcall('INCRBY', key, cost))
+  if stored and stored >= 0 and idiv(stored, scale) == stamp then
+    count = stored - stamp * scale
+    allowed = count <= limit
+    if not allowed then
+      redis.call('DECRBY', key, cost)
+      count = count - cost
+    end
+  elseif cost <= limit then
+    -- This window's first request (the key was new, of another window, or garbage).
+    count, allowed = cost, true
+    local ms = px(until_next, tonumber(args[7]), args[1] ~= '')
+    redis.call('SET', key, string.format('%d', stamp * scale + count), 'PX', ms)
+  else
+    -- Never admitted, and nothing counted in this window: no state.
+    count, allowed = 0, false
+    redis.call('DEL', key)
+  end
+  local retry = 0
+  if not allowed then
+    if cost > limit then retry = period else retry = until_next end
+  end
+  local reset = 0
+  if count > 0 then reset = until_next end
+  return { now_base, allowed and 1 or 0, limit, math.max(0, limit - count), reset, retry, 0, -1, window }
+end
+
+-- Gives back what `acquire` charged for a request that was not admitted after all (a limit
+-- in another slot denied it, or another slot failed), or a queue place whose client left
+-- before its turn, wherever no later request has built on the charge.
+--
+-- keys[i]  the state key of check i
+-- args[1]  now in base units, or "" to read Redis's clock
+-- args     then 7 numbers per check: algorithm, ticks per base unit, limit, period, burst
+--          (a counter's scale), cost, mark (where `acquire` filed the charge: its reply's
+--          mark)
+-- Returns  how many charges were given back.
+
+-- Each algorithm: (fields, now, q) -> the fields without the charge, or nil to leave them
+-- (the charge is gone already, or later requests were scheduled after it).
+local function refund_token_bucket(s, now, q)
+  return { s[1], math.min(q.burst, s[2] + q.cost) }
+end
+
+-- GCRA and leaky bucket: the charge moved the theoretical arrival time to `mark`. Only the
+-- newest booking can be taken back: moving the time back under a later one would let two
+-- requests share one emission interval.
+local function refund_schedule(s, now, q)
+  if q.limit == 0 or s[1] ~= q.mark then return nil end
+  return { math.max(now, q.mark - q.cost * cdiv(q.period, q.limit)) }
+end
+
+local function refund_fixed_window(s, now, q)
+  if s[1] ~= q.mark then return nil end
+  return { s[1], math.max(0, s[2] - q.cost) }
+end
+
+local function refund_sliding_window_counter(s, now, q)
+  if s[1] == q.mark then return { s[1], math.max(0, s[2] - q.cost), s[3] } end
+  if s[1] == q.mark + 1 then return { s[1], s[2], math.max(0, s[3] - q.cost) } end
+  return nil
+end
+
+local function refund_sliding_window_log(s, now, q)
+  -- s = { total, t1, c1, t2, c2, ... }: take the cost off the entry filed at `mark`.
+  for i = 2, #s, 2 do
+    if s[i] == q.mark then
+      local fields = { math.max(0, s[1] - q.cost) }
+      for j = 2, #s, 2 do
+        local count = s[j + 1]
+        if j == i then count = count - q.cost end
+        if count > 0 then
+          fields[#fields + 1] = s[j]
+          fields[#fields + 1] = count
+        end
+      end
+      return fields
+    end
+  end
+  return nil
+end
+
+local refunds = {
+  refund_token_bucket, refund_schedule, refund_fixed_window, refund_sliding_window_log,
+  refund_sliding_window_counter, refund_schedule, refund_fixed_window,
+}
+
+local function refund(keys, args)
+  local now_base = now_in_base_units(args[1])
+  local given = 0
+  for i = 1, #keys do
+    local a = 1 + 7 * (i - 1)
+    local q = {
+      algorithm = tonumber(args[a + 1]), div = tonumber(args[a + 2]), limit = tonumber(args[a + 3]),
+      period = tonumber(args[a + 4]), burst = tonumber(args[a + 5]), scale = tonumber(args[a + 5]),
+      cost = tonumber(args[a + 6]), mark = tonumber(args[a + 7]),
+    }
+    local now = idiv(now_base, q.div)
+    local fields = state_of(keys[i], q)
+    if #fields > 0 then
+      local refunded = refunds[q.algorithm](fields, now, q)
+      if refunded then
+        -- A schedule back at now is "never seen".
+        if #refunded == 1 and refunded[1] <= now then
+          redis.call('DEL', keys[i])
+        else
+          redis.call('SET', keys[i], write[q.algorithm](refunded, q), 'KEEPTTL')
+        end
+        given = given + 1
+      end
+    end
+  end
+  return given
+end
+
+-- One server's counts of local-first limits go in, the fleet's totals come out.
+--
+-- args[1]: now (see `now_in_base_units`). args[2]: 1 when keys[1] is the registry of servers
+-- (a sorted set), 0 when there is none. args[3]: this server's id. args[4]: how long a
+-- server stays counted, in base units, and args[5] in milliseconds.
+-- Then 7 numbers per key (after the registry): the kind (1: windows, 2: a schedule), how long
+-- the key is worth keeping (ms), and
+--   windows: the current window, then two (window, count to add) pairs;
+--   a schedule: after, add (base units), then 0, 0, 0; its bookings move the theoretical
+--   arrival time `tat` to math.max(tat, after) + add (with add 0: at least after).
+-- Answers now (base units), the servers counted (-1 without a registry), then two numbers
+-- per key: windows, the counts of the current window and of the one before; a schedule,
+-- its tat and 0.
+
+-- A number kept in a hash field: a window's count or a schedule's tat (0 if none).
+local function hash_count(key, field)
+  local value = tonumber(redis.call('HGET', key, field))
+  if not value or value < 0 then return 0 end
+  return value
+end
+
+local function sync(keys, args)
+  local test_clock = args[1] ~= ''
+  local now = now_in_base_units(args[1])
+  local reply = { now, -1 }
+  local first = 1
+
+  if args[2] == '1' then
+    local registry = keys[1]
+    redis.call('ZADD', registry, string.format('%d', now), args[3])
+    redis.call('ZREMRANGEBYSCORE', registry, '-inf', string.format('%d', now - tonumber(args[4])))
+    redis.call('PEXPIRE', registry, args[5])
+    reply[2] = redis.call('ZCARD', registry)
+    first = 2
+  end
+
+  for i = first, #keys do
+    local key = keys[i]
+    local a = 5 + (i - first) * 7
+    local kind = tonumber(args[a + 1])
+    local keep_ms = tonumber(args[a + 2])
+    local kept = redis.call('TYPE', key).ok
+    if kept ~= 'hash' and kept ~= 'none' then redis.call('DEL', key) end
+    if kind == 1 then
+      local current = tonumber(args[a + 3])
+      for j = 0, 1 do
+        local window, added = args[a + 4 + 2 * j], args[a + 5 + 2 * j]
+        if added ~= '0' and tonumber(window) + 1 >= current then
+          -- As sent (a Lua number would lose digits); a count that cannot be added (past
+          -- 2^63) spoils neither this key nor the others.
+          redis.pcall('HINCRBY', key, window, added)
+        end
+      end
+      for _, field in ipairs(redis.call('HKEYS', key)) do
+        local window = tonumber(field)
+        if not window or window + 1 < current then redis.call('HDEL', key, field) end
+      end
+      reply[#reply + 1] = hash_count(key, string.format('%d', current))
+      reply[#reply + 1] = hash_count(key, string.format('%d', current - 1))
+    else
+      local after, add = tonumber(args[a + 3]), tonumber(args[a + 4])
+      local tat = hash_count(key, 'tat')
+      -- No length but a later start: "the schedule is at least this far" (a carried one).
+      if add > 0 or after > tat then
+        tat = math.max(tat, after) + add
+        redis.call('HSET', key, 'tat', string.format('%d', tat))
+      end
+      reply[#reply + 1] = tat
+      reply[#reply + 1] = 0
+    end
+    if test_clock then keep_ms = math.max(keep_ms, 3600000) end
+    if redis.call('EXISTS', key) == 1 then redis.call('PEXPIRE', key, string.format('%d', keep_ms)) end
+  end
+
+  return reply
+end
