@@ -49,6 +49,16 @@ impl Layout {
         self.scale.is_some()
     }
 
+    /// Whether `acquire_counter` can decide this limit, of a period of `period` ticks,
+    /// alone: a counter in ticks of the base unit, whose answer, `until_next × scale +
+    /// code`, stays below 2^53.
+    pub(super) fn counter_answers_in_one_number(self, period: u64) -> bool {
+        let Some(scale) = self.scale else {
+            return false;
+        };
+        self.tick.per_base == 1 && (u128::from(period) + 1) * u128::from(scale) < 1 << 53
+    }
+
     /// The suffix of the state's key: the tick's unit, and `:n` for a counter.
     pub(super) fn suffix(self) -> String {
         let unit = self.tick.unit();

@@ -440,47 +440,44 @@ local function acquire(keys, args)
 end
 
 -- Decides one fixed window kept as one integer (see `read_counter`), charged when admitted:
--- the request of most limits, at the cost of one INCRBY (and, once a window, one SET).
+-- the request of most limits, at the cost of one INCRBY (and, once a window, one SET), in
+-- ticks of the base unit. Written for Redis's time: its answer is one integer, since a table
+-- costs Redis more than the rest of the decision.
 --
 -- keys[1]  the state key
--- args     now ("" for TIME), ticks per base unit, limit, period, scale, cost, ticks per ms
--- Returns  as `acquire`, for one check.
+-- args     now ("" for TIME), period, limit, cost, and, with a given now, ticks per ms
+-- Returns  until_next * scale + code, scale = 2 * limit + 2: until_next the ticks to the
+--          window's end, code the count of the window after the request when admitted
+--          (at most limit), else limit + 1 + the count before it.
 local function acquire_counter(keys, args)
-  local key = keys[1]
-  local now_base = now_in_base_units(args[1])
-  local div, limit, period = tonumber(args[2]), tonumber(args[3]), tonumber(args[4])
-  local scale, cost = tonumber(args[5]), tonumber(args[6])
-  local now = idiv(now_base, div)
+  local key, now, per_ms = keys[1], args[1], 1000
+  if now == '' then
+    local time = redis.call('TIME')
+    now = time[1] * 1000000 + time[2]
+  else
+    now, per_ms = tonumber(now), tonumber(args[5])
+  end
+  local period, limit, cost = tonumber(args[2]), tonumber(args[3]), tonumber(args[4])
+  local scale = limit * 2 + 2
   local window = idiv(now, period)
   local until_next = (window + 1) * period - now
-  local stamp = window + 1
-  local allowed, count
+  local base = (window + 1) * scale
   -- pcall: a key of another type or format does not count (and is overwritten below).
-  local stored = int(redis.pcall('INCRBY', key, cost))
-  if stored and stored >= 0 and idiv(stored, scale) == stamp then
-    count = stored - stamp * scale
-    allowed = count <= limit
-    if not allowed then
-      redis.call('DECRBY', key, cost)
-      count = count - cost
-    end
-  elseif cost <= limit then
-    -- This window's first request (the key was new, of another window, or garbage).
-    count, allowed = cost, true
-    local ms = px(until_next, tonumber(args[7]), args[1] ~= '')
-    redis.call('SET', key, string.format('%d', stamp * scale + count), 'PX', ms)
-  else
+  local stored = redis.pcall('INCRBY', key, cost)
+  if type(stored) == 'number' and stored > base and stored < base + scale then
+    local count = stored - base
+    if count <= limit then return until_next * scale + count end
+    redis.call('DECRBY', key, cost)
+    return until_next * scale + limit + 1 + count - cost
+  end
+  if cost > limit then
     -- Never admitted, and nothing counted in this window: no state.
-    count, allowed = 0, false
     redis.call('DEL', key)
+    return until_next * scale + limit + 1
   end
-  local retry = 0
-  if not allowed then
-    if cost > limit then retry = period else retry = until_next end
-  end
-  local reset = 0
-  if count > 0 then reset = until_next end
-  return { now_base, allowed and 1 or 0, limit, math.max(0, limit - count), reset, retry, 0, -1, window }
+  -- This window's first request (the key was new, of another window, or garbage).
+  redis.call('SET', key, base + cost, 'PX', px(until_next, per_ms, args[1] ~= ''))
+  return until_next * scale + cost
 end
 
 -- Gives back what `acquire` charged for a request that was not admitted after all (a limit

@@ -203,16 +203,46 @@ impl Planned {
         }
     }
 
-    /// What `acquire_counter` takes for this check when it can decide it alone (a fixed window
-    /// kept as one integer, charged when admitted, carried from nothing): ticks per base
-    /// unit, limit, period, scale, cost, ticks per ms.
-    fn counter_args(&self) -> Option<[i64; 6]> {
+    /// What `acquire_counter` takes for this check, a request's only one, when it can decide
+    /// it (a fixed window kept as one integer in ticks of the base unit, charged when
+    /// admitted, carried from nothing, whose answer fits a double): period, limit, cost,
+    /// ticks per ms.
+    fn counter_args(&self) -> Option<[i64; 4]> {
         let a = &self.args;
-        let alone = self.layout.is_counter()
+        let period = u64::try_from(a[3]).unwrap_or(u64::MAX);
+        let alone = self.layout.counter_answers_in_one_number(period)
             && !self.shadow()
             && !self.check_only()
             && self.carried.is_empty();
-        alone.then(|| [a[1], a[2], a[3], a[4], a[8], a[10]])
+        alone.then(|| [a[3], a[2], a[8], a[10]])
+    }
+
+    /// The decision `acquire_counter` answered for this check: `until_next × scale + code`,
+    /// `code` the window's count after the request when admitted (at most the limit), else
+    /// the limit and one more than the count before it.
+    fn counter_decision(&self, reply: i64) -> Decision {
+        let [_, _, limit, period, scale, ..] = self.args.map(|a| u64::try_from(a).unwrap_or(0));
+        let cost = u64::try_from(self.args[8]).unwrap_or(0);
+        let reply = u64::try_from(reply).unwrap_or(0);
+        let (until_next, code) = (reply / scale.max(1), reply % scale.max(1));
+        let allowed = code <= limit;
+        let count = if allowed { code } else { code - limit - 1 };
+        let tick = self.layout.tick;
+        let ticks = |ticks: u64| Duration::from_nanos(tick.nanos_of(ticks));
+        let retry_after = match () {
+            _ if allowed => 0,
+            _ if cost > limit => period,
+            _ => until_next,
+        };
+        Decision {
+            allowed,
+            capacity: limit,
+            remaining: limit.saturating_sub(count),
+            reset_after: ticks(if count > 0 { until_next } else { 0 }),
+            retry_after: ticks(retry_after),
+            delay: Duration::ZERO,
+            booked_until: None,
+        }
     }
 
     /// What `refund.lua` takes to give back this check's charge, filed at `mark`: algorithm,
