@@ -208,14 +208,15 @@ fn monitor_arguments(line: &str) -> Vec<String> {
     arguments
 }
 
-/// The `EVALSHA` the store makes for one check of `user`, as `MONITOR` shows it:
-/// (sha, key, the arguments after `now`).
+/// The call the store makes for one check of `user` (`FCALL` of its library's function, or
+/// `EVALSHA` of its script on a Redis without functions), as `MONITOR` shows it: (command,
+/// function or sha, key, the arguments after `now`).
 fn observe_store_call(
     server: &Server,
     runtime: &tokio::runtime::Runtime,
     limiter: &Limiter<RedisStore>,
     user: &str,
-) -> (String, String, Vec<String>) {
+) -> (String, String, String, Vec<String>) {
     let mut monitor = Command::new("redis-cli")
         .args(["-h", "127.0.0.1", "-p", &server.port.to_string(), "MONITOR"])
         .stdout(Stdio::piped())
@@ -239,19 +240,19 @@ fn observe_store_call(
     let call = loop {
         let line = receive
             .recv_timeout(wait)
-            .expect("MONITOR shows the store's EVALSHA");
+            .expect("MONITOR shows the store's call");
         let arguments = monitor_arguments(&line);
         if arguments
             .first()
-            .is_some_and(|c| c.eq_ignore_ascii_case("evalsha"))
+            .is_some_and(|c| c.eq_ignore_ascii_case("fcall") || c.eq_ignore_ascii_case("evalsha"))
         {
             break arguments;
         }
     };
     let _ = monitor.kill();
     let _ = monitor.wait();
-    // evalsha <sha> <numkeys> <key> <now> <11 numbers>
-    assert_eq!(call.len(), 16, "one key, now, 11 numbers: {call:?}");
+    // fcall <function> <numkeys> <key> <now> <numbers>
+    assert!(call.len() > 5, "one key, now, numbers: {call:?}");
     assert_eq!(call[2], "1", "one key: {call:?}");
     assert_eq!(call[4], "", "now is Redis's clock: {call:?}");
     for number in &call[5..] {
@@ -259,7 +260,12 @@ fn observe_store_call(
             .parse::<i64>()
             .unwrap_or_else(|_| panic!("a number: {number:?} in {call:?}"));
     }
-    (call[1].to_lowercase(), call[3].clone(), call[5..].to_vec())
+    (
+        call[0].to_lowercase(),
+        call[1].clone(),
+        call[3].clone(),
+        call[5..].to_vec(),
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -375,6 +381,7 @@ fn percentile(sorted: &[Duration], percent: usize) -> Duration {
 }
 
 fn run_tollgate(
+    command: &str,
     server: &Server,
     runtime: &tokio::runtime::Runtime,
     limiter: &Limiter<RedisStore>,
@@ -396,14 +403,14 @@ fn run_tollgate(
              (denied by `on_store_error: deny`); is something else using the CPUs?"
         );
     }
-    let (evalsha_calls, failed, usec_per_call) = server.command_stats("evalsha");
-    // One EVALSHA per check; a timed-out call may or may not have reached Redis, and an open
+    let (store_calls, failed, usec_per_call) = server.command_stats(command);
+    // One call per check; a timed-out call may or may not have reached Redis, and an open
     // circuit breaker makes none.
     assert!(
-        evalsha_calls <= calls && evalsha_calls + denied >= calls,
-        "one EVALSHA per decision (INFO commandstats): {evalsha_calls} for {calls} checks, {denied} failed"
+        store_calls <= calls && store_calls + denied >= calls,
+        "one {command} per decision (INFO commandstats): {store_calls} for {calls} checks, {denied} failed"
     );
-    assert_eq!(failed, 0, "no EVALSHA failed");
+    assert_eq!(failed, 0, "no {command} failed");
     latencies.sort_unstable();
     Run {
         calls,
@@ -577,15 +584,7 @@ fn main() {
     let limiter = Limiter::with_store(rules, store);
 
     let users: Arc<Vec<String>> = Arc::new((0..USERS).map(|i| format!("user-{i:05}")).collect());
-    let (sha, key, numbers) = observe_store_call(&server, &runtime, &limiter, &users[0]);
-    // The baseline calls the script the store sent, by its SHA: the store's first call left
-    // it in Redis's script cache.
-    let cached = server.cli(&["SCRIPT", "EXISTS", &sha]);
-    assert_eq!(
-        cached.trim(),
-        "1",
-        "the store's script {sha} is cached in Redis"
-    );
+    let (command, sha, key, numbers) = observe_store_call(&server, &runtime, &limiter, &users[0]);
     // The baseline's keys: the store's key for a user, its last 12 characters replaced by
     // redis-benchmark's 12-digit random number, so of the same length and prefix.
     let split = key
@@ -594,8 +593,10 @@ fn main() {
         .filter(|&at| key.is_char_boundary(at) && key[..at].contains("}:"))
         .unwrap_or_else(|| panic!("a key longer than its hash tag and 12 characters: {key:?}"));
     let baseline_key = format!("{}__rand_int__", &key[..split]);
+    // The baseline calls what the store called: the library's function it loaded, by its
+    // name, or its script, by its SHA.
     let mut evalsha: Vec<String> = vec![
-        "evalsha".into(),
+        command.clone(),
         sha.clone(),
         "1".into(),
         baseline_key.clone(),
@@ -647,7 +648,7 @@ fn main() {
         WARM_UP.as_secs_f64()
     );
     println!(
-        "- the store's EVALSHA for `{}`, seen by MONITOR: sha {sha}, key `{key}`, now \"\", then {}",
+        "- the store's call for `{}`, seen by MONITOR: {command} {sha}, key `{key}`, now \"\", then {}",
         users[0],
         numbers.join(" ")
     );
@@ -663,13 +664,14 @@ fn main() {
         let mut script_line = String::new();
         for _ in 0..ROUNDS {
             tollgate_rounds.push(run_tollgate(
+                &command,
                 &server,
                 &runtime,
                 &limiter,
                 &users,
                 concurrency,
             ));
-            let (run, line) = run_benchmark(&server, concurrency, requests, &evalsha, "evalsha");
+            let (run, line) = run_benchmark(&server, concurrency, requests, &evalsha, &command);
             script_rounds.push(run);
             script_line = line;
         }

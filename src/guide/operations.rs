@@ -123,7 +123,7 @@
 //!   (another lookup); a limit no reload changed pays nothing. Several reloads in a row carry
 //!   from the newest state a client has, for as long as an old limit's state could still
 //!   matter (its period, or a bucket's refill).
-//! - **Redis** (and a Redis Cluster): the same, inside the atomic script call that decides
+//! - **Redis** (and a Redis Cluster): the same, inside the atomic call that decides
 //!   the request: the old key is read, converted and deleted, and the new one written, in one
 //!   round trip. On a Redis Cluster, a limit with no varying value (one state for everybody,
 //!   as `method=DELETE`) keeps its state in a slot named by the limit itself: it changes
@@ -166,8 +166,10 @@
 //! or on a cluster with `TOLLGATE_REDIS_CLUSTER=redis://127.0.0.1:7000,redis://127.0.0.1:7001`
 //! (some of its nodes, comma-separated).
 //!
-//! - **One round trip per request.** Every limit that applies is decided by one Lua script
-//!   call (`EVALSHA`; after a `SCRIPT FLUSH` the script is loaded again by itself),
+//! - **One round trip per request.** Every limit that applies is decided by one call of a
+//!   Lua function (`FCALL`: the store loads its library into Redis when it connects, and again
+//!   by itself after a `FUNCTION FLUSH` or on a new master; on a Redis before 7, which has no
+//!   functions, the same text runs as scripts, `EVALSHA`),
 //!   atomically and all or nothing, with the same arithmetic as the in-memory store: the same
 //!   reference suite passes on both with identical decisions. (On a cluster: one call per
 //!   slot, [below](#on-a-redis-cluster).)
@@ -180,12 +182,14 @@
 //!   (`tollgate:` by default; it may not contain braces), 16 hex digits of the SHA-256 of the
 //!   limit's [hash tag](super::rules#hash-tags-where-state-lives-in-a-redis-cluster), the
 //!   domain, 32 hex digits of the SHA-256 of the state key (limit and client values), and
-//!   the tick. Whatever a client sends (a 30 KB header), a key is about 60 bytes plus prefix
+//!   the tick, followed by `:n` for a fixed window, which is kept as one integer that
+//!   `INCRBY` charges. Whatever a client sends (a 30 KB header), a key is about 60 bytes plus prefix
 //!   and domain, and holds no client value in clear; a state key costs Redis about 150
 //!   bytes. Keys expire by themselves once their state is back to "never seen"; a key
 //!   holding anything else reads as never seen.
-//! - **Requirements and limits.** Redis 6 or later (scripts that read `TIME` and then
-//!   write, `SET ... KEEPTTL`). A `sliding_window_log` is read whole on every request, so on
+//! - **Requirements and limits.** Redis 6 or later (`SET ... KEEPTTL`); Redis 7 or later
+//!   runs the store's functions, loaded once, where Redis 6 runs the same code as scripts,
+//!   which cost it about twice the time a decision. A `sliding_window_log` is read whole on every request, so on
 //!   Redis its limit is capped at 1,000 (use `sliding_window_counter` for larger ones); a
 //!   limit that Redis cannot hold exactly is reported once and decided by its
 //!   `on_store_error` policy.
@@ -212,6 +216,22 @@
 //!   [`max_keys`](crate::store::RedisStoreBuilder::max_keys) of their keys in memory
 //!   (default 1,000,000, about 128 MB), Redis down or not.
 //!
+//! ## Upgrading a fleet on Redis
+//!
+//! Servers of two versions of tollgate may share one Redis while a fleet is upgraded: each
+//! loads its own library of functions (its name carries a hash of its code), and every
+//! algorithm keeps the same state under the same keys in every version, but the fixed window.
+//! Before this version, a fixed window was kept as text, `window count`, under `…:us`; now
+//! it is one integer under `…:us:n` (one `INCRBY` a decision, about half the time in Redis).
+//! During a rolling upgrade, old and new servers then each count a fixed window on their own
+//! side: a client spread over both may be admitted up to twice its limit in a window, until
+//! the last old server is gone (the old keys then expire by themselves at the end of their
+//! windows). To keep fixed windows exact while both run, start the new servers with
+//! [`legacy_fixed_windows(true)`](crate::store::RedisStoreBuilder::legacy_fixed_windows),
+//! which keeps them as the old servers do; turning it off once all are upgraded is the same
+//! change again, at a quiet time of one's choosing. `tests/redis_upgrade.rs` runs 0.1's
+//! script beside this version's store on one Redis.
+//!
 //! ## On a Redis Cluster
 //!
 //! `RedisStore::cluster_builder(["redis://10.0.0.5:7000", "redis://10.0.0.6:7000"])` takes
@@ -226,7 +246,7 @@
 //!   (a per-user and a per-tenant limit) is one call per slot, sent together: one round trip
 //!   of wall time. Each slot charges its limits only when all of its enforced limits have
 //!   room. When a slot denies (or fails), the slots that charged are refunded by a second
-//!   script call, before the request is answered: a denied request consumes no limit, as on
+//!   call, before the request is answered: a denied request consumes no limit, as on
 //!   one server. The refund is exact for `fixed_window`, `sliding_window_counter`,
 //!   `sliding_window_log` and `token_bucket`; a `gcra` or `leaky_bucket` booking is given back
 //!   only while no later request was scheduled after it (otherwise it stays charged: moving
@@ -255,7 +275,7 @@
 //!   The circuit breaker is the store's, not a node's: a run of failures on one master pauses
 //!   calls to all of them for the cooldown.
 //!
-//! Measured throughput against `redis-benchmark` running the same script call is in the
+//! Measured throughput against `redis-benchmark` running the same call is in the
 //! repository's BENCHMARKS.md.
 //!
 //! # Time and clock steps
@@ -306,7 +326,7 @@
 //! | state | a step of the wall clock | a reload that changes a limit | Redis down | bounded by |
 //! |---|---|---|---|---|
 //! | memory | nothing: monotonic time, anchored once ([time](#time-and-clock-steps)) | each client keeps what it used ([reload](#what-a-reload-keeps)) | — | a key ceiling; idle keys dropped |
-//! | Redis, Redis Cluster | Redis's own clock decides | kept, in the decision's own script call (on a cluster, a limit with no varying value starts afresh) | `on_store_error` decides, after the timeout; then the circuit breaker ([Redis](#shared-limits-across-a-fleet-redis)) | keys expire once fresh again |
+//! | Redis, Redis Cluster | Redis's own clock decides | kept, in the decision's own call (on a cluster, a limit with no varying value starts afresh) | `on_store_error` decides, after the timeout; then the circuit breaker ([Redis](#shared-limits-across-a-fleet-redis)) | keys expire once fresh again |
 //! | local-first limits | the server's monotonic clock, set to Redis's at each sync | kept through each server ([local-first](super::rules#local-first-limits-sync_every)) | each server decides alone on its share, and sends what it admitted when Redis is back | `max_keys` per server; keys whose counts no longer matter forgotten, sent or not |
 //! | approximate limits | nothing (memory's clock) | the sketch kept when its settings are, its clients' counts with it; else freed | — | the sketch's fixed size, allocated when the rules are put in force |
 //! | the client layer | nothing (holds run on a monotonic clock) | — | — | holds of at most `max_hold` (an hour), `clear_holds()`; 1,024 origins, 64 partitions each ([client](super::client)) |

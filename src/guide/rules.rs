@@ -195,7 +195,7 @@
 //!
 //! On a Redis Cluster, each limit's state lives in the slot of its *hash tag*, the part of
 //! its key that says who is limited, so that one client's limits share a slot and are
-//! decided by one script call, while clients spread evenly over the masters. A limit's tag
+//! decided by one call, while clients spread evenly over the masters. A limit's tag
 //! is, along the entries that led to it:
 //!
 //! 1. the value of the nearest entry marked `hash_tag: true`;
@@ -221,7 +221,7 @@
 //! A request whose limits have different tags (a per-user and a per-tenant limit) is
 //! decided in each slot concurrently, still all or nothing (see
 //! [operations](super::operations#on-a-redis-cluster)): one round trip of wall time, one
-//! script call per slot. Mark an entry `hash_tag: true` where the default does not fit. For
+//! call per slot. Mark an entry `hash_tag: true` where the default does not fit. For
 //! example, under `key: tenant` with `key: user` nested, every limit is tagged by the tenant,
 //! so one large tenant is one hot slot; marking the user entry spreads the per-user limits
 //! by user instead:

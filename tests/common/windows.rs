@@ -16,3 +16,16 @@ pub async fn away_from_hour_edge(margin: Duration) {
         tokio::time::sleep(left + Duration::from_millis(100)).await;
     }
 }
+
+/// Waits, if needed, until the current window of `period` (aligned to the epoch, as Redis's
+/// windows are) has more than `margin` left.
+pub async fn away_from_edge(period: Duration, margin: Duration) {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970");
+    let into = since_epoch.as_nanos() % period.as_nanos();
+    let left = period - Duration::from_nanos(u64::try_from(into).expect("within a period"));
+    if left < margin {
+        tokio::time::sleep(left + Duration::from_millis(100)).await;
+    }
+}

@@ -101,23 +101,24 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Whether fixed windows are kept as text, `window count`, under the keys where earlier
-    /// versions of tollgate (0.1) keep them and read them (default off). Set it while a fleet
-    /// mixes servers of both versions, a rolling upgrade, so that each fixed window stays
-    /// exact across them; unset it once every server runs this version.
+    /// Whether fixed windows are kept as text, `window count`, under the keys where tollgate
+    /// 0.1 keeps them and reads them (default off): set it while a fleet mixes servers of 0.1
+    /// and of this version, a rolling upgrade, so that each fixed window stays exact across
+    /// them.
     ///
     /// Off, a fixed window is kept as one integer charged with `INCRBY`, under a key of its
-    /// own (`:us:n`), which costs Redis about half the time a decision as text does (see
-    /// `BENCHMARKS.md`), and which older servers do not read: while both run, a client then
-    /// has its limit on each side of the fleet, at most twice its limit in a window. The
-    /// other algorithms keep the same state, under the same keys, in every version. See the
-    /// [guide](crate::guide::operations#upgrading-a-fleet-on-redis).
+    /// own (`…:us:n`), which costs Redis about half the time a decision as text does (see
+    /// `BENCHMARKS.md`), and which 0.1 does not read: while both run, each side counts a
+    /// fixed window on its own, and a client spread over both may be admitted up to twice
+    /// its limit in a window. Turning it off later is the same change, at a time of one's
+    /// choosing. The other algorithms keep the same state, under the same keys, in both. See
+    /// the [guide](crate::guide::operations#upgrading-a-fleet-on-redis).
     ///
     /// ```no_run
     /// use tollgate::store::RedisStore;
     ///
     /// # async fn run() -> Result<(), tollgate::store::StoreError> {
-    /// // During a rolling upgrade from tollgate 0.1:
+    /// // While servers of tollgate 0.1 share the Redis:
     /// let store = RedisStore::builder("redis://127.0.0.1:6379")
     ///     .legacy_fixed_windows(true)
     ///     .connect()

@@ -5,8 +5,8 @@
 //! as tollgate always has, but for the fixed window, which keeps one integer,
 //! `(window + 1) × scale + count`, charged with one `INCRBY`: a decision then costs Redis
 //! about what a minimal fixed-window script does. A fixed window kept so lives under its own
-//! suffix (`:us:n`, not `:us`), where servers that keep it as text (tollgate before 0.2, or
-//! with [`legacy_fixed_windows`](super::RedisStoreBuilder::legacy_fixed_windows)) never look.
+//! suffix (`:us:n`, not `:us`), where servers that keep it as text (tollgate 0.1, or with
+//! [`legacy_fixed_windows`](super::RedisStoreBuilder::legacy_fixed_windows)) never look.
 
 use super::ticks::Tick;
 use crate::algorithm::{Algorithm, Quota};

@@ -32,8 +32,9 @@ use ticks::{clamped_cost, Tick};
 
 /// Limit state in Redis, shared by every server of a fleet (feature `redis`).
 ///
-/// All the limits of one request are decided by one Lua script call (`EVALSHA`, loaded again
-/// by itself after a `SCRIPT FLUSH`), atomically and all or nothing, with the same
+/// All the limits of one request are decided by one call of a Lua function (`FCALL`; the
+/// store loads its library of functions into Redis, and again by itself after a `FUNCTION
+/// FLUSH`; a Redis before 7 runs the same text as scripts), atomically and all or nothing, with the same
 /// arithmetic as the in-memory store. Time comes from Redis (`TIME`), so servers whose clocks
 /// disagree still agree on every limit. Keys are hashes of bounded size, whatever clients
 /// send, and expire by themselves once their state is back to "never seen".
@@ -167,7 +168,7 @@ struct Planned {
     carried: Vec<PlannedCarry>,
 }
 
-/// A key a check's state is carried from, as `acquire.lua` takes it.
+/// A key a check's state is carried from, as `acquire` takes it.
 struct PlannedCarry {
     key: RedisKey,
     /// Algorithm, ticks per base unit, limit, period, burst, queue, max_delay, shaping.
@@ -185,7 +186,7 @@ impl Planned {
         self.args[9] & CHECK_ONLY != 0
     }
 
-    /// The decision from the first seven numbers `acquire.lua` answered for this check.
+    /// The decision from the first seven numbers `acquire` answered for this check.
     fn decision(&self, values: &[i64]) -> Decision {
         let tick = self.layout.tick;
         let duration =
@@ -245,7 +246,7 @@ impl Planned {
         }
     }
 
-    /// What `refund.lua` takes to give back this check's charge, filed at `mark`: algorithm,
+    /// What `refund` takes to give back this check's charge, filed at `mark`: algorithm,
     /// ticks per base unit, limit, period, burst, cost, mark.
     fn refund_args(&self, mark: i64) -> [i64; 7] {
         let a = &self.args;
@@ -395,7 +396,7 @@ impl Inner {
     }
 }
 
-/// A script call that failed.
+/// A call of the library that failed.
 struct Failure {
     error: StoreError,
     /// Whether Redis could not be reached or did not answer (rather than answered an error).
@@ -547,12 +548,12 @@ fn quota_args(layout: Layout, quota: &Quota) -> [i64; 8] {
     ]
 }
 
-/// The flag of a shadow limit's check in `acquire.lua`'s arguments.
+/// The flag of a shadow limit's check in `acquire`'s arguments.
 const SHADOW: i64 = 1;
 /// The flag of a check that is never charged.
 const CHECK_ONLY: i64 = 2;
 
-/// The flags of `check`, as `acquire.lua` reads them.
+/// The flags of `check`, as `acquire` reads them.
 fn flags(check: &LimitCheck<'_>) -> i64 {
     let flag = |set: bool, flag: i64| if set { flag } else { 0 };
     flag(check.shadow, SHADOW) | flag(check.check_only, CHECK_ONLY)

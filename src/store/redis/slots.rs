@@ -1,10 +1,10 @@
 //! All or nothing across the slots of a Redis Cluster.
 //!
-//! One call of `acquire.lua` decides every check whose key is in one slot, atomically: it
+//! One call of the library's `acquire` decides every check whose key is in one slot, atomically: it
 //! charges them only when all of its enforced limits have room. A request whose keys share a
 //! slot (one client's limits: see [`LimitCheck::tag`](crate::store::LimitCheck::tag)) is one
 //! call, as on a single server. A request whose keys are in several slots is one call per
-//! slot, sent together; when a slot denies (or fails), `refund.lua` gives back what the other
+//! slot, sent together; when a slot denies (or fails), its `refund` gives back what the other
 //! slots charged, before the request is answered.
 //!
 //! Between the two steps, concurrent requests see the charges that are about to be given
@@ -18,10 +18,10 @@ use crate::store::{Decisions, StoreError};
 use futures_util::future::join_all;
 use smallvec::SmallVec;
 
-/// What `acquire.lua` answered for one check.
+/// What `acquire` answered for one check.
 struct Answer {
     decision: Decision,
-    /// Where the charge was filed, for `refund.lua`.
+    /// Where the charge was filed, for `refund`.
     mark: i64,
 }
 
@@ -167,7 +167,7 @@ async fn refund_charged(
     }
 }
 
-/// One call of `refund.lua`: gives back the charges of `checks`, each filed at its mark.
+/// One call of `refund`: gives back the charges of `checks`, each filed at its mark.
 pub(super) async fn refund(
     inner: &Inner,
     checks: Vec<(&Planned, i64)>,

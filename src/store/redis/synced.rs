@@ -422,7 +422,7 @@ fn report_overshoot(limit: &Limit, over: u64) {
     }
 }
 
-/// What `sync.lua` takes for one key of `limit`: kind, ms to keep, and five numbers.
+/// What the library's `sync` takes for one key of `limit`: kind, ms to keep, and five numbers.
 fn arguments(payload: &Payload, limit: &Limit, base_ns: u64) -> [i64; 7] {
     let keep_ms = int(limit.keep() / 1_000_000);
     match *payload {
@@ -449,7 +449,7 @@ fn arguments(payload: &Payload, limit: &Limit, base_ns: u64) -> [i64; 7] {
     }
 }
 
-/// What `sync.lua` answered for one key.
+/// What the library's `sync` answered for one key.
 fn totals(payload: &Payload, values: &[i64], base_ns: u64) -> Totals {
     let count = |value: i64| u64::try_from(value).unwrap_or(0);
     match payload {

@@ -69,7 +69,7 @@ mod tests {
     /// As many keys as are due.
     const ALL: usize = usize::MAX;
 
-    /// The shared store, as `sync.lua` keeps it.
+    /// The shared store, as the library's `sync` keeps it.
     #[derive(Default)]
     struct Shared {
         windows: HashMap<u64, i64>,

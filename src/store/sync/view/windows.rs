@@ -156,7 +156,7 @@ impl Counts for Windows {
 
     fn is_spent(&self, now: u64, quota: &Quota) -> bool {
         // Both windows are older than the one before the current: a request starts afresh,
-        // and the fleet takes no count for them any more (`sync.lua`).
+        // and the fleet takes no count for them any more (the library's `sync`).
         quota.period_divisor().div_u64(now) > self.number.saturating_add(1)
     }
 
