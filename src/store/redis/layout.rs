@@ -23,6 +23,8 @@ pub(super) struct Layout {
 
 /// The code of the fixed window kept as one integer in `library.lua`.
 const COUNTER: i64 = 7;
+/// The code of the token bucket in `library.lua`.
+pub(super) const TOKEN_BUCKET: i64 = 1;
 
 impl Layout {
     /// The layout of a limit decided by `algorithm` under `quota`, kept in `tick`; a fixed
@@ -34,7 +36,7 @@ impl Layout {
             .flatten();
         let code = match (algorithm, scale) {
             (_, Some(_)) => COUNTER,
-            (Algorithm::TokenBucket, _) => 1,
+            (Algorithm::TokenBucket, _) => TOKEN_BUCKET,
             (Algorithm::LeakyBucket, _) => 2,
             (Algorithm::FixedWindow, _) => 3,
             (Algorithm::SlidingWindowLog, _) => 4,

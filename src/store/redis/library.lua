@@ -517,6 +517,56 @@ local function acquire_counter(keys, args)
   return until_next * scale + cost
 end
 
+-- Decides one token bucket, charged when admitted: as `token_bucket`, in ticks of the base
+-- unit, without the tables of `acquire` (they cost Redis more than the arithmetic).
+--
+-- keys[1]  the state key
+-- args     now ("" for TIME), period, limit (above 0), burst, cost, and, with a given now,
+--          ticks per ms
+-- Returns  { remaining (admitted), or -1 - remaining (refused), reset_after, retry_after }
+local function acquire_token_bucket(keys, args)
+  local key, now, per_ms = keys[1], args[1], 1000
+  if now == '' then
+    local time = redis.call('TIME')
+    now = time[1] * 1000000 + time[2]
+  else
+    now, per_ms = tonumber(now), tonumber(args[6])
+  end
+  local period, limit = tonumber(args[2]), tonumber(args[3])
+  local burst, cost = tonumber(args[4]), tonumber(args[5])
+  local anchor, level = now, burst
+  local text = redis.pcall('GET', key)
+  if type(text) == 'string' then
+    local a, l = string.match(text, '^(%-?%d+) (%-?%d+)$')
+    if a then anchor, level = tonumber(a), tonumber(l) end
+  end
+  local elapsed = now - anchor
+  if elapsed < 0 then elapsed = 0 end
+  local periods = idiv(elapsed, period)
+  local tokens
+  if level + periods * limit >= burst then
+    tokens = burst
+  else
+    tokens = level + periods * limit + idiv((elapsed - periods * period) * limit, period)
+  end
+  if tokens >= burst then
+    anchor, level, tokens = now, burst, burst
+  elseif periods > 0 then
+    anchor, level = anchor + periods * period, level + periods * limit
+  end
+  if cost > tokens then
+    local retry = period
+    if cost <= burst then retry = math.max(0, anchor + cdiv((cost - level) * period, limit) - now) end
+    local reset = 0
+    if burst > level then reset = math.max(0, anchor + cdiv((burst - level) * period, limit) - now) end
+    return { -1 - tokens, reset, retry }
+  end
+  level = level - cost
+  local reset = math.max(0, anchor + cdiv((burst - level) * period, limit) - now)
+  redis.call('SET', key, string.format('%d %d', anchor, level), 'PX', px(reset, per_ms, args[1] ~= ''))
+  return { math.max(tokens - cost, 0), reset, 0 }
+end
+
 -- Gives back what `acquire` charged for a request that was not admitted after all (a limit
 -- in another slot denied it, or another slot failed), or a queue place whose client left
 -- before its turn, wherever no later request has built on the charge.

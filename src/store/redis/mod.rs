@@ -246,6 +246,39 @@ impl Planned {
         }
     }
 
+    /// What `acquire_token_bucket` takes for this check, a request's only one, when it can
+    /// decide it (a token bucket of a limit above 0 in ticks of the base unit, charged when
+    /// admitted, carried from nothing): period, limit, burst, cost, ticks per ms.
+    fn token_bucket_args(&self) -> Option<[i64; 5]> {
+        let a = &self.args;
+        let alone = self.layout.code == layout::TOKEN_BUCKET
+            && self.layout.tick.per_base == 1
+            && a[2] > 0
+            && !self.shadow()
+            && !self.check_only()
+            && self.carried.is_empty();
+        alone.then(|| [a[3], a[2], a[4], a[8], a[10]])
+    }
+
+    /// The decision `acquire_token_bucket` answered for this check: what remains (`-1 -`
+    /// what remains, refused), reset_after, retry_after.
+    fn token_bucket_decision(&self, values: &[i64; 3]) -> Decision {
+        let tick = self.layout.tick;
+        let ticks =
+            |value: i64| Duration::from_nanos(tick.nanos_of(u64::try_from(value).unwrap_or(0)));
+        let allowed = values[0] >= 0;
+        let remaining = if allowed { values[0] } else { -1 - values[0] };
+        Decision {
+            allowed,
+            capacity: u64::try_from(self.args[4]).unwrap_or(0),
+            remaining: u64::try_from(remaining).unwrap_or(0),
+            reset_after: ticks(values[1]),
+            retry_after: ticks(values[2]),
+            delay: Duration::ZERO,
+            booked_until: None,
+        }
+    }
+
     /// What `refund` takes to give back this check's charge, filed at `mark`: algorithm,
     /// ticks per base unit, limit, period, burst, cost, mark.
     fn refund_args(&self, mark: i64) -> [i64; 7] {

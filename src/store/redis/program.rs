@@ -21,6 +21,8 @@ pub(super) enum Entry {
     Acquire,
     /// Decides one fixed window kept as one integer, charged when admitted.
     AcquireCounter,
+    /// Decides one token bucket, charged when admitted.
+    AcquireTokenBucket,
     /// Gives charges back.
     Refund,
     /// Sends a server's counts of local-first limits and takes the fleet's totals.
@@ -28,9 +30,10 @@ pub(super) enum Entry {
 }
 
 impl Entry {
-    const ALL: [Entry; 4] = [
+    const ALL: [Entry; 5] = [
         Entry::Acquire,
         Entry::AcquireCounter,
+        Entry::AcquireTokenBucket,
         Entry::Refund,
         Entry::Sync,
     ];
@@ -40,6 +43,7 @@ impl Entry {
         match self {
             Entry::Acquire => "acquire",
             Entry::AcquireCounter => "acquire_counter",
+            Entry::AcquireTokenBucket => "acquire_token_bucket",
             Entry::Refund => "refund",
             Entry::Sync => "sync",
         }
@@ -51,9 +55,9 @@ pub(super) struct Program {
     /// The text `FUNCTION LOAD` takes.
     library: String,
     /// By [`Entry`], in [`Entry::ALL`]'s order: the function's name in Redis.
-    names: [String; 4],
+    names: [String; 5],
     /// By [`Entry`]: the script of the same text, for a Redis without functions.
-    scripts: [Script; 4],
+    scripts: [Script; 5],
     /// Whether the Redis has functions (else the scripts run).
     functions: AtomicBool,
 }

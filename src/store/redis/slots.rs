@@ -43,6 +43,14 @@ pub(super) async fn acquire(
                 .await?;
             return Ok(Decisions::one(alone.counter_decision(reply)));
         }
+        // A request of one token bucket: three integers.
+        if let Some(args) = alone.token_bucket_args() {
+            let key = alone.key.name.as_slice();
+            let reply: [i64; 3] = inner
+                .invoke(Entry::AcquireTokenBucket, [key], now, args)
+                .await?;
+            return Ok(Decisions::one(alone.token_bucket_decision(&reply)));
+        }
     }
     let groups = groups(planned, inner.is_cluster());
     if let [_] = groups.as_slice() {
