@@ -263,6 +263,16 @@ impl StoreError {
             source: Some(source.into()),
         }
     }
+
+    /// The same error, for each of several callers it failed together: its cause kept as
+    /// text.
+    #[cfg(feature = "redis")]
+    pub(crate) fn copied(&self) -> Self {
+        StoreError {
+            message: self.message.clone(),
+            source: self.source.as_ref().map(|source| source.to_string().into()),
+        }
+    }
 }
 
 impl fmt::Display for StoreError {

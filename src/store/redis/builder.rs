@@ -1,6 +1,7 @@
 //! Configuring and connecting a [`RedisStore`].
 
 use super::breaker::Breaker;
+use super::coalesce::Coalescer;
 use super::denials::Denials;
 use super::program::{self, Program};
 use super::synced::Synced;
@@ -195,10 +196,12 @@ impl RedisStoreBuilder {
         let program = Program::new();
         load(&program, &connection).await?;
         let clock_overrides_redis = self.clock.is_some();
+        let coalescer = (!self.cluster).then(Coalescer::default);
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 connection,
                 program,
+                coalescer,
                 text_windows: self.legacy_fixed_windows,
                 prefix: self.prefix,
                 timeout: self.timeout,

@@ -19,11 +19,17 @@ local function cdiv(a, b)
   return q
 end
 
--- Now in base units: `given`, or Redis's clock (TIME, in microseconds) when it is "".
-local function now_in_base_units(given)
-  if given ~= '' then return tonumber(given) end
+-- Redis's clock: TIME, in microseconds.
+local function clock()
   local time = redis.call('TIME')
   return time[1] * 1000000 + time[2]
+end
+
+-- Now in base units: `given`, or Redis's clock when it is "": `time` when a batch read it
+-- already (see `acquire_batch`).
+local function now_in_base_units(given, time)
+  if given ~= '' then return tonumber(given) end
+  return time or clock()
 end
 
 -- An integer read from Redis, or nil for anything else (garbage, an old format, a float).
@@ -33,6 +39,10 @@ local function int(text)
   return nil
 end
 
+-- A number as the digits a command takes. (Redis writes a number given to `redis.call` with
+-- "%.17g", which costs it more than the command itself.)
+local function digits(n) return string.format('%d', n) end
+
 -- The PX of a key whose state is worth keeping `ticks` more ticks, `per_ms` ticks a
 -- millisecond (or, negated, milliseconds a tick): rounded up, and one more. A test clock's
 -- time does not pass with Redis's: its keys are kept an hour at least.
@@ -40,7 +50,7 @@ local function px(ticks, per_ms, test_clock)
   local ms
   if per_ms > 0 then ms = cdiv(ticks, per_ms) else ms = ticks * -per_ms end
   if test_clock then ms = math.max(ms, 3600000) end
-  return ms + 1
+  return digits(ms + 1)
 end
 
 local function decision(allowed, limit, remaining, reset, retry, delay, booked, mark)
@@ -373,11 +383,15 @@ end
 -- keeps it). A counter charged in its own window takes INCRBY: one number, and its TTL kept.
 local function keep(q, s, reset, test_clock)
   if q.algorithm == COUNTER and q.stored_window == s[1] then
-    redis.call('INCRBY', q.key, s[2] - q.stored_count)
+    redis.call('INCRBY', q.key, digits(s[2] - q.stored_count))
   else
     redis.call('SET', q.key, write[q.algorithm](s, q), 'PX', px(reset, q.per_ms, test_clock))
   end
 end
+
+-- The functions that decide take (keys, args) from FCALL, or, from `acquire_batch`, one
+-- request among others: (keys, args, time, k, a, last_key), its keys from keys[k] to
+-- keys[last_key] and its arguments from args[a], `time` Redis's clock if read already.
 
 -- Decides every limit of one request, all or nothing, atomically.
 --
@@ -393,12 +407,12 @@ end
 --          retry_after, delay, booked_until (-1: none), mark } with durations in the check's
 --          ticks; mark says where the charge was filed, for `refund` (a window, the time of a
 --          log entry, the new theoretical arrival time; 0 for a token bucket).
-local function acquire_one(keys, args)
-  local test_clock = args[1] ~= ''
-  local now_base = now_in_base_units(args[1])
-  local q = quota(args, 1)
-  local cost, flags = tonumber(args[10]), tonumber(args[11])
-  q.key, q.per_ms = keys[1], tonumber(args[12])
+local function acquire_one(keys, args, time, k, a)
+  local test_clock = args[a] ~= ''
+  local now_base = now_in_base_units(args[a], time)
+  local q = quota(args, a)
+  local cost, flags = tonumber(args[a + 9]), tonumber(args[a + 10])
+  q.key, q.per_ms = keys[k], tonumber(args[a + 11])
   local now = idiv(now_base, q.div)
   local fields = state_of(q.key, q)
   if q.algorithm == COUNTER and fields[1] then
@@ -417,14 +431,14 @@ local function acquire_one(keys, args)
   return { now_base, d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8] }
 end
 
-local function acquire(keys, args)
+local function acquire(keys, args, time, k, a, last_key)
+  k, a, last_key = k or 1, a or 1, last_key or #keys
   -- One check, carried from nothing (the most requests): no lists.
-  if #keys == 1 then return acquire_one(keys, args) end
-  local test_clock = args[1] ~= ''
-  local now_base = now_in_base_units(args[1])
+  if k == last_key then return acquire_one(keys, args, time, k, a) end
+  local test_clock = args[a] ~= ''
+  local now_base = now_in_base_units(args[a], time)
   local checks = {}
-  local a, k = 1, 1
-  while k <= #keys do
+  while k <= last_key do
     local q = quota(args, a)
     q.cost, q.flags, q.per_ms = tonumber(args[a + 9]), tonumber(args[a + 10]), tonumber(args[a + 11])
     q.key, q.shadow, q.check_only = keys[k], q.flags % 2 == 1, q.flags >= 2
@@ -484,15 +498,15 @@ end
 -- Returns  until_next * scale + code, scale = 2 * limit + 2: until_next the ticks to the
 --          window's end, code the count of the window after the request when admitted
 --          (at most limit), else limit + 1 + the count before it.
-local function acquire_counter(keys, args)
-  local key, now, per_ms = keys[1], args[1], 1000
+local function acquire_counter(keys, args, time, k, a)
+  k, a = k or 1, a or 1
+  local key, now, per_ms = keys[k], args[a], 1000
   if now == '' then
-    local time = redis.call('TIME')
-    now = time[1] * 1000000 + time[2]
+    now = time or clock()
   else
-    now, per_ms = tonumber(now), tonumber(args[5])
+    now, per_ms = tonumber(now), tonumber(args[a + 4])
   end
-  local period, limit, cost = tonumber(args[2]), tonumber(args[3]), tonumber(args[4])
+  local period, limit, cost = tonumber(args[a + 1]), tonumber(args[a + 2]), tonumber(args[a + 3])
   local scale = limit * 2 + 2
   -- idiv, inline: a call costs Redis more than the division.
   local window = math.floor(now / period)
@@ -500,11 +514,11 @@ local function acquire_counter(keys, args)
   local until_next = (window + 1) * period - now
   local base = (window + 1) * scale
   -- pcall: a key of another type or format does not count (and is overwritten below).
-  local stored = redis.pcall('INCRBY', key, cost)
+  local stored = redis.pcall('INCRBY', key, args[a + 3])
   if type(stored) == 'number' and stored > base and stored < base + scale then
     local count = stored - base
     if count <= limit then return until_next * scale + count end
-    redis.call('DECRBY', key, cost)
+    redis.call('DECRBY', key, args[a + 3])
     return until_next * scale + limit + 1 + count - cost
   end
   if cost > limit then
@@ -513,7 +527,7 @@ local function acquire_counter(keys, args)
     return until_next * scale + limit + 1
   end
   -- This window's first request (the key was new, of another window, or garbage).
-  redis.call('SET', key, base + cost, 'PX', px(until_next, per_ms, args[1] ~= ''))
+  redis.call('SET', key, digits(base + cost), 'PX', px(until_next, per_ms, args[a] ~= ''))
   return until_next * scale + cost
 end
 
@@ -524,16 +538,16 @@ end
 -- args     now ("" for TIME), period, limit (above 0), burst, cost, and, with a given now,
 --          ticks per ms
 -- Returns  { remaining (admitted), or -1 - remaining (refused), reset_after, retry_after }
-local function acquire_token_bucket(keys, args)
-  local key, now, per_ms = keys[1], args[1], 1000
+local function acquire_token_bucket(keys, args, time, k, a)
+  k, a = k or 1, a or 1
+  local key, now, per_ms = keys[k], args[a], 1000
   if now == '' then
-    local time = redis.call('TIME')
-    now = time[1] * 1000000 + time[2]
+    now = time or clock()
   else
-    now, per_ms = tonumber(now), tonumber(args[6])
+    now, per_ms = tonumber(now), tonumber(args[a + 5])
   end
-  local period, limit = tonumber(args[2]), tonumber(args[3])
-  local burst, cost = tonumber(args[4]), tonumber(args[5])
+  local period, limit = tonumber(args[a + 1]), tonumber(args[a + 2])
+  local burst, cost = tonumber(args[a + 3]), tonumber(args[a + 4])
   local anchor, level = now, burst
   local text = redis.pcall('GET', key)
   if type(text) == 'string' then
@@ -563,8 +577,46 @@ local function acquire_token_bucket(keys, args)
   end
   level = level - cost
   local reset = math.max(0, anchor + cdiv((burst - level) * period, limit) - now)
-  redis.call('SET', key, string.format('%d %d', anchor, level), 'PX', px(reset, per_ms, args[1] ~= ''))
+  redis.call('SET', key, string.format('%d %d', anchor, level), 'PX', px(reset, per_ms, args[a] ~= ''))
   return { math.max(tokens - cost, 0), reset, 0 }
+end
+
+-- Decides the requests of several clients, each as its own call of `acquire`,
+-- `acquire_counter` or `acquire_token_bucket` would, in one call: the store sends together
+-- the requests that arrive while its calls are in flight (src/store/redis/coalesce.rs).
+-- Redis's clock is read once.
+--
+-- keys     each request's keys, in order
+-- args     per request: its function (1: acquire, 2: acquire_counter, 3:
+--          acquire_token_bucket); for `acquire`, its number of keys and of arguments after
+--          now; then now and its arguments, as its own call takes them
+-- Returns  per request, what its own call returns, or the text of its error: a request that
+--          fails (a bug) fails no other.
+local batched = { acquire, acquire_counter, acquire_token_bucket }
+-- The arguments after now of `acquire_counter` and `acquire_token_bucket`.
+local batched_arguments = { [2] = 4, [3] = 5 }
+
+local function acquire_batch(keys, args)
+  local replies, time, a, k = {}, nil, 1, 1
+  local last = #args
+  while a <= last do
+    local entry = tonumber(args[a])
+    local key_count, arg_count = 1, batched_arguments[entry]
+    if entry == 1 then
+      key_count, arg_count = tonumber(args[a + 1]), tonumber(args[a + 2])
+      a = a + 2
+    end
+    a = a + 1
+    if args[a] == '' and not time then time = clock() end
+    local ok, reply = pcall(batched[entry], keys, args, time, k, a, k + key_count - 1)
+    if not ok then
+      if type(reply) == 'table' then reply = reply.err end
+      reply = tostring(reply)
+    end
+    replies[#replies + 1] = reply
+    a, k = a + 1 + arg_count, k + key_count
+  end
+  return replies
 end
 
 -- Gives back what `acquire` charged for a request that was not admitted after all (a limit

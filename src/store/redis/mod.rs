@@ -2,6 +2,8 @@
 
 mod breaker;
 mod builder;
+mod call;
+mod coalesce;
 mod denials;
 mod keys;
 mod layout;
@@ -15,14 +17,14 @@ use crate::algorithm::{Algorithm, Decision, Quota};
 use crate::clock::{saturating_nanos, Clock, Nanos};
 use breaker::Breaker;
 pub use builder::RedisStoreBuilder;
+use coalesce::Coalescer;
 use denials::Denials;
 use keys::RedisKey;
 use layout::Layout;
-use program::{Entry, Program};
+use program::Program;
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::RedisError;
-use smallvec::SmallVec;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -70,6 +72,8 @@ struct Inner {
     connection: Connection,
     /// The library of functions (or scripts) that the calls run.
     program: Program,
+    /// The requests waiting for a call, on a single server (none on a cluster).
+    coalescer: Option<Coalescer>,
     /// Whether fixed windows are kept as text (`legacy_fixed_windows`).
     text_windows: bool,
     prefix: String,
@@ -288,97 +292,6 @@ impl Planned {
 }
 
 impl Inner {
-    /// Runs `entry` with `keys`, then `now` and `args` as arguments, within the timeout; a
-    /// Redis that does not answer counts towards the circuit breaker.
-    async fn invoke<'k, T: redis::FromRedisValue>(
-        &self,
-        entry: Entry,
-        keys: impl IntoIterator<Item = &'k [u8]>,
-        now: &str,
-        args: impl IntoIterator<Item = i64>,
-    ) -> Result<T, StoreError> {
-        match self.run(entry, keys, now, args, self.timeout).await {
-            Ok(value) => {
-                self.breaker.succeeded();
-                Ok(value)
-            }
-            Err(failure) => {
-                // Only an unreachable or unresponsive Redis trips the breaker; an error from
-                // the server itself says nothing about the other keys.
-                if failure.unreachable {
-                    self.breaker.failed(&failure.error);
-                }
-                Err(failure.error)
-            }
-        }
-    }
-
-    /// Runs `entry` with `keys`, then `now` and `args` as arguments, within `timeout`: the
-    /// library's function (loaded again, once, if Redis lost it), or its script.
-    async fn run<'k, T: redis::FromRedisValue>(
-        &self,
-        entry: Entry,
-        keys: impl IntoIterator<Item = &'k [u8]>,
-        now: &str,
-        args: impl IntoIterator<Item = i64>,
-        timeout: Duration,
-    ) -> Result<T, Failure> {
-        let keys: SmallVec<[&[u8]; 4]> = keys.into_iter().collect();
-        let args: SmallVec<[i64; 16]> = args.into_iter().collect();
-        let call = async {
-            if !self.program.uses_functions() {
-                let mut invocation = self.program.script(entry).prepare_invoke();
-                for key in &keys {
-                    invocation.key(*key);
-                }
-                invocation.arg(now);
-                for arg in &args {
-                    invocation.arg(*arg);
-                }
-                return match self.connection.clone() {
-                    Connection::Single(mut connection) => {
-                        invocation.invoke_async(&mut connection).await
-                    }
-                    Connection::Cluster(mut connection) => {
-                        invocation.invoke_async(&mut connection).await
-                    }
-                };
-            }
-            let mut fcall = redis::cmd("FCALL");
-            fcall
-                .arg(self.program.name(entry))
-                .arg(keys.len())
-                .arg(&keys[..])
-                .arg(now)
-                .arg(&args[..]);
-            match self.query(&fcall).await {
-                Err(error) if program::is_function_missing(&error) => {
-                    self.query::<()>(&self.program.load_command()).await?;
-                    self.query(&fcall).await
-                }
-                result => result,
-            }
-        };
-        match tokio::time::timeout(timeout, call).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(Failure {
-                unreachable: error.is_io_error()
-                    || error.is_timeout()
-                    || error.is_connection_dropped()
-                    || error.is_connection_refusal()
-                    || error.is_unrecoverable_error(),
-                error: redis_error(error),
-            }),
-            Err(_) => Err(Failure {
-                unreachable: true,
-                error: StoreError::new(
-                    format!("redis did not answer within {timeout:?}"),
-                    "timeout",
-                ),
-            }),
-        }
-    }
-
     /// Sends `command` (no timeout: the caller's).
     async fn query<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> Result<T, RedisError> {
         match self.connection.clone() {
@@ -427,13 +340,6 @@ impl Inner {
             )),
         }
     }
-}
-
-/// A call of the library that failed.
-struct Failure {
-    error: StoreError,
-    /// Whether Redis could not be reached or did not answer (rather than answered an error).
-    unreachable: bool,
 }
 
 fn redis_error(error: RedisError) -> StoreError {

@@ -23,6 +23,8 @@ pub(super) enum Entry {
     AcquireCounter,
     /// Decides one token bucket, charged when admitted.
     AcquireTokenBucket,
+    /// Decides the requests of several clients, each as its own call would.
+    AcquireBatch,
     /// Gives charges back.
     Refund,
     /// Sends a server's counts of local-first limits and takes the fleet's totals.
@@ -30,10 +32,11 @@ pub(super) enum Entry {
 }
 
 impl Entry {
-    const ALL: [Entry; 5] = [
+    const ALL: [Entry; 6] = [
         Entry::Acquire,
         Entry::AcquireCounter,
         Entry::AcquireTokenBucket,
+        Entry::AcquireBatch,
         Entry::Refund,
         Entry::Sync,
     ];
@@ -44,8 +47,19 @@ impl Entry {
             Entry::Acquire => "acquire",
             Entry::AcquireCounter => "acquire_counter",
             Entry::AcquireTokenBucket => "acquire_token_bucket",
+            Entry::AcquireBatch => "acquire_batch",
             Entry::Refund => "refund",
             Entry::Sync => "sync",
+        }
+    }
+
+    /// How `acquire_batch` names this entry, when it takes it: the decisions.
+    pub(super) fn batch_code(self) -> Option<i64> {
+        match self {
+            Entry::Acquire => Some(1),
+            Entry::AcquireCounter => Some(2),
+            Entry::AcquireTokenBucket => Some(3),
+            Entry::AcquireBatch | Entry::Refund | Entry::Sync => None,
         }
     }
 }
@@ -55,9 +69,9 @@ pub(super) struct Program {
     /// The text `FUNCTION LOAD` takes.
     library: String,
     /// By [`Entry`], in [`Entry::ALL`]'s order: the function's name in Redis.
-    names: [String; 5],
+    names: [String; 6],
     /// By [`Entry`]: the script of the same text, for a Redis without functions.
-    scripts: [Script; 5],
+    scripts: [Script; 6],
     /// Whether the Redis has functions (else the scripts run).
     functions: AtomicBool,
 }

@@ -17,6 +17,7 @@ use crate::algorithm::Decision;
 use crate::store::{Decisions, StoreError};
 use futures_util::future::join_all;
 use smallvec::SmallVec;
+use std::sync::Arc;
 
 /// What `acquire` answered for one check.
 struct Answer {
@@ -30,7 +31,7 @@ type Group = SmallVec<[usize; 2]>;
 
 /// Decides `planned` (the checks of one request) with `now` as the scripts' clock.
 pub(super) async fn acquire(
-    inner: &Inner,
+    inner: &Arc<Inner>,
     planned: &[Planned],
     now: &str,
 ) -> Result<Decisions, StoreError> {
@@ -39,7 +40,7 @@ pub(super) async fn acquire(
         if let Some(args) = alone.counter_args() {
             let key = alone.key.name.as_slice();
             let reply: i64 = inner
-                .invoke(Entry::AcquireCounter, [key], now, args)
+                .decide(Entry::AcquireCounter, [key], now, args)
                 .await?;
             return Ok(Decisions::one(alone.counter_decision(reply)));
         }
@@ -47,7 +48,7 @@ pub(super) async fn acquire(
         if let Some(args) = alone.token_bucket_args() {
             let key = alone.key.name.as_slice();
             let reply: [i64; 3] = inner
-                .invoke(Entry::AcquireTokenBucket, [key], now, args)
+                .decide(Entry::AcquireTokenBucket, [key], now, args)
                 .await?;
             return Ok(Decisions::one(alone.token_bucket_decision(&reply)));
         }
@@ -107,7 +108,7 @@ fn groups(planned: &[Planned], cluster: bool) -> SmallVec<[Group; 1]> {
 
 /// One call of the library's `acquire` for `checks` (keys of one slot).
 async fn call<'a>(
-    inner: &Inner,
+    inner: &Arc<Inner>,
     checks: impl Iterator<Item = &'a Planned> + Clone,
     now: &str,
 ) -> Result<Vec<Answer>, StoreError> {
@@ -122,7 +123,7 @@ async fn call<'a>(
             args.extend(carry.args);
         }
     }
-    let reply: Vec<i64> = inner.invoke(Entry::Acquire, keys, now, args).await?;
+    let reply: Vec<i64> = inner.decide(Entry::Acquire, keys, now, args).await?;
     let count = checks.clone().count();
     if reply.len() != 1 + 8 * count {
         return Err(StoreError::new(

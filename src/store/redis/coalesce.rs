@@ -1,0 +1,216 @@
+//! Requests decided together. Redis runs one call at a time, and each call costs it a
+//! dispatch, the function's entry and a reply, and the store a write and a read on the
+//! connection, whatever the call decides: a call that decides many requests pays them once.
+//!
+//! A request that finds fewer than [`IN_FLIGHT`] calls in flight on a single server's
+//! connection goes at once, alone, as it would without this: a store that is not busy waits
+//! for nothing. Past that, requests wait, and the first call in flight to end sends those
+//! waiting (up to [`BATCH`]) in one call of the library's `acquire_batch`, which decides each
+//! as its own call would: each request is still one round trip, its checks decided all or
+//! nothing, and a request that fails in Redis fails no other. The busier the store, the more
+//! each call decides.
+//!
+//! A request that gave up waiting (its caller timed out or left) is not sent. A Redis
+//! Cluster's requests are not batched: one call's keys must share a slot.
+
+use super::call::{Arg, Failure};
+use super::program::Entry;
+use super::Inner;
+use crate::store::StoreError;
+use parking_lot::Mutex;
+use redis::Value;
+use smallvec::SmallVec;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use tokio::sync::oneshot;
+
+/// Calls in flight at once on the connection before requests wait for a batch.
+const IN_FLIGHT: usize = 4;
+/// Requests in one call at most.
+const BATCH: usize = 64;
+
+/// The calls in flight and the requests waiting for one.
+#[derive(Default)]
+pub(super) struct Coalescer {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    in_flight: usize,
+    waiting: VecDeque<Waiting>,
+}
+
+/// A request waiting for a call, and where its answer goes.
+struct Waiting {
+    request: Request,
+    reply: oneshot::Sender<Result<Value, Failure>>,
+}
+
+/// A request's call, owned while it waits.
+struct Request {
+    entry: Entry,
+    keys: SmallVec<[Vec<u8>; 1]>,
+    now: String,
+    args: SmallVec<[i64; 16]>,
+}
+
+/// Runs `entry` with `keys`, then `now` and `args`: at once, or in a batch when the
+/// connection is busy. What the call answered, within the timeout.
+pub(super) async fn call(
+    inner: &Arc<Inner>,
+    entry: Entry,
+    keys: &[&[u8]],
+    now: &str,
+    args: &[i64],
+) -> Result<Value, Failure> {
+    let Some(coalescer) = &inner.coalescer else {
+        return inner
+            .run(
+                entry,
+                keys.iter().copied(),
+                now,
+                args.iter().copied(),
+                inner.timeout,
+            )
+            .await;
+    };
+    let answer = {
+        let mut state = coalescer.state.lock();
+        if state.in_flight < IN_FLIGHT {
+            state.in_flight += 1;
+            None
+        } else {
+            let (reply, answer) = oneshot::channel();
+            let request = Request {
+                entry,
+                keys: keys.iter().map(|key| key.to_vec()).collect(),
+                now: now.to_owned(),
+                args: args.into(),
+            };
+            state.waiting.push_back(Waiting { request, reply });
+            Some(answer)
+        }
+    };
+    let Some(answer) = answer else {
+        let _slot = Slot(Arc::clone(inner));
+        let (keys, args) = (keys.iter().copied(), args.iter().copied());
+        return inner.run(entry, keys, now, args, inner.timeout).await;
+    };
+    match tokio::time::timeout(inner.timeout, answer).await {
+        Ok(Ok(answered)) => answered,
+        Ok(Err(_)) => Err(Failure {
+            error: StoreError::new(
+                "the request's batch was dropped before it was sent",
+                "no runtime",
+            ),
+            unreachable: false,
+        }),
+        Err(_) => Err(Failure::timed_out(inner.timeout)),
+    }
+}
+
+/// A call in flight. When it ends, the requests waiting go in the next call, which takes its
+/// place; with none waiting, the place is free.
+struct Slot(Arc<Inner>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let Some(coalescer) = &self.0.coalescer else {
+            return;
+        };
+        let batch: Vec<Waiting> = {
+            let mut state = coalescer.state.lock();
+            // Requests whose callers left are not decided.
+            state.waiting.retain(|waiting| !waiting.reply.is_closed());
+            if state.waiting.is_empty() {
+                state.in_flight -= 1;
+                return;
+            }
+            let count = state.waiting.len().min(BATCH);
+            state.waiting.drain(..count).collect()
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let slot = Slot(Arc::clone(&self.0));
+                runtime.spawn(async move { send(&slot.0, batch).await });
+            }
+            // The runtime is gone: the requests' callers are gone with it.
+            Err(_) => coalescer.state.lock().in_flight -= 1,
+        }
+    }
+}
+
+/// Sends `batch` in one call and hands each request its answer.
+async fn send(inner: &Inner, batch: Vec<Waiting>) {
+    if let [alone] = batch.as_slice() {
+        let request = &alone.request;
+        let keys = request.keys.iter().map(Vec::as_slice);
+        let args = request.args.iter().copied();
+        let answered = inner
+            .run(request.entry, keys, &request.now, args, inner.timeout)
+            .await;
+        if let Some(alone) = batch.into_iter().next() {
+            // A caller that left no longer waits for its answer.
+            let _ = alone.reply.send(answered);
+        }
+        return;
+    }
+    let keys: Vec<&[u8]> = batch
+        .iter()
+        .flat_map(|waiting| waiting.request.keys.iter().map(Vec::as_slice))
+        .collect();
+    let mut args: Vec<Arg<'_>> = Vec::new();
+    for Waiting { request, .. } in &batch {
+        args.push(Arg::Number(request.entry.batch_code().unwrap_or(0)));
+        if request.entry == Entry::Acquire {
+            let counts = [request.keys.len(), request.args.len()];
+            args.extend(counts.map(|count| Arg::Number(to_i64(count))));
+        }
+        args.push(Arg::Text(&request.now));
+        args.extend(request.args.iter().copied().map(Arg::Number));
+    }
+    let answered: Result<Vec<Value>, Failure> = inner
+        .run_with(Entry::AcquireBatch, &keys, &args, inner.timeout)
+        .await;
+    let answers: Vec<Result<Value, Failure>> = match answered {
+        Ok(answers) if answers.len() == batch.len() => answers.into_iter().map(answer).collect(),
+        Ok(answers) => {
+            let failure = Failure {
+                error: StoreError::new(
+                    format!(
+                        "a batch of {} requests answered {} times",
+                        batch.len(),
+                        answers.len()
+                    ),
+                    "bad reply",
+                ),
+                unreachable: false,
+            };
+            batch.iter().map(|_| Err(failure.copied())).collect()
+        }
+        Err(failure) => batch.iter().map(|_| Err(failure.copied())).collect(),
+    };
+    for (waiting, answered) in batch.into_iter().zip(answers) {
+        // A caller that left no longer waits for its answer.
+        let _ = waiting.reply.send(answered);
+    }
+}
+
+/// A request's answer in a batch: what its own call answers, or the text of its error.
+fn answer(value: Value) -> Result<Value, Failure> {
+    match value {
+        Value::BulkString(text) => Err(Failure {
+            error: StoreError::new(
+                format!("the Redis call failed: {}", String::from_utf8_lossy(&text)),
+                "error in a batch",
+            ),
+            unreachable: false,
+        }),
+        value => Ok(value),
+    }
+}
+
+fn to_i64(count: usize) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
