@@ -24,8 +24,8 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("a runtime")
 }
 
-/// The reference suite on `server`, fixed windows kept as text when `text_windows`.
-fn run_reference_suite(server: &RedisServer, text_windows: bool) {
+/// The reference suite on `server`, fixed windows and logs kept as text when `legacy`.
+fn run_reference_suite(server: &RedisServer, legacy: bool) {
     let runtime = runtime();
     common::reference::run_reference_suite(|clock: ManualClock| {
         runtime
@@ -33,7 +33,7 @@ fn run_reference_suite(server: &RedisServer, text_windows: bool) {
                 RedisStore::builder(server.url())
                     .clock(clock)
                     .over_limit_cache(false)
-                    .legacy_fixed_windows(text_windows)
+                    .legacy_layout(legacy)
                     .timeout(Duration::from_secs(2))
                     .connect(),
             )
@@ -50,14 +50,16 @@ fn reference_suite_passes_on_redis_with_the_same_decisions_as_memory() {
         "the decisions came from Redis's functions"
     );
     assert!(server.calls("incrby") > 0, "fixed windows kept as integers");
+    assert!(server.calls("zadd") > 0, "logs kept as sorted sets");
 }
 
 #[test]
-fn reference_suite_passes_with_fixed_windows_kept_as_text() {
+fn reference_suite_passes_with_fixed_windows_and_logs_kept_as_text() {
     let server = RedisServer::start();
     run_reference_suite(&server, true);
     assert!(server.calls("fcall") > 30);
     assert_eq!(server.calls("incrby"), 0, "fixed windows kept as text");
+    assert_eq!(server.calls("zadd"), 0, "logs kept as text");
 }
 
 #[test]
@@ -856,26 +858,17 @@ fn a_full_limit_charges_no_other_limit_of_the_request() {
             .arg("*")
             .query(&mut connection)
             .expect("KEYS");
-        // The tenant's sliding log is the state of more than two numbers (total, then a time
-        // and a count per entry); the users' token buckets have two.
-        let states: Vec<String> = keys
+        // The tenant's sliding log is a sorted set, one member a request (`…:z`); the users'
+        // token buckets are text.
+        let log = keys
             .iter()
-            .map(|key| {
-                redis::cmd("GET")
-                    .arg(key)
-                    .query(&mut connection)
-                    .expect("GET")
-            })
-            .collect();
-        let state = states
-            .iter()
-            .find(|state| state.split(' ').count() > 2)
-            .unwrap_or_else(|| panic!("the tenant's sliding log among {states:?}"));
-        assert_eq!(
-            state.split(' ').next(),
-            Some("7"),
-            "the sliding log's total: 6 + 1 admitted requests ({state})"
-        );
+            .find(|key| key.ends_with(":z"))
+            .unwrap_or_else(|| panic!("the tenant's sliding log among {keys:?}"));
+        let total: u64 = redis::cmd("ZCARD")
+            .arg(log)
+            .query(&mut connection)
+            .expect("ZCARD");
+        assert_eq!(total, 7, "the sliding log's total: 6 + 1 admitted requests");
     });
 }
 

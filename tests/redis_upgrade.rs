@@ -1,8 +1,9 @@
 //! A rolling upgrade on one Redis: servers of tollgate 0.1 (its decision script,
 //! `tests/fixtures/acquire-0.1.lua`, called as 0.1 called it) beside servers of this version.
 //! Every algorithm keeps its state as 0.1 did, under the same keys, but the fixed window,
-//! which is now one integer under its own key: old and new servers then count it apart,
-//! unless the new ones keep it as text (`legacy_fixed_windows`).
+//! now one integer under its own key, and the sliding window log, now a sorted set under its
+//! own key: old and new servers then count these apart, unless the new ones keep them as text
+//! (`legacy_layout`).
 #![cfg(feature = "redis")]
 
 mod common;
@@ -51,7 +52,8 @@ fn per_user(algorithm: &str, limit: u64) -> Rules {
 }
 
 /// A new server and an old one deciding the limit `algorithm` (code `code` in 0.1's script)
-/// of 5 a minute for the same user, the new one keeping fixed windows as text when `legacy`.
+/// of 5 a minute for the same user, the new one keeping fixed windows and logs as text when
+/// `legacy`.
 async fn fleet(
     server: &RedisServer,
     algorithm: &str,
@@ -61,16 +63,21 @@ async fn fleet(
     let store = RedisStore::builder(server.url())
         .timeout(Duration::from_secs(2))
         .over_limit_cache(false)
-        .legacy_fixed_windows(legacy)
+        .legacy_layout(legacy)
         .connect()
         .await
         .expect("connects");
     let new = Limiter::with_store(per_user(algorithm, 5), store);
     // The new server's first request names the key; 0.1 named it the same, but a fixed
-    // window kept as one integer, under `:n`.
+    // window kept as one integer, under `:n`, and a log kept as a sorted set, under `:z`.
     assert!(new.check(&[("user", "ann")], 1).await.is_allowed());
     let keys = server.cli(&["KEYS", "*"]).unwrap_or_default();
-    let key = keys.trim().trim_end_matches(":n").to_owned();
+    let key = keys.trim();
+    let key = key
+        .strip_suffix(":n")
+        .or_else(|| key.strip_suffix(":z"))
+        .unwrap_or(key)
+        .to_owned();
     let client = redis::Client::open(server.url()).expect("a Redis URL");
     let connection = client
         .get_multiplexed_async_connection()
@@ -101,14 +108,13 @@ async fn admitted_across(new: &Limiter<RedisStore>, old: &mut OldServer) -> usiz
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn old_and_new_servers_share_every_algorithm_but_the_fixed_window_exactly() {
+async fn old_and_new_servers_share_every_algorithm_but_fixed_windows_and_logs_exactly() {
     let server = RedisServer::start();
     common::windows::away_from_edge(Duration::from_secs(60), Duration::from_secs(5)).await;
     for (algorithm, code) in [
         ("token_bucket", 1),
         ("gcra", 6),
         ("sliding_window_counter", 5),
-        ("sliding_window_log", 4),
     ] {
         server.cli(&["FLUSHALL"]);
         let (new, mut old) = fleet(&server, algorithm, code, false).await;
@@ -117,26 +123,32 @@ async fn old_and_new_servers_share_every_algorithm_but_the_fixed_window_exactly(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fixed_windows_kept_as_text_are_shared_exactly_with_old_servers() {
+async fn fixed_windows_and_logs_kept_as_text_are_shared_exactly_with_old_servers() {
     let server = RedisServer::start();
     common::windows::away_from_edge(Duration::from_secs(60), Duration::from_secs(5)).await;
-    let (new, mut old) = fleet(&server, "fixed_window", 3, true).await;
-    assert_eq!(admitted_across(&new, &mut old).await, 5);
+    for (algorithm, code) in [("fixed_window", 3), ("sliding_window_log", 4)] {
+        server.cli(&["FLUSHALL"]);
+        let (new, mut old) = fleet(&server, algorithm, code, true).await;
+        assert_eq!(admitted_across(&new, &mut old).await, 5, "{algorithm}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fixed_windows_kept_as_integers_are_counted_apart_at_most_twice_the_limit() {
+async fn fixed_windows_and_logs_kept_apart_are_counted_at_most_twice_the_limit() {
     let server = RedisServer::start();
     common::windows::away_from_edge(Duration::from_secs(60), Duration::from_secs(5)).await;
-    let (new, mut old) = fleet(&server, "fixed_window", 3, false).await;
-    // Each side admits its 5 of the 11 asked: 5 new (the first and 4 of 5), 5 old.
-    assert_eq!(admitted_across(&new, &mut old).await, 10);
-    // The old server's key, text, expires at the end of its window: nothing is left over.
-    let pttl = server
-        .cli(&["PTTL", &old.key])
-        .unwrap_or_default()
-        .trim()
-        .parse::<i64>()
-        .expect("a PTTL");
-    assert!((1..=60_001).contains(&pttl), "PTTL {pttl} ms");
+    for (algorithm, code) in [("fixed_window", 3), ("sliding_window_log", 4)] {
+        server.cli(&["FLUSHALL"]);
+        let (new, mut old) = fleet(&server, algorithm, code, false).await;
+        // Each side admits its 5 of the 11 asked: 5 new (the first and 4 of 5), 5 old.
+        assert_eq!(admitted_across(&new, &mut old).await, 10, "{algorithm}");
+        // The old server's key, text, expires within its window: nothing is left over.
+        let pttl = server
+            .cli(&["PTTL", &old.key])
+            .unwrap_or_default()
+            .trim()
+            .parse::<i64>()
+            .expect("a PTTL");
+        assert!((1..=60_001).contains(&pttl), "{algorithm}: PTTL {pttl} ms");
+    }
 }

@@ -113,6 +113,16 @@ async fn keeps_levels_and_counts<St: Store>(make: impl AsyncFn(ManualClock) -> S
         1,
         "a minute to an hour"
     );
+
+    let limiter = Limiter::with_store(
+        per_minute(Algorithm::SlidingWindowLog, 5),
+        make(ManualClock::new()).await,
+    );
+    assert_eq!(admitted(&limiter, "ann", 2).await, 2);
+    limiter.set_rules(per_minute(Algorithm::Gcra, 5));
+    assert_eq!(admitted(&limiter, "ann", 10).await, 3, "log to GCRA");
+    limiter.set_rules(per_minute(Algorithm::SlidingWindowLog, 6));
+    assert_eq!(admitted(&limiter, "ann", 10).await, 1, "GCRA to log");
 }
 
 #[tokio::test]

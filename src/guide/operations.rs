@@ -173,6 +173,14 @@
 //!   atomically and all or nothing, with the same arithmetic as the in-memory store: the same
 //!   reference suite passes on both with identical decisions. (On a cluster: one call per
 //!   slot, [below](#on-a-redis-cluster).)
+//! - **Busy, requests go together.** Redis runs one call at a time and each costs it a
+//!   dispatch and a reply whatever it decides. On a single server, a request that finds
+//!   four calls in flight on the store's connection waits for the first to end, and goes
+//!   with every request then waiting (up to 64) in one call that decides each as its own
+//!   call would: still one round trip and all or nothing per request, and a request that
+//!   fails in Redis fails no other. An idle store sends each request at once; under load
+//!   one Redis serves about twice the decisions (`BENCHMARKS.md`). A cluster's calls are
+//!   not batched (one call's keys share a slot).
 //! - **Time comes from Redis** (`TIME`), so servers with skewed clocks agree. Lua numbers are
 //!   doubles, so each limit is kept in the finest tick whose numbers stay exact (2^53): the
 //!   microsecond for everyday limits, the millisecond or second for very large limits over
@@ -183,14 +191,16 @@
 //!   limit's [hash tag](super::rules#hash-tags-where-state-lives-in-a-redis-cluster), the
 //!   domain, 32 hex digits of the SHA-256 of the state key (limit and client values), and
 //!   the tick, followed by `:n` for a fixed window, which is kept as one integer that
-//!   `INCRBY` charges. Whatever a client sends (a 30 KB header), a key is about 60 bytes plus prefix
+//!   `INCRBY` charges, and `:z` for a sliding window log, kept as a sorted set of one member
+//!   a request. Whatever a client sends (a 30 KB header), a key is about 60 bytes plus prefix
 //!   and domain, and holds no client value in clear; a state key costs Redis about 150
 //!   bytes. Keys expire by themselves once their state is back to "never seen"; a key
 //!   holding anything else reads as never seen.
 //! - **Requirements and limits.** Redis 6 or later (`SET ... KEEPTTL`); Redis 7 or later
 //!   runs the store's functions, loaded once, where Redis 6 runs the same code as scripts,
-//!   which cost it about twice the time a decision. A `sliding_window_log` is read whole on every request, so on
-//!   Redis its limit is capped at 1,000 (use `sliding_window_counter` for larger ones); a
+//!   which cost it about twice the time a decision. A `sliding_window_log` keeps every
+//!   request, so on Redis its limit is capped at 1,000 (use `sliding_window_counter` for
+//!   larger ones); a
 //!   limit that Redis cannot hold exactly is reported once and decided by its
 //!   `on_store_error` policy.
 //! - **Failures.** Each call has a timeout (50 ms). After 5 failures in a row a circuit
@@ -220,14 +230,15 @@
 //!
 //! Servers of two versions of tollgate may share one Redis while a fleet is upgraded: each
 //! loads its own library of functions (its name carries a hash of its code), and every
-//! algorithm keeps the same state under the same keys in every version, but the fixed window.
-//! Before this version, a fixed window was kept as text, `window count`, under `…:us`; now
-//! it is one integer under `…:us:n` (one `INCRBY` a decision, about half the time in Redis).
-//! During a rolling upgrade, old and new servers then each count a fixed window on their own
+//! algorithm keeps the same state under the same keys in every version, but two. Before this
+//! version, a fixed window was kept as text, `window count`, under `…:us`; now it is one
+//! integer under `…:us:n` (one `INCRBY` a decision, about half the time in Redis). A sliding
+//! window log was text too, read and written whole; now it is a sorted set under `…:us:z`.
+//! During a rolling upgrade, old and new servers then each count these limits on their own
 //! side: a client spread over both may be admitted up to twice its limit in a window, until
-//! the last old server is gone (the old keys then expire by themselves at the end of their
-//! windows). To keep fixed windows exact while both run, start the new servers with
-//! [`legacy_fixed_windows(true)`](crate::store::RedisStoreBuilder::legacy_fixed_windows),
+//! the last old server is gone (the old keys then expire by themselves within their
+//! windows). To keep them exact while both run, start the new servers with
+//! [`legacy_layout(true)`](crate::store::RedisStoreBuilder::legacy_layout),
 //! which keeps them as the old servers do; turning it off once all are upgraded is the same
 //! change again, at a quiet time of one's choosing. `tests/redis_upgrade.rs` runs 0.1's
 //! script beside this version's store on one Redis.

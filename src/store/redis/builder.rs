@@ -24,7 +24,7 @@ pub struct RedisStoreBuilder {
     breaker_cooldown: Duration,
     over_limit_cache: bool,
     max_keys: usize,
-    legacy_fixed_windows: bool,
+    legacy_layout: bool,
     clock: Option<Arc<dyn Clock>>,
 }
 
@@ -42,7 +42,7 @@ impl RedisStoreBuilder {
             breaker_cooldown: Duration::from_secs(1),
             over_limit_cache: true,
             max_keys: DEFAULT_MAX_KEYS,
-            legacy_fixed_windows: false,
+            legacy_layout: false,
             clock: None,
         }
     }
@@ -102,15 +102,17 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Whether fixed windows are kept as text, `window count`, under the keys where tollgate
-    /// 0.1 keeps them and reads them (default off): set it while a fleet mixes servers of 0.1
-    /// and of this version, a rolling upgrade, so that each fixed window stays exact across
-    /// them.
+    /// Whether fixed windows and sliding window logs are kept as text (`window count`, `total
+    /// t1 c1 t2 c2 …`) under the keys where tollgate 0.1 keeps them and reads them (default
+    /// off): set it while a fleet mixes servers of 0.1 and of this version, a rolling
+    /// upgrade, so that these limits stay exact across them.
     ///
     /// Off, a fixed window is kept as one integer charged with `INCRBY`, under a key of its
-    /// own (`…:us:n`), which costs Redis about half the time a decision as text does (see
-    /// `BENCHMARKS.md`), and which 0.1 does not read: while both run, each side counts a
-    /// fixed window on its own, and a client spread over both may be admitted up to twice
+    /// own (`…:us:n`), and a sliding window log as a sorted set, one member a request, under
+    /// `…:us:z`: a fixed window then costs Redis about half the time a decision as text
+    /// does, and a log a few commands where the text was read and written whole (see
+    /// `BENCHMARKS.md`). 0.1 does not read these keys: while both run, each side counts
+    /// such a limit on its own, and a client spread over both may be admitted up to twice
     /// its limit in a window. Turning it off later is the same change, at a time of one's
     /// choosing. The other algorithms keep the same state, under the same keys, in both. See
     /// the [guide](crate::guide::operations#upgrading-a-fleet-on-redis).
@@ -121,14 +123,14 @@ impl RedisStoreBuilder {
     /// # async fn run() -> Result<(), tollgate::store::StoreError> {
     /// // While servers of tollgate 0.1 share the Redis:
     /// let store = RedisStore::builder("redis://127.0.0.1:6379")
-    ///     .legacy_fixed_windows(true)
+    ///     .legacy_layout(true)
     ///     .connect()
     ///     .await?;
     /// # Ok(())
     /// # }
     /// ```
-    pub fn legacy_fixed_windows(mut self, legacy: bool) -> Self {
-        self.legacy_fixed_windows = legacy;
+    pub fn legacy_layout(mut self, legacy: bool) -> Self {
+        self.legacy_layout = legacy;
         self
     }
 
@@ -202,7 +204,7 @@ impl RedisStoreBuilder {
                 connection,
                 program,
                 coalescer,
-                text_windows: self.legacy_fixed_windows,
+                legacy_layout: self.legacy_layout,
                 prefix: self.prefix,
                 timeout: self.timeout,
                 breaker: Breaker::new(self.breaker_threshold, self.breaker_cooldown),

@@ -2,11 +2,13 @@
 //! under which key suffix.
 //!
 //! Every algorithm keeps its state as text (`anchor level`, a theoretical arrival time, ...),
-//! as tollgate always has, but for the fixed window, which keeps one integer,
+//! as tollgate always has, but two. The fixed window keeps one integer,
 //! `(window + 1) × scale + count`, charged with one `INCRBY`: a decision then costs Redis
-//! about what a minimal fixed-window script does. A fixed window kept so lives under its own
-//! suffix (`:us:n`, not `:us`), where servers that keep it as text (tollgate 0.1, or with
-//! [`legacy_fixed_windows`](super::RedisStoreBuilder::legacy_fixed_windows)) never look.
+//! about what a minimal fixed-window script does. The sliding window log keeps a sorted set,
+//! one member a request unit, scored by its time, which a decision reads and charges in a
+//! few commands, where its text was read and written whole. Each lives under a suffix of its
+//! own (`:us:n`, `:us:z`, not `:us`), where servers that keep them as text (tollgate 0.1, or
+//! with [`legacy_layout`](super::RedisStoreBuilder::legacy_layout)) never look.
 
 use super::ticks::Tick;
 use crate::algorithm::{Algorithm, Quota};
@@ -23,15 +25,17 @@ pub(super) struct Layout {
 
 /// The code of the fixed window kept as one integer in `library.lua`.
 const COUNTER: i64 = 7;
+/// The code of the sliding window log kept as a sorted set in `library.lua`.
+pub(super) const LOG_SET: i64 = 8;
 /// The code of the token bucket in `library.lua`.
 pub(super) const TOKEN_BUCKET: i64 = 1;
 
 impl Layout {
-    /// The layout of a limit decided by `algorithm` under `quota`, kept in `tick`; a fixed
-    /// window is kept as text when `text_windows` (or when its integers would not stay
-    /// exact).
-    pub(super) fn of(algorithm: Algorithm, quota: &Quota, tick: Tick, text_windows: bool) -> Self {
-        let scale = (algorithm == Algorithm::FixedWindow && !text_windows)
+    /// The layout of a limit decided by `algorithm` under `quota`, kept in `tick`; fixed
+    /// windows and logs are kept as text when `legacy` (and a fixed window also when its
+    /// integers would not stay exact).
+    pub(super) fn of(algorithm: Algorithm, quota: &Quota, tick: Tick, legacy: bool) -> Self {
+        let scale = (algorithm == Algorithm::FixedWindow && !legacy)
             .then(|| tick.counter_scale(quota))
             .flatten();
         let code = match (algorithm, scale) {
@@ -39,16 +43,12 @@ impl Layout {
             (Algorithm::TokenBucket, _) => TOKEN_BUCKET,
             (Algorithm::LeakyBucket, _) => 2,
             (Algorithm::FixedWindow, _) => 3,
+            (Algorithm::SlidingWindowLog, _) if !legacy => LOG_SET,
             (Algorithm::SlidingWindowLog, _) => 4,
             (Algorithm::SlidingWindowCounter, _) => 5,
             (Algorithm::Gcra, _) => 6,
         };
         Layout { code, scale, tick }
-    }
-
-    /// Whether the state is one integer that `INCRBY` charges.
-    pub(super) fn is_counter(self) -> bool {
-        self.scale.is_some()
     }
 
     /// Whether `acquire_counter` can decide this limit, of a period of `period` ticks,
@@ -61,13 +61,14 @@ impl Layout {
         self.tick.per_base == 1 && (u128::from(period) + 1) * u128::from(scale) < 1 << 53
     }
 
-    /// The suffix of the state's key: the tick's unit, and `:n` for a counter.
+    /// The suffix of the state's key: the tick's unit, and `:n` for a counter, `:z` for a
+    /// log kept as a sorted set.
     pub(super) fn suffix(self) -> String {
         let unit = self.tick.unit();
-        if self.is_counter() {
-            format!("{unit}:n")
-        } else {
-            unit.to_owned()
+        match self.code {
+            COUNTER => format!("{unit}:n"),
+            LOG_SET => format!("{unit}:z"),
+            _ => unit.to_owned(),
         }
     }
 }

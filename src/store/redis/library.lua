@@ -310,13 +310,85 @@ local function sliding_window_log(s, now, q, cost)
   return decision(allowed, limit, math.max(0, limit - used), reset, retry, 0, -1, filed_at), fields
 end
 
+-- A sliding window log kept as a sorted set: one member a request unit, scored by the tick
+-- it was filed at and named `tick:n`, n (zero-padded) counting the units filed at that tick,
+-- so that the set's order is the log's. Read as a view (`read_log_set`): the total and the
+-- newest unit, asking Redis for an older unit only when a refused request needs its time;
+-- or, as the source of a carried state, whole, as `read_log` reads the log kept as text.
+local function unit_name(tick, n) return string.format('%d:%010d', tick, n) end
+
+-- The log at `key` at `now`, units past the window dropped.
+local function read_log_set(key, now, q)
+  -- pcall: a key of another type reads as never seen (and is overwritten when charged).
+  local dropped = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', digits(now - q.period))
+  if type(dropped) ~= 'number' then return { view = true, total = 0, other_type = true }, false end
+  local total = redis.call('ZCARD', key)
+  if total == 0 then return { view = true, total = 0 }, false end
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  return {
+    view = true, key = key, total = total, newest = tonumber(newest[2]),
+    newest_n = tonumber(string.match(newest[1], ':(%d+)$')) or total,
+  }, true
+end
+
+-- The whole log at `key`, as `read_log` reads it: { total, t1, c1, t2, c2, ... }.
+local function read_log_set_whole(key)
+  local units = redis.pcall('ZRANGE', key, 0, -1, 'WITHSCORES')
+  if type(units) ~= 'table' or #units == 0 then return {}, false end
+  local fields = { #units / 2 }
+  for i = 2, #units, 2 do
+    local tick = tonumber(units[i])
+    if fields[#fields - 1] == tick and #fields > 1 then
+      fields[#fields] = fields[#fields] + 1
+    else
+      fields[#fields + 1], fields[#fields + 2] = tick, 1
+    end
+  end
+  return fields, true
+end
+
+-- As `sliding_window_log`, on a view; the state to keep is the units to add: { filed_at,
+-- first (their first n), count }. On a whole log (a carried state), as `sliding_window_log`.
+local function sliding_window_log_set(s, now, q, cost)
+  if not s.view then return sliding_window_log(s, now, q, cost) end
+  local limit, period, total = q.limit, q.period, s.total
+  local filed_at = now
+  if s.newest and s.newest > now then filed_at = s.newest end
+  local allowed = total + cost <= limit
+  local retry = 0
+  if not allowed then
+    if cost > limit then
+      retry = period
+    else
+      -- The oldest units whose expiry makes room: the request fits once this one is gone.
+      local index = digits(total + cost - limit - 1)
+      local unit = redis.call('ZRANGE', s.key, index, index, 'WITHSCORES')
+      retry = math.max(0, tonumber(unit[2]) + period - now)
+    end
+  end
+  local used, last = total, s.newest
+  if allowed and cost > 0 then used, last = total + cost, filed_at end
+  local reset = 0
+  if last then reset = math.max(0, last + period - now) end
+  local first = 1
+  if s.newest == filed_at then first = s.newest_n + 1 end
+  local units = { filed_at = filed_at, first = first, count = cost, other_type = s.other_type }
+  return decision(allowed, limit, math.max(0, limit - used), reset, retry, 0, -1, filed_at), units
+end
+
 -- By algorithm code: token bucket, leaky bucket, fixed window (as text: `window count`),
--- sliding window log, sliding window counter, GCRA, fixed window (as one integer).
-local decide = { token_bucket, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter, gcra, fixed_window }
+-- sliding window log (as text), sliding window counter, GCRA, fixed window (as one
+-- integer), sliding window log (as a sorted set).
+local decide = {
+  token_bucket, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter, gcra, fixed_window,
+  sliding_window_log_set,
+}
 local read = { read_two, read_one, read_two, read_log, read_three, read_one, read_counter }
 local write = { write_two, write_one, write_two, write_log, write_three, write_one, write_counter }
 
 local COUNTER = 7
+local LOG_SET = 8
+local logs = { [4] = true, [8] = true }
 
 -- The most requests a limit admits at once (src/algorithm/mod.rs, capacity).
 local function capacity(q)
@@ -345,8 +417,13 @@ local function quota(args, a)
   return q
 end
 
--- The stored state of a key under limit q: the numbers, {} for none.
-local function state_of(key, q)
+-- The stored state of a key under limit q at `now` (nil: a carried state, read whole): the
+-- numbers, {} for none; and whether the key holds anything.
+local function state_of(key, q, now)
+  if q.algorithm == LOG_SET then
+    if now then return read_log_set(key, now, q) end
+    return read_log_set_whole(key)
+  end
   -- pcall: a key of another type reads as never seen (and is overwritten when charged).
   local text = redis.pcall('GET', key)
   if type(text) ~= 'string' then return {}, false end
@@ -360,7 +437,7 @@ end
 -- state.
 local function carried(q, c, fields, now_base)
   local windows = { [3] = true, [7] = true }
-  if c.algorithm == 4 and q.algorithm == 4 then
+  if logs[c.algorithm] and logs[q.algorithm] then
     local entries = { fields[1] }
     for i = 2, #fields, 2 do
       entries[i], entries[i + 1] = cdiv(fields[i] * c.div, q.div), fields[i + 1]
@@ -379,10 +456,34 @@ local function carried(q, c, fields, now_base)
   return state
 end
 
+-- Keeps a log as a sorted set: `s` the units to add (see `sliding_window_log_set`), or a whole
+-- log (a carried state) that replaces what the key held.
+local function keep_log_set(q, s, reset, test_clock)
+  local units = {}
+  if s.filed_at then
+    if s.other_type then redis.call('DEL', q.key) end
+    local tick = digits(s.filed_at)
+    for n = s.first, s.first + s.count - 1 do
+      units[#units + 1], units[#units + 2] = tick, unit_name(s.filed_at, n)
+    end
+  else
+    redis.call('DEL', q.key)
+    for i = 2, #s, 2 do
+      for n = 1, s[i + 1] do units[#units + 1], units[#units + 2] = digits(s[i]), unit_name(s[i], n) end
+    end
+  end
+  if #units > 0 then
+    redis.call('ZADD', q.key, unpack(units))
+    redis.call('PEXPIRE', q.key, px(reset, q.per_ms, test_clock))
+  end
+end
+
 -- Keeps `s`, the state of check q, under its key for `reset` ticks (stored as q's algorithm
 -- keeps it). A counter charged in its own window takes INCRBY: one number, and its TTL kept.
 local function keep(q, s, reset, test_clock)
-  if q.algorithm == COUNTER and q.stored_window == s[1] then
+  if q.algorithm == LOG_SET then
+    keep_log_set(q, s, reset, test_clock)
+  elseif q.algorithm == COUNTER and q.stored_window == s[1] then
     redis.call('INCRBY', q.key, digits(s[2] - q.stored_count))
   else
     redis.call('SET', q.key, write[q.algorithm](s, q), 'PX', px(reset, q.per_ms, test_clock))
@@ -414,7 +515,7 @@ local function acquire_one(keys, args, time, k, a)
   local cost, flags = tonumber(args[a + 9]), tonumber(args[a + 10])
   q.key, q.per_ms = keys[k], tonumber(args[a + 11])
   local now = idiv(now_base, q.div)
-  local fields = state_of(q.key, q)
+  local fields = state_of(q.key, q, now)
   if q.algorithm == COUNTER and fields[1] then
     q.stored_window, q.stored_count = fields[1], fields[2]
   end
@@ -443,7 +544,7 @@ local function acquire(keys, args, time, k, a, last_key)
     q.cost, q.flags, q.per_ms = tonumber(args[a + 9]), tonumber(args[a + 10]), tonumber(args[a + 11])
     q.key, q.shadow, q.check_only = keys[k], q.flags % 2 == 1, q.flags >= 2
     q.now = idiv(now_base, q.div)
-    local fields, kept = state_of(q.key, q)
+    local fields, kept = state_of(q.key, q, q.now)
     if q.algorithm == COUNTER and fields[1] then
       q.stored_window, q.stored_count = fields[1], fields[2]
     end
@@ -581,20 +682,67 @@ local function acquire_token_bucket(keys, args, time, k, a)
   return { math.max(tokens - cost, 0), reset, 0 }
 end
 
+-- Decides one sliding window log kept as a sorted set, charged when admitted: as
+-- `sliding_window_log_set`, in ticks of the base unit, without the tables of `acquire`.
+--
+-- keys[1]  the state key
+-- args     now ("" for TIME), period, limit (above 0), cost, and, with a given now, ticks
+--          per ms
+-- Returns  { remaining (admitted), or -1 - remaining (refused), reset_after, retry_after }
+local function acquire_log(keys, args, time, k, a)
+  k, a = k or 1, a or 1
+  local key, now, per_ms = keys[k], args[a], 1000
+  if now == '' then
+    now = time or clock()
+  else
+    now, per_ms = tonumber(now), tonumber(args[a + 4])
+  end
+  local period, limit, cost = tonumber(args[a + 1]), tonumber(args[a + 2]), tonumber(args[a + 3])
+  local s = read_log_set(key, now, { period = period })
+  local total, newest = s.total, s.newest
+  if total + cost > limit then
+    local retry = period
+    if cost <= limit then
+      local index = digits(total + cost - limit - 1)
+      local unit = redis.call('ZRANGE', key, index, index, 'WITHSCORES')
+      retry = math.max(0, tonumber(unit[2]) + period - now)
+    end
+    local reset = 0
+    if newest then reset = math.max(0, newest + period - now) end
+    return { -1 - math.max(0, limit - total), reset, retry }
+  end
+  if cost == 0 then
+    local reset = 0
+    if newest then reset = math.max(0, newest + period - now) end
+    return { limit - total, reset, 0 }
+  end
+  local filed_at, first = now, 1
+  if newest and newest >= now then filed_at, first = newest, s.newest_n + 1 end
+  if s.other_type then redis.call('DEL', key) end
+  local units, tick = {}, digits(filed_at)
+  for n = first, first + cost - 1 do
+    units[#units + 1], units[#units + 2] = tick, unit_name(filed_at, n)
+  end
+  redis.call('ZADD', key, unpack(units))
+  local reset = filed_at + period - now
+  redis.call('PEXPIRE', key, px(reset, per_ms, args[a] ~= ''))
+  return { limit - total - cost, reset, 0 }
+end
+
 -- Decides the requests of several clients, each as its own call of `acquire`,
--- `acquire_counter` or `acquire_token_bucket` would, in one call: the store sends together
+-- `acquire_counter`, `acquire_token_bucket` or `acquire_log` would, in one call: the store sends together
 -- the requests that arrive while its calls are in flight (src/store/redis/coalesce.rs).
 -- Redis's clock is read once.
 --
 -- keys     each request's keys, in order
 -- args     per request: its function (1: acquire, 2: acquire_counter, 3:
---          acquire_token_bucket); for `acquire`, its number of keys and of arguments after
+--          acquire_token_bucket, 4: acquire_log); for `acquire`, its number of keys and of arguments after
 --          now; then now and its arguments, as its own call takes them
 -- Returns  per request, what its own call returns, or the text of its error: a request that
 --          fails (a bug) fails no other.
-local batched = { acquire, acquire_counter, acquire_token_bucket }
--- The arguments after now of `acquire_counter` and `acquire_token_bucket`.
-local batched_arguments = { [2] = 4, [3] = 5 }
+local batched = { acquire, acquire_counter, acquire_token_bucket, acquire_log }
+-- The arguments after now of the functions that decide one limit.
+local batched_arguments = { [2] = 4, [3] = 5, [4] = 4 }
 
 local function acquire_batch(keys, args)
   local replies, time, a, k = {}, nil, 1, 1
@@ -690,7 +838,17 @@ local function refund(keys, args)
       cost = tonumber(args[a + 6]), mark = tonumber(args[a + 7]),
     }
     local now = idiv(now_base, q.div)
-    local fields = state_of(keys[i], q)
+    if q.algorithm == LOG_SET then
+      -- The units filed at the mark, the last first.
+      local mark = digits(q.mark)
+      local units = redis.pcall('ZREVRANGEBYSCORE', keys[i], mark, mark, 'LIMIT', 0, digits(q.cost))
+      if type(units) == 'table' and #units > 0 then
+        redis.call('ZREM', keys[i], unpack(units))
+        given = given + 1
+      end
+    end
+    local fields = {}
+    if q.algorithm ~= LOG_SET then fields = state_of(keys[i], q, now) end
     if #fields > 0 then
       local refunded = refunds[q.algorithm](fields, now, q)
       if refunded then

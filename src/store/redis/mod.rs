@@ -21,10 +21,11 @@ use coalesce::Coalescer;
 use denials::Denials;
 use keys::RedisKey;
 use layout::Layout;
-use program::Program;
+use program::{Entry, Program};
 use redis::aio::ConnectionManager;
 use redis::cluster_async::ClusterConnection;
 use redis::RedisError;
+use smallvec::SmallVec;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,8 +75,8 @@ struct Inner {
     program: Program,
     /// The requests waiting for a call, on a single server (none on a cluster).
     coalescer: Option<Coalescer>,
-    /// Whether fixed windows are kept as text (`legacy_fixed_windows`).
-    text_windows: bool,
+    /// Whether fixed windows and logs are kept as text (`legacy_layout`).
+    legacy_layout: bool,
     prefix: String,
     timeout: Duration,
     breaker: Breaker,
@@ -159,8 +160,10 @@ impl RedisStore {
     }
 }
 
-/// The largest sliding window log the script keeps: it reads and writes the whole log on
-/// every request (about 1.5 ms of Redis's time at this size).
+/// The largest sliding window log the store keeps: it holds one sorted set member a request
+/// (about 70 KB of Redis's memory a client at this size), and, kept as text
+/// (`legacy_layout`), is read and written whole on every request (about 1.5 ms of Redis's
+/// time at this size).
 const MAX_LOG_LIMIT: u64 = 1_000;
 
 /// One check as the library takes it.
@@ -208,18 +211,39 @@ impl Planned {
         }
     }
 
-    /// What `acquire_counter` takes for this check, a request's only one, when it can decide
-    /// it (a fixed window kept as one integer in ticks of the base unit, charged when
-    /// admitted, carried from nothing, whose answer fits a double): period, limit, cost,
-    /// ticks per ms.
-    fn counter_args(&self) -> Option<[i64; 4]> {
+    /// The library's function that decides this check, a request's only one, without the
+    /// lists of `acquire`, when one can, and what it takes after now. Each decides one limit
+    /// in ticks of the base unit, charged when admitted, carried from nothing:
+    /// `acquire_counter` a fixed window kept as one integer whose answer fits a double
+    /// (period, limit, cost, ticks per ms), `acquire_token_bucket` a token bucket (period,
+    /// limit, burst, cost, ticks per ms), `acquire_log` a log kept as a sorted set (period,
+    /// limit, cost, ticks per ms), of a limit above 0.
+    fn alone(&self) -> Option<(Entry, SmallVec<[i64; 5]>)> {
         let a = &self.args;
+        if self.shadow() || self.check_only() || !self.carried.is_empty() {
+            return None;
+        }
         let period = u64::try_from(a[3]).unwrap_or(u64::MAX);
-        let alone = self.layout.counter_answers_in_one_number(period)
-            && !self.shadow()
-            && !self.check_only()
-            && self.carried.is_empty();
-        alone.then(|| [a[3], a[2], a[8], a[10]])
+        if self.layout.counter_answers_in_one_number(period) {
+            return Some((
+                Entry::AcquireCounter,
+                SmallVec::from_slice(&[a[3], a[2], a[8], a[10]]),
+            ));
+        }
+        if self.layout.tick.per_base != 1 || a[2] <= 0 {
+            return None;
+        }
+        match self.layout.code {
+            layout::TOKEN_BUCKET => Some((
+                Entry::AcquireTokenBucket,
+                SmallVec::from_slice(&[a[3], a[2], a[4], a[8], a[10]]),
+            )),
+            layout::LOG_SET => Some((
+                Entry::AcquireLog,
+                SmallVec::from_slice(&[a[3], a[2], a[8], a[10]]),
+            )),
+            _ => None,
+        }
     }
 
     /// The decision `acquire_counter` answered for this check: `until_next × scale + code`,
@@ -250,31 +274,23 @@ impl Planned {
         }
     }
 
-    /// What `acquire_token_bucket` takes for this check, a request's only one, when it can
-    /// decide it (a token bucket of a limit above 0 in ticks of the base unit, charged when
-    /// admitted, carried from nothing): period, limit, burst, cost, ticks per ms.
-    fn token_bucket_args(&self) -> Option<[i64; 5]> {
-        let a = &self.args;
-        let alone = self.layout.code == layout::TOKEN_BUCKET
-            && self.layout.tick.per_base == 1
-            && a[2] > 0
-            && !self.shadow()
-            && !self.check_only()
-            && self.carried.is_empty();
-        alone.then(|| [a[3], a[2], a[4], a[8], a[10]])
-    }
-
-    /// The decision `acquire_token_bucket` answered for this check: what remains (`-1 -`
-    /// what remains, refused), reset_after, retry_after.
-    fn token_bucket_decision(&self, values: &[i64; 3]) -> Decision {
+    /// The decision `acquire_token_bucket` or `acquire_log` answered for this check: what
+    /// remains (`-1 -` what remains, refused), reset_after, retry_after.
+    fn decision_alone(&self, values: &[i64; 3]) -> Decision {
         let tick = self.layout.tick;
         let ticks =
             |value: i64| Duration::from_nanos(tick.nanos_of(u64::try_from(value).unwrap_or(0)));
         let allowed = values[0] >= 0;
         let remaining = if allowed { values[0] } else { -1 - values[0] };
+        // A token bucket admits its burst at once, a log its limit.
+        let capacity = if self.layout.code == layout::TOKEN_BUCKET {
+            self.args[4]
+        } else {
+            self.args[2]
+        };
         Decision {
             allowed,
-            capacity: u64::try_from(self.args[4]).unwrap_or(0),
+            capacity: u64::try_from(capacity).unwrap_or(0),
             remaining: u64::try_from(remaining).unwrap_or(0),
             reset_after: ticks(values[1]),
             retry_after: ticks(values[2]),
@@ -366,8 +382,8 @@ pub(super) fn int(value: u64) -> i64 {
 
 impl RedisStore {
     /// Whether this store can keep a limit decided by `algorithm` under `quota`, and why
-    /// not: a sliding window log of more than 1,000 requests (the script reads the whole
-    /// log on every request), or numbers too large for the scripts' exact arithmetic (a
+    /// not: a sliding window log of more than 1,000 requests (it keeps every request), or
+    /// numbers too large for the scripts' exact arithmetic (a
     /// very large limit over a very long period). A request with such a limit is a store
     /// error, which its limits' `on_store_error` policies decide: a rate limit service
     /// checks the quotas its calls bring with it first.
@@ -453,7 +469,7 @@ impl RedisStore {
     /// How a limit decided by `algorithm` under `quota` is kept (see [`RedisStore::holds`]).
     fn layout(&self, algorithm: Algorithm, quota: &Quota) -> Result<Layout, StoreError> {
         let tick = self.tick_for(algorithm, quota)?;
-        Ok(Layout::of(algorithm, quota, tick, self.inner.text_windows))
+        Ok(Layout::of(algorithm, quota, tick, self.inner.legacy_layout))
     }
 
     /// `from`, a key `check`'s state is carried from, as `library.lua` takes it; `None`

@@ -23,6 +23,8 @@ pub(super) enum Entry {
     AcquireCounter,
     /// Decides one token bucket, charged when admitted.
     AcquireTokenBucket,
+    /// Decides one sliding window log kept as a sorted set, charged when admitted.
+    AcquireLog,
     /// Decides the requests of several clients, each as its own call would.
     AcquireBatch,
     /// Gives charges back.
@@ -32,10 +34,11 @@ pub(super) enum Entry {
 }
 
 impl Entry {
-    const ALL: [Entry; 6] = [
+    const ALL: [Entry; 7] = [
         Entry::Acquire,
         Entry::AcquireCounter,
         Entry::AcquireTokenBucket,
+        Entry::AcquireLog,
         Entry::AcquireBatch,
         Entry::Refund,
         Entry::Sync,
@@ -47,6 +50,7 @@ impl Entry {
             Entry::Acquire => "acquire",
             Entry::AcquireCounter => "acquire_counter",
             Entry::AcquireTokenBucket => "acquire_token_bucket",
+            Entry::AcquireLog => "acquire_log",
             Entry::AcquireBatch => "acquire_batch",
             Entry::Refund => "refund",
             Entry::Sync => "sync",
@@ -59,6 +63,7 @@ impl Entry {
             Entry::Acquire => Some(1),
             Entry::AcquireCounter => Some(2),
             Entry::AcquireTokenBucket => Some(3),
+            Entry::AcquireLog => Some(4),
             Entry::AcquireBatch | Entry::Refund | Entry::Sync => None,
         }
     }
@@ -69,9 +74,9 @@ pub(super) struct Program {
     /// The text `FUNCTION LOAD` takes.
     library: String,
     /// By [`Entry`], in [`Entry::ALL`]'s order: the function's name in Redis.
-    names: [String; 6],
+    names: [String; 7],
     /// By [`Entry`]: the script of the same text, for a Redis without functions.
-    scripts: [Script; 6],
+    scripts: [Script; 7],
     /// Whether the Redis has functions (else the scripts run).
     functions: AtomicBool,
 }

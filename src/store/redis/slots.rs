@@ -35,22 +35,16 @@ pub(super) async fn acquire(
     planned: &[Planned],
     now: &str,
 ) -> Result<Decisions, StoreError> {
-    if let [alone] = planned {
-        // A request of one fixed window kept as one integer: the shortest call.
-        if let Some(args) = alone.counter_args() {
-            let key = alone.key.name.as_slice();
-            let reply: i64 = inner
-                .decide(Entry::AcquireCounter, [key], now, args)
-                .await?;
-            return Ok(Decisions::one(alone.counter_decision(reply)));
-        }
-        // A request of one token bucket: three integers.
-        if let Some(args) = alone.token_bucket_args() {
-            let key = alone.key.name.as_slice();
-            let reply: [i64; 3] = inner
-                .decide(Entry::AcquireTokenBucket, [key], now, args)
-                .await?;
-            return Ok(Decisions::one(alone.token_bucket_decision(&reply)));
+    // A request of one limit that a function for one limit decides: the shortest call.
+    if let [check] = planned {
+        if let Some((entry, args)) = check.alone() {
+            let key = [check.key.name.as_slice()];
+            let decision = if entry == Entry::AcquireCounter {
+                check.counter_decision(inner.decide(entry, key, now, args).await?)
+            } else {
+                check.decision_alone(&inner.decide(entry, key, now, args).await?)
+            };
+            return Ok(Decisions::one(decision));
         }
     }
     let groups = groups(planned, inner.is_cluster());
