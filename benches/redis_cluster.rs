@@ -22,6 +22,8 @@
 //!    rewrites an existing key) over the 10,000 users, picked pseudo-randomly, all of whose
 //!    keys exist before measuring; at concurrency 1, 8 and 64, that many tokio tasks looping
 //!    on `check` (a multi-thread runtime, one worker per CPU) for 2 s after 0.5 s of warm-up.
+//!    The single server sends the requests that wait for its busy connection together, several
+//!    in one call; the cluster makes one call a request (one call's keys share a slot).
 //!    The single server and the cluster alternate (single, cluster, single, ...) for 3 rounds;
 //!    the tables show each one's median round by rate, with that round's p50/p99 latency.
 //!    Client and servers share the machine's CPUs, nothing pinned: on a machine with few CPUs
@@ -33,14 +35,14 @@
 //! 3. **Two-slot requests**, on the cluster at concurrency 1, each request with a user and a
 //!    tenant value (the user picked pseudo-randomly as above): (a) one slot: a per-user limit
 //!    with a per-user-and-tenant limit nested in it, both tagged by the user, so one slot and
-//!    one `EVALSHA`; (b) two slots: a per-user and a per-tenant limit, two tags, so two
-//!    `EVALSHA`s sent together; (c) two slots, denied: as (b) with the tenant's limit used up,
+//!    one `FCALL`; (b) two slots: a per-user and a per-tenant limit, two tags, so two
+//!    `FCALL`s sent together; (c) two slots, denied: as (b) with the tenant's limit used up,
 //!    so the tenant's slot denies, the user's admits and is refunded: two acquire calls, then
-//!    one refund call, three `EVALSHA`s. 100 tenants in (a) and (b), one in (c); every limit
+//!    one refund call, three `FCALL`s. 100 tenants in (a) and (b), one in (c); every limit
 //!    but (c)'s tenant limit admits everything. For reference, the per-user limit alone (the
-//!    workload of 2.) runs with them: what a second limit in the same call costs. `EVALSHA`
+//!    workload of 2.) runs with them: what a second limit in the same call costs. `FCALL`
 //!    calls per request: the sum over the masters of `INFO commandstats` after `CONFIG
-//!    RESETSTAT`, over the run's requests (refund calls are `EVALSHA`s too). 3 rounds of
+//!    RESETSTAT`, over the run's requests (refund calls are `FCALL`s too). 3 rounds of
 //!    (reference), (a), (b), (c), 2 s each after 0.5 s of warm-up; each one's median round.
 //!
 //! The whole bench takes about a minute and a half.
@@ -177,7 +179,7 @@ struct Node<'a> {
     pid: u32,
 }
 
-/// Commands that `INFO commandstats` counts besides `EVALSHA` and that the bench expects:
+/// Commands that `INFO commandstats` counts besides `FCALL` and that the bench expects:
 /// the bench's own (to reset and read the statistics), and those the store's scripts call
 /// (Redis 7 counts a script's commands too). Any other is reported.
 const EXPECTED_COMMANDS: [&str; 6] = ["info", "config|resetstat", "time", "get", "set", "del"];
@@ -446,8 +448,8 @@ struct Run {
     client_cpu: Duration,
     /// CPU time of each server over the run.
     server_cpu: Vec<Duration>,
-    /// `EVALSHA` calls on each server over the run.
-    evalsha: Vec<u64>,
+    /// The store's calls (`FCALL`) on each server over the run.
+    calls: Vec<u64>,
     /// Other commands the servers ran over the run, summed (see [`EXPECTED_COMMANDS`]).
     other_commands: BTreeMap<String, u64>,
 }
@@ -457,8 +459,8 @@ impl Run {
         self.server_cpu.iter().sum()
     }
 
-    fn evalsha_per_request(&self) -> f64 {
-        self.evalsha.iter().sum::<u64>() as f64 / self.decided.max(1) as f64
+    fn calls_per_request(&self) -> f64 {
+        self.calls.iter().sum::<u64>() as f64 / self.decided.max(1) as f64
     }
 }
 
@@ -512,13 +514,17 @@ fn measure(
         .map(|(after, before)| after.saturating_sub(before))
         .collect();
     let commands = servers.commands();
-    let evalsha = commands
+    // The store's calls: FCALL, or EVALSHA on a Redis without functions.
+    let store_calls = ["fcall", "evalsha"];
+    let calls = commands
         .iter()
-        .map(|stats| stats.get("evalsha").copied().unwrap_or(0))
+        .map(|stats| store_calls.iter().filter_map(|c| stats.get(*c)).sum())
         .collect();
     let mut other_commands = BTreeMap::new();
     for (command, calls) in commands.into_iter().flatten() {
-        if command != "evalsha" && !EXPECTED_COMMANDS.contains(&command.as_str()) {
+        if !store_calls.contains(&command.as_str())
+            && !EXPECTED_COMMANDS.contains(&command.as_str())
+        {
             *other_commands.entry(command).or_insert(0) += calls;
         }
     }
@@ -533,7 +539,7 @@ fn measure(
         unexpected: tally.unexpected,
         client_cpu,
         server_cpu,
-        evalsha,
+        calls,
         other_commands,
     }
 }
@@ -570,7 +576,7 @@ fn rounds(runs: &[Run]) -> String {
 }
 
 /// Warns about store errors and unexpected verdicts, and about commands other than
-/// `EVALSHA`, of every run.
+/// `FCALL`, of every run.
 fn warn_about(label: &str, runs: &[Run]) {
     for run in runs {
         if run.store_errors > 0 || run.unexpected > 0 {
@@ -581,7 +587,7 @@ fn warn_about(label: &str, runs: &[Run]) {
         }
         if !run.other_commands.is_empty() {
             eprintln!(
-                "note: {label}: commands other than EVALSHA: {:?}",
+                "note: {label}: commands other than FCALL: {:?}",
                 run.other_commands
             );
         }
@@ -883,8 +889,8 @@ fn main() {
         );
     }
     println!();
-    println!("CPU time per decision of the same median rounds: Redis (the single server's, or the sum over the masters) and the client (this process); each master's share of the cluster's Redis CPU time and of its `EVALSHA` calls; store errors (checks that failed, denied by `on_store_error: deny`):\n");
-    println!("| concurrency | single Redis CPU µs/decision | cluster Redis CPU µs/decision | per-master CPU share | per-master EVALSHA share | single client CPU µs/decision | cluster client CPU µs/decision | store errors single, cluster |");
+    println!("CPU time per decision of the same median rounds: Redis (the single server's, or the sum over the masters) and the client (this process); each master's share of the cluster's Redis CPU time and of its `FCALL` calls; store errors (checks that failed, denied by `on_store_error: deny`):\n");
+    println!("| concurrency | single Redis CPU µs/decision | cluster Redis CPU µs/decision | per-master CPU share | per-master FCALL share | single client CPU µs/decision | cluster client CPU µs/decision | store errors single, cluster |");
     println!("|---:|---:|---:|---|---|---:|---:|---|");
     for (concurrency, single_runs, cluster_runs) in &throughput {
         let (single_run, cluster_run) = (median(single_runs), median(cluster_runs));
@@ -893,7 +899,7 @@ fn main() {
             .iter()
             .map(Duration::as_secs_f64)
             .collect();
-        let calls: Vec<f64> = cluster_run.evalsha.iter().map(|&c| c as f64).collect();
+        let calls: Vec<f64> = cluster_run.calls.iter().map(|&c| c as f64).collect();
         println!(
             "| {concurrency} | {} | {} | {} | {} | {} | {} | {}, {} |",
             micros_per_request(single_run.server_cpu_total(), single_run.decided),
@@ -921,7 +927,7 @@ fn main() {
 
     println!("## Requests whose limits span two slots\n");
     println!("The cluster, concurrency 1; each request carries a user (of {}) and a tenant ({TENANTS} tenants; one, used up, when denied). Median round of {ROUNDS} by rate.\n", with_thousands(USERS as u64));
-    println!("| request | EVALSHA calls per request | decisions/s | p50 | p99 | p50 added to one slot's (two limits) | store errors | unexpected verdicts |");
+    println!("| request | FCALL calls per request | decisions/s | p50 | p99 | p50 added to one slot's (two limits) | store errors | unexpected verdicts |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let one_slot_p50 = median(&slot_runs[ONE_SLOT_CASE]).p50;
     for (case, ((label, _), runs)) in slot_cases.iter().zip(&slot_runs).enumerate() {
@@ -935,7 +941,7 @@ fn main() {
         };
         println!(
             "| {label} | {:.3} | {} | {} | {} | {added} | {} | {} |",
-            run.evalsha_per_request(),
+            run.calls_per_request(),
             with_thousands(run.per_second as u64),
             ms(run.p50),
             ms(run.p99),
