@@ -204,6 +204,48 @@ descriptors:
         rate_limit: { unit: hour, requests_per_unit: 1000, algorithm: gcra }
 "#;
 
+/// Two servers whose clocks are a second apart share a fixed window of a minute: past the
+/// minute on one clock and not yet on the other, both decide in the later window, as the
+/// memory store decides a clock that steps back.
+#[test]
+fn a_clock_behind_decides_in_the_window_a_clock_ahead_began() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let limiter_at = |seconds: u64| {
+            let clock = ManualClock::new();
+            clock.advance(Duration::from_secs(seconds));
+            let store = RedisStore::builder(server.url())
+                .clock(clock)
+                .over_limit_cache(false)
+                .timeout(Duration::from_secs(2))
+                .connect();
+            async {
+                let rules = per_user("skew", "unit: minute, requests_per_unit: 3");
+                Limiter::with_store(rules, store.await.expect("connects"))
+            }
+        };
+        let ahead = limiter_at(60).await;
+        let behind = limiter_at(59).await;
+        let user = [("user", "u1")];
+        assert_eq!(admitted_remaining(ahead.check(&user, 1).await), Some(2));
+        assert_eq!(admitted_remaining(ahead.check(&user, 1).await), Some(1));
+        let late = behind.check(&user, 1).await;
+        let decision = late.decision().expect("a decision");
+        assert!(late.is_allowed());
+        assert_eq!(decision.remaining, 0, "the third of the later window");
+        assert_eq!(
+            decision.reset_after,
+            Duration::from_secs(61),
+            "the later window ends a minute after the clock ahead began it"
+        );
+        assert!(
+            !ahead.check(&user, 1).await.is_allowed(),
+            "the window is full"
+        );
+        assert!(!behind.check(&user, 1).await.is_allowed());
+    });
+}
+
 #[test]
 fn one_round_trip_per_request() {
     let server = RedisServer::start();

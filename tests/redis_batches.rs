@@ -16,7 +16,8 @@ use tollgate::store::RedisStore;
 use tollgate::Limiter;
 
 /// Every shape of request the library decides on its own: a lone fixed window (one
-/// integer), a lone token bucket, a lone GCRA (the generic function), and two limits at once.
+/// integer), a lone token bucket, a lone log (a sorted set), a lone GCRA (the generic
+/// function), and two limits at once.
 const SHAPES: &str = r#"
 domain: batches
 defaults:
@@ -25,6 +26,7 @@ sources:
   user: { header: x-user }
   tenant: { header: x-tenant }
   plan: { header: x-plan }
+  session: { header: x-session }
 descriptors:
   - key: user
     rate_limit: { unit: hour, requests_per_unit: 25 }
@@ -32,6 +34,8 @@ descriptors:
     rate_limit: { unit: hour, requests_per_unit: 25, algorithm: token_bucket }
   - key: plan
     rate_limit: { unit: hour, requests_per_unit: 25, algorithm: gcra }
+  - key: session
+    rate_limit: { unit: hour, requests_per_unit: 25, algorithm: sliding_window_log }
 "#;
 
 const LIMIT: usize = 25;
@@ -48,6 +52,7 @@ fn requests() -> Vec<Vec<(&'static str, String)>> {
             requests.push(vec![("user", format!("u{client}"))]);
             requests.push(vec![("tenant", format!("t{client}"))]);
             requests.push(vec![("plan", format!("p{client}"))]);
+            requests.push(vec![("session", format!("s{client}"))]);
             // Two limits: a user of its own, so that each of its limits admits 25.
             requests.push(vec![
                 ("user", format!("pair-u{client}")),
@@ -103,7 +108,7 @@ fn each_request_is_decided_as_alone(server: &RedisServer, store: RedisStore) {
         let counts = admitted_per_client(&limiter).await;
         let calls = server.calls("fcall") - calls_before;
         let requests = requests().len();
-        assert_eq!(counts.len(), 4 * CLIENTS_PER_SHAPE);
+        assert_eq!(counts.len(), 5 * CLIENTS_PER_SHAPE);
         for (client, admitted) in &counts {
             assert_eq!(*admitted, LIMIT, "{client}: {ATTEMPTS_PER_CLIENT} attempts");
         }
@@ -167,19 +172,29 @@ fn a_request_that_fails_in_a_batch_fails_no_other() {
     });
     let function = batch_function(&server);
     let mut connection = server.connection();
-    // Three requests as the store sends them: a lone fixed window (function 2: now, period,
+    // Requests as the store sends them, each its function, its numbers of keys and of
+    // arguments after now, now and those arguments: a lone fixed window (function 2: period,
     // limit, cost, ticks per ms), a token bucket whose limit is not a number (function 3:
-    // now, period, limit, burst, cost, ticks per ms), and the fixed window again.
+    // period, limit, burst, cost, ticks per ms), a function the library does not have, a
+    // fixed window short of an argument, a log (function 4: period, limit, cost, ticks per
+    // ms), and the fixed window again.
     let answers: Vec<Value> = redis::cmd("FCALL")
         .arg(&function)
-        .arg(3)
-        .arg(&["window", "bucket", "window"])
-        .arg(&["2", "", "3600000000", "10", "1", "1000"])
-        .arg(&["3", "", "3600000000", "ten", "10", "1", "1000"])
-        .arg(&["2", "", "3600000000", "10", "1", "1000"])
+        .arg(6)
+        .arg(&["window", "bucket", "other", "window", "log", "window"])
+        .arg(&["2", "1", "4", "", "3600000000", "10", "1", "1000"])
+        .arg(&["3", "1", "5", "", "3600000000", "ten", "10", "1", "1000"])
+        .arg(&["9", "1", "1", "", "1"])
+        .arg(&["2", "1", "3", "", "3600000000", "10", "1"])
+        .arg(&["4", "1", "4", "", "3600000000", "10", "3", "1000"])
+        .arg(&["2", "1", "4", "", "3600000000", "10", "1", "1000"])
         .query(&mut connection)
         .expect("the batch answers");
-    assert_eq!(answers.len(), 3, "{answers:?}");
+    assert_eq!(answers.len(), 6, "{answers:?}");
+    let error = |answer: &Value| match answer {
+        Value::BulkString(text) => String::from_utf8_lossy(text).into_owned(),
+        other => panic!("an error's text: {other:?}"),
+    };
     // A fixed window answers `until_next * scale + count`, scale = 2 * limit + 2.
     let count = |answer: &Value| match answer {
         Value::Int(n) => n % 22,
@@ -187,13 +202,32 @@ fn a_request_that_fails_in_a_batch_fails_no_other() {
     };
     assert_eq!(count(&answers[0]), 1);
     assert!(
-        matches!(&answers[1], Value::BulkString(text) if String::from_utf8_lossy(text).contains("arithmetic")),
+        error(&answers[1]).contains("arithmetic"),
         "the failed request answers its error: {:?}",
         answers[1]
     );
+    assert!(
+        error(&answers[2]).contains("no function 9"),
+        "{:?}",
+        answers[2]
+    );
+    assert!(
+        error(&answers[3]).contains("3 arguments"),
+        "{:?}",
+        answers[3]
+    );
     assert_eq!(
-        count(&answers[2]),
+        answers[4],
+        Value::Array(vec![
+            Value::Int(7),
+            Value::Int(3_600_000_000),
+            Value::Int(0)
+        ]),
+        "a log of 3 requests: 7 left, the oldest leaves in an hour"
+    );
+    assert_eq!(
+        count(&answers[5]),
         2,
-        "decided after the failure, on its state"
+        "decided after the failures, on its state, the short request not charged"
     );
 }

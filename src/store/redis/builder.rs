@@ -237,7 +237,13 @@ async fn load(program: &Program, connection: &Connection) -> Result<(), StoreErr
             tracing::info!("Redis has no functions (before Redis 7): the store runs scripts");
             program.loaded(false);
         }
-        Err(error) if error.is_io_error() || error.is_connection_refusal() => {
+        // Redis down, loading its data or slow to answer: the store cannot start yet. Only a
+        // lasting refusal (a permission, a proxy that does not pass functions) runs scripts.
+        Err(error)
+            if error.is_io_error()
+                || error.is_timeout()
+                || !matches!(error.retry_method(), redis::RetryMethod::NoRetry) =>
+        {
             return Err(StoreError::new(
                 "cannot load the store's functions into Redis",
                 error,

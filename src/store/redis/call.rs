@@ -29,11 +29,12 @@ impl Failure {
         }
     }
 
-    /// The same failure, for each of the requests of a batch that it failed together.
-    pub(super) fn copied(&self) -> Self {
+    /// A failure that says nothing of whether Redis can be reached: Redis answered an error,
+    /// or the request never went.
+    pub(super) fn other(error: StoreError) -> Self {
         Failure {
-            error: self.error.copied(),
-            unreachable: self.unreachable,
+            error,
+            unreachable: false,
         }
     }
 }
@@ -82,10 +83,8 @@ impl Inner {
         let result = coalesce::call(self, entry, &keys, now, &args)
             .await
             .and_then(|value| {
-                T::from_redis_value(value).map_err(|error| Failure {
-                    error: redis_error(error.into()),
-                    unreachable: false,
-                })
+                T::from_redis_value(value)
+                    .map_err(|error| Failure::other(redis_error(error.into())))
             });
         self.accounted(result)
     }

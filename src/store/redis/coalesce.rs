@@ -10,8 +10,10 @@
 //! nothing, and a request that fails in Redis fails no other. The busier the store, the more
 //! each call decides.
 //!
-//! A request that gave up waiting (its caller timed out or left) is not sent. A Redis
-//! Cluster's requests are not batched: one call's keys must share a slot.
+//! A request that gave up waiting (its caller timed out or left) is not sent. A failed batch
+//! counts once towards the circuit breaker, as the one call it was, and a request that timed
+//! out waiting for a place in one counts not at all: the calls in flight tell how Redis
+//! answers. A Redis Cluster's requests are not batched: one call's keys must share a slot.
 
 use super::call::{Arg, Failure};
 use super::program::Entry;
@@ -50,13 +52,16 @@ struct Waiting {
 /// A request's call, owned while it waits.
 struct Request {
     entry: Entry,
+    /// How `acquire_batch` names the entry.
+    code: i64,
     keys: SmallVec<[Vec<u8>; 1]>,
     now: String,
     args: SmallVec<[i64; 16]>,
 }
 
 /// Runs `entry` with `keys`, then `now` and `args`: at once, or in a batch when the
-/// connection is busy. What the call answered, within the timeout.
+/// connection is busy and `acquire_batch` takes the entry. What the call answered, within
+/// the timeout.
 pub(super) async fn call(
     inner: &Arc<Inner>,
     entry: Entry,
@@ -64,7 +69,7 @@ pub(super) async fn call(
     now: &str,
     args: &[i64],
 ) -> Result<Value, Failure> {
-    let Some(coalescer) = &inner.coalescer else {
+    let (Some(coalescer), Some(code)) = (&inner.coalescer, entry.batch_code()) else {
         return inner
             .run(
                 entry,
@@ -84,6 +89,7 @@ pub(super) async fn call(
             let (reply, answer) = oneshot::channel();
             let request = Request {
                 entry,
+                code,
                 keys: keys.iter().map(|key| key.to_vec()).collect(),
                 now: now.to_owned(),
                 args: args.into(),
@@ -99,14 +105,11 @@ pub(super) async fn call(
     };
     match tokio::time::timeout(inner.timeout, answer).await {
         Ok(Ok(answered)) => answered,
-        Ok(Err(_)) => Err(Failure {
-            error: StoreError::new(
-                "the request's batch was dropped before it was sent",
-                "no runtime",
-            ),
-            unreachable: false,
-        }),
-        Err(_) => Err(Failure::timed_out(inner.timeout)),
+        Ok(Err(_)) => Err(Failure::other(StoreError::new(
+            "the request's batch was dropped before it was sent",
+            "batch dropped",
+        ))),
+        Err(_) => Err(Failure::other(Failure::timed_out(inner.timeout).error)),
     }
 }
 
@@ -162,11 +165,10 @@ async fn send(inner: &Inner, batch: Vec<Waiting>) {
         .collect();
     let mut args: Vec<Arg<'_>> = Vec::new();
     for Waiting { request, .. } in &batch {
-        args.push(Arg::Number(request.entry.batch_code().unwrap_or(0)));
-        if request.entry == Entry::Acquire {
-            let counts = [request.keys.len(), request.args.len()];
-            args.extend(counts.map(|count| Arg::Number(to_i64(count))));
-        }
+        let counts = [request.keys.len(), request.args.len()]
+            .map(|count| i64::try_from(count).unwrap_or(i64::MAX));
+        args.push(Arg::Number(request.code));
+        args.extend(counts.map(Arg::Number));
         args.push(Arg::Text(&request.now));
         args.extend(request.args.iter().copied().map(Arg::Number));
     }
@@ -176,20 +178,29 @@ async fn send(inner: &Inner, batch: Vec<Waiting>) {
     let answers: Vec<Result<Value, Failure>> = match answered {
         Ok(answers) if answers.len() == batch.len() => answers.into_iter().map(answer).collect(),
         Ok(answers) => {
-            let failure = Failure {
-                error: StoreError::new(
-                    format!(
-                        "a batch of {} requests answered {} times",
-                        batch.len(),
-                        answers.len()
-                    ),
-                    "bad reply",
+            let error = StoreError::new(
+                format!(
+                    "a batch of {} requests answered {} times",
+                    batch.len(),
+                    answers.len()
                 ),
-                unreachable: false,
-            };
-            batch.iter().map(|_| Err(failure.copied())).collect()
+                "bad reply",
+            );
+            batch
+                .iter()
+                .map(|_| Err(Failure::other(error.copied())))
+                .collect()
         }
-        Err(failure) => batch.iter().map(|_| Err(failure.copied())).collect(),
+        Err(failure) => {
+            // The breaker hears of the call once: its first request carries the failure.
+            let mut answers: Vec<_> = batch
+                .iter()
+                .skip(1)
+                .map(|_| Err(Failure::other(failure.error.copied())))
+                .collect();
+            answers.insert(0, Err(failure));
+            answers
+        }
     };
     for (waiting, answered) in batch.into_iter().zip(answers) {
         // A caller that left no longer waits for its answer.
@@ -200,17 +211,10 @@ async fn send(inner: &Inner, batch: Vec<Waiting>) {
 /// A request's answer in a batch: what its own call answers, or the text of its error.
 fn answer(value: Value) -> Result<Value, Failure> {
     match value {
-        Value::BulkString(text) => Err(Failure {
-            error: StoreError::new(
-                format!("the Redis call failed: {}", String::from_utf8_lossy(&text)),
-                "error in a batch",
-            ),
-            unreachable: false,
-        }),
+        Value::BulkString(text) => Err(Failure::other(StoreError::new(
+            format!("the Redis call failed: {}", String::from_utf8_lossy(&text)),
+            "error in a batch",
+        ))),
         value => Ok(value),
     }
-}
-
-fn to_i64(count: usize) -> i64 {
-    i64::try_from(count).unwrap_or(i64::MAX)
 }

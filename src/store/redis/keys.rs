@@ -61,12 +61,7 @@ impl RedisKey {
     /// The key of `check`'s state, kept as `layout` says, under `prefix` (which has no
     /// braces).
     pub(super) fn of(prefix: &str, check: &LimitCheck<'_>, layout: Layout) -> RedisKey {
-        RedisKey::named(
-            prefix,
-            &Digests::of(check),
-            check.domain,
-            layout.suffix().as_bytes(),
-        )
+        RedisKey::named(prefix, &Digests::of(check), check.domain, &layout.suffix())
     }
 
     /// The key of the state `check`'s key is carried from, under a limit a reload
@@ -94,7 +89,7 @@ impl RedisKey {
 
     fn synced_in(prefix: &str, domain: &str, period: u64, key: &Digests) -> RedisKey {
         let suffix = format!("sync{period}");
-        RedisKey::named(prefix, key, domain, suffix.as_bytes())
+        RedisKey::named(prefix, key, domain, &[&suffix])
     }
 
     /// The registry of the servers that sync local-first limits under `prefix`.
@@ -108,11 +103,13 @@ impl RedisKey {
         }
     }
 
-    fn named(prefix: &str, digests: &Digests, domain: &str, suffix: &[u8]) -> RedisKey {
+    /// The key `prefix{tag}:domain:state:suffix`, the suffix given in parts.
+    fn named(prefix: &str, digests: &Digests, domain: &str, suffix: &[&str]) -> RedisKey {
         let tag = hex(&digests.tag);
         let state = hex(&digests.state);
+        let suffix_len: usize = suffix.iter().map(|part| part.len()).sum();
         let mut name = Vec::with_capacity(
-            prefix.len() + domain.len() + tag.len() + state.len() + suffix.len() + 5,
+            prefix.len() + domain.len() + tag.len() + state.len() + suffix_len + 5,
         );
         name.extend_from_slice(prefix.as_bytes());
         name.push(b'{');
@@ -122,7 +119,9 @@ impl RedisKey {
         name.push(b':');
         name.extend_from_slice(&state);
         name.push(b':');
-        name.extend_from_slice(suffix);
+        for part in suffix {
+            name.extend_from_slice(part.as_bytes());
+        }
         RedisKey {
             name,
             slot: slot_of_tag(&tag),

@@ -23,12 +23,19 @@ pub(super) struct Layout {
     pub(super) tick: Tick,
 }
 
-/// The code of the fixed window kept as one integer in `library.lua`.
-const COUNTER: i64 = 7;
-/// The code of the sliding window log kept as a sorted set in `library.lua`.
-pub(super) const LOG_SET: i64 = 8;
-/// The code of the token bucket in `library.lua`.
+// The algorithms' codes in `library.lua`, by the form their state takes.
 pub(super) const TOKEN_BUCKET: i64 = 1;
+const LEAKY_BUCKET: i64 = 2;
+/// A fixed window kept as text.
+const FIXED_WINDOW: i64 = 3;
+/// A sliding window log kept as text.
+const LOG: i64 = 4;
+const SLIDING_WINDOW_COUNTER: i64 = 5;
+const GCRA: i64 = 6;
+/// A fixed window kept as one integer.
+const COUNTER: i64 = 7;
+/// A sliding window log kept as a sorted set.
+pub(super) const LOG_SET: i64 = 8;
 
 impl Layout {
     /// The layout of a limit decided by `algorithm` under `quota`, kept in `tick`; fixed
@@ -41,12 +48,12 @@ impl Layout {
         let code = match (algorithm, scale) {
             (_, Some(_)) => COUNTER,
             (Algorithm::TokenBucket, _) => TOKEN_BUCKET,
-            (Algorithm::LeakyBucket, _) => 2,
-            (Algorithm::FixedWindow, _) => 3,
+            (Algorithm::LeakyBucket, _) => LEAKY_BUCKET,
+            (Algorithm::FixedWindow, _) => FIXED_WINDOW,
             (Algorithm::SlidingWindowLog, _) if !legacy => LOG_SET,
-            (Algorithm::SlidingWindowLog, _) => 4,
-            (Algorithm::SlidingWindowCounter, _) => 5,
-            (Algorithm::Gcra, _) => 6,
+            (Algorithm::SlidingWindowLog, _) => LOG,
+            (Algorithm::SlidingWindowCounter, _) => SLIDING_WINDOW_COUNTER,
+            (Algorithm::Gcra, _) => GCRA,
         };
         Layout { code, scale, tick }
     }
@@ -61,14 +68,14 @@ impl Layout {
         self.tick.per_base == 1 && (u128::from(period) + 1) * u128::from(scale) < 1 << 53
     }
 
-    /// The suffix of the state's key: the tick's unit, and `:n` for a counter, `:z` for a
-    /// log kept as a sorted set.
-    pub(super) fn suffix(self) -> String {
-        let unit = self.tick.unit();
-        match self.code {
-            COUNTER => format!("{unit}:n"),
-            LOG_SET => format!("{unit}:z"),
-            _ => unit.to_owned(),
-        }
+    /// The suffix of the state's key, in parts: the tick's unit, and `:n` for a counter, `:z`
+    /// for a log kept as a sorted set.
+    pub(super) fn suffix(self) -> [&'static str; 2] {
+        let form = match self.code {
+            COUNTER => ":n",
+            LOG_SET => ":z",
+            _ => "",
+        };
+        [self.tick.unit(), form]
     }
 }

@@ -386,15 +386,17 @@ local decide = {
 local read = { read_two, read_one, read_two, read_log, read_three, read_one, read_counter }
 local write = { write_two, write_one, write_two, write_log, write_three, write_one, write_counter }
 
-local COUNTER = 7
-local LOG_SET = 8
-local logs = { [4] = true, [8] = true }
+-- The codes `decide` is indexed by (src/store/redis/layout.rs).
+local TOKEN_BUCKET, LEAKY_BUCKET, FIXED_WINDOW, LOG, SLIDING_WINDOW_COUNTER, GCRA = 1, 2, 3, 4, 5, 6
+local COUNTER, LOG_SET = 7, 8
+local logs = { [LOG] = true, [LOG_SET] = true }
+local windows = { [FIXED_WINDOW] = true, [COUNTER] = true }
 
 -- The most requests a limit admits at once (src/algorithm/mod.rs, capacity).
 local function capacity(q)
   local algorithm = q.algorithm
-  if algorithm == 1 or algorithm == 6 then return q.burst end
-  if algorithm == 2 then return q.queue + 1 end
+  if algorithm == TOKEN_BUCKET or algorithm == GCRA then return q.burst end
+  if algorithm == LEAKY_BUCKET then return q.queue + 1 end
   return q.limit
 end
 
@@ -407,11 +409,11 @@ local function quota(args, a)
     algorithm = algorithm, div = tonumber(args[a + 2]), limit = tonumber(args[a + 3]),
     period = tonumber(args[a + 4]),
   }
-  if algorithm == 1 or algorithm == 6 then
+  if algorithm == TOKEN_BUCKET or algorithm == GCRA then
     q.burst = tonumber(args[a + 5])
   elseif algorithm == COUNTER then
     q.scale = tonumber(args[a + 5])
-  elseif algorithm == 2 then
+  elseif algorithm == LEAKY_BUCKET then
     q.queue, q.max_delay, q.shaping = tonumber(args[a + 6]), tonumber(args[a + 7]), args[a + 8] == '1'
   end
   return q
@@ -436,7 +438,6 @@ end
 -- bucket's tokens into a token bucket, else the requests it had used, charged to a fresh
 -- state.
 local function carried(q, c, fields, now_base)
-  local windows = { [3] = true, [7] = true }
   if logs[c.algorithm] and logs[q.algorithm] then
     local entries = { fields[1] }
     for i = 2, #fields, 2 do
@@ -446,12 +447,12 @@ local function carried(q, c, fields, now_base)
   end
   local same_period = c.period * c.div == q.period * q.div
   local same_algorithm = c.algorithm == q.algorithm or (windows[c.algorithm] and windows[q.algorithm])
-  if same_algorithm and same_period and (windows[q.algorithm] or q.algorithm == 5) then
+  if same_algorithm and same_period and (windows[q.algorithm] or q.algorithm == SLIDING_WINDOW_COUNTER) then
     return fields
   end
   local as_it_stands = decide[c.algorithm](fields, idiv(now_base, c.div), c, 0)
   local used = as_it_stands[2] - as_it_stands[3]
-  if c.algorithm == 1 and q.algorithm == 1 then used = capacity(q) - as_it_stands[3] end
+  if c.algorithm == TOKEN_BUCKET and q.algorithm == TOKEN_BUCKET then used = capacity(q) - as_it_stands[3] end
   local _, state = decide[q.algorithm]({}, q.now, q, math.max(0, math.min(used, capacity(q))))
   return state
 end
@@ -494,20 +495,7 @@ end
 -- request among others: (keys, args, time, k, a, last_key), its keys from keys[k] to
 -- keys[last_key] and its arguments from args[a], `time` Redis's clock if read already.
 
--- Decides every limit of one request, all or nothing, atomically.
---
--- keys     per check, in order: its state key, then the n keys it is carried from
--- args[1]  now in base units, or "" to read Redis's clock (TIME, in microseconds)
--- args     then per check, in order: 12 numbers: algorithm, ticks per base unit, limit,
---          period, burst (a counter's scale), queue, max_delay (-1: none), shaping (1/0),
---          cost, flags (1: shadow, + 2: only checked, never charged), ticks per ms (0 when
---          a tick is longer than a millisecond: then ms per tick, negated), n; then, for
---          each key it is carried from, 8: algorithm, ticks per base unit, limit, period,
---          burst, queue, max_delay, shaping (the limit a reload replaced)
--- Returns  { now (base units), then per check: allowed, limit, remaining, reset_after,
---          retry_after, delay, booked_until (-1: none), mark } with durations in the check's
---          ticks; mark says where the charge was filed, for `refund` (a window, the time of a
---          log entry, the new theoretical arrival time; 0 for a token bucket).
+-- Decides a request of one check carried from nothing, as `acquire` does, without its lists.
 local function acquire_one(keys, args, time, k, a)
   local test_clock = args[a] ~= ''
   local now_base = now_in_base_units(args[a], time)
@@ -532,6 +520,20 @@ local function acquire_one(keys, args, time, k, a)
   return { now_base, d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8] }
 end
 
+-- Decides every limit of one request, all or nothing, atomically.
+--
+-- keys     per check, in order: its state key, then the n keys it is carried from
+-- args[1]  now in base units, or "" to read Redis's clock (TIME, in microseconds)
+-- args     then per check, in order: 12 numbers: algorithm, ticks per base unit, limit,
+--          period, burst (a counter's scale), queue, max_delay (-1: none), shaping (1/0),
+--          cost, flags (1: shadow, + 2: only checked, never charged), ticks per ms (0 when
+--          a tick is longer than a millisecond: then ms per tick, negated), n; then, for
+--          each key it is carried from, 8: algorithm, ticks per base unit, limit, period,
+--          burst, queue, max_delay, shaping (the limit a reload replaced)
+-- Returns  { now (base units), then per check: allowed, limit, remaining, reset_after,
+--          retry_after, delay, booked_until (-1: none), mark } with durations in the check's
+--          ticks; mark says where the charge was filed, for `refund` (a window, the time of a
+--          log entry, the new theoretical arrival time; 0 for a token bucket).
 local function acquire(keys, args, time, k, a, last_key)
   k, a, last_key = k or 1, a or 1, last_key or #keys
   -- One check, carried from nothing (the most requests): no lists.
@@ -616,6 +618,13 @@ local function acquire_counter(keys, args, time, k, a)
   local base = (window + 1) * scale
   -- pcall: a key of another type or format does not count (and is overwritten below).
   local stored = redis.pcall('INCRBY', key, args[a + 3])
+  if type(stored) == 'number' and stored >= base + scale then
+    -- A later window, written by a clock ahead of this one: decided in it, as
+    -- `fixed_window` decides, its end capped where the answer stays exact.
+    local later = math.floor(stored / scale)
+    base = later * scale
+    until_next = math.min(later * period - now, math.floor(9007199254740992 / scale) - 1)
+  end
   if type(stored) == 'number' and stored > base and stored < base + scale then
     local count = stored - base
     if count <= limit then return until_next * scale + count end
@@ -711,11 +720,6 @@ local function acquire_log(keys, args, time, k, a)
     if newest then reset = math.max(0, newest + period - now) end
     return { -1 - math.max(0, limit - total), reset, retry }
   end
-  if cost == 0 then
-    local reset = 0
-    if newest then reset = math.max(0, newest + period - now) end
-    return { limit - total, reset, 0 }
-  end
   local filed_at, first = now, 1
   if newest and newest >= now then filed_at, first = newest, s.newest_n + 1 end
   if s.other_type then redis.call('DEL', key) end
@@ -736,47 +740,38 @@ end
 --
 -- keys     each request's keys, in order
 -- args     per request: its function (1: acquire, 2: acquire_counter, 3:
---          acquire_token_bucket, 4: acquire_log); for `acquire`, its number of keys and of arguments after
---          now; then now and its arguments, as its own call takes them
+--          acquire_token_bucket, 4: acquire_log), its number of keys and of arguments
+--          after now, then now and its arguments, as its own call takes them
 -- Returns  per request, what its own call returns, or the text of its error: a request that
---          fails (a bug) fails no other.
+--          fails (a bug, or arguments its function does not take) fails no other.
 local batched = { acquire, acquire_counter, acquire_token_bucket, acquire_log }
--- The arguments after now of the functions that decide one limit.
-local batched_arguments = { [2] = 4, [3] = 5, [4] = 4 }
+-- The keys and the arguments after now that each function takes (`acquire`: any).
+local batched_shapes = { [2] = { 1, 4 }, [3] = { 1, 5 }, [4] = { 1, 4 } }
+
+local function batched_reply(entry, key_count, arg_count, keys, args, time, k, a)
+  local decide, shape = batched[entry], batched_shapes[entry]
+  if not decide or (shape and (shape[1] ~= key_count or shape[2] ~= arg_count)) then
+    return string.format('no function %s of %d keys and %d arguments', tostring(entry),
+      key_count, arg_count)
+  end
+  local ok, reply = pcall(decide, keys, args, time, k, a, k + key_count - 1)
+  if ok then return reply end
+  if type(reply) == 'table' then reply = reply.err end
+  return tostring(reply)
+end
 
 local function acquire_batch(keys, args)
   local replies, time, a, k = {}, nil, 1, 1
   local last = #args
   while a <= last do
-    local entry = tonumber(args[a])
-    local key_count, arg_count = 1, batched_arguments[entry]
-    if entry == 1 then
-      key_count, arg_count = tonumber(args[a + 1]), tonumber(args[a + 2])
-      a = a + 2
-    end
-    a = a + 1
+    local entry, key_count, arg_count = tonumber(args[a]), tonumber(args[a + 1]), tonumber(args[a + 2])
+    a = a + 3
     if args[a] == '' and not time then time = clock() end
-    local ok, reply = pcall(batched[entry], keys, args, time, k, a, k + key_count - 1)
-    if not ok then
-      if type(reply) == 'table' then reply = reply.err end
-      reply = tostring(reply)
-    end
-    replies[#replies + 1] = reply
+    replies[#replies + 1] = batched_reply(entry, key_count, arg_count, keys, args, time, k, a)
     a, k = a + 1 + arg_count, k + key_count
   end
   return replies
 end
-
--- Gives back what `acquire` charged for a request that was not admitted after all (a limit
--- in another slot denied it, or another slot failed), or a queue place whose client left
--- before its turn, wherever no later request has built on the charge.
---
--- keys[i]  the state key of check i
--- args[1]  now in base units, or "" to read Redis's clock
--- args     then 7 numbers per check: algorithm, ticks per base unit, limit, period, burst
---          (a counter's scale), cost, mark (where `acquire` filed the charge: its reply's
---          mark)
--- Returns  how many charges were given back.
 
 -- Each algorithm: (fields, now, q) -> the fields without the charge, or nil to leave them
 -- (the charge is gone already, or later requests were scheduled after it).
@@ -827,6 +822,16 @@ local refunds = {
   refund_sliding_window_counter, refund_schedule, refund_fixed_window,
 }
 
+-- Gives back what `acquire` charged for a request that was not admitted after all (a limit
+-- in another slot denied it, or another slot failed), or a queue place whose client left
+-- before its turn, wherever no later request has built on the charge.
+--
+-- keys[i]  the state key of check i
+-- args[1]  now in base units, or "" to read Redis's clock
+-- args     then 7 numbers per check: algorithm, ticks per base unit, limit, period, burst
+--          (a counter's scale), cost, mark (where `acquire` filed the charge: its reply's
+--          mark)
+-- Returns  how many charges were given back.
 local function refund(keys, args)
   local now_base = now_in_base_units(args[1])
   local given = 0
@@ -865,6 +870,13 @@ local function refund(keys, args)
   return given
 end
 
+-- A number kept in a hash field: a window's count or a schedule's tat (0 if none).
+local function hash_count(key, field)
+  local value = tonumber(redis.call('HGET', key, field))
+  if not value or value < 0 then return 0 end
+  return value
+end
+
 -- One server's counts of local-first limits go in, the fleet's totals come out.
 --
 -- args[1]: now (see `now_in_base_units`). args[2]: 1 when keys[1] is the registry of servers
@@ -878,14 +890,6 @@ end
 -- Answers now (base units), the servers counted (-1 without a registry), then two numbers
 -- per key: windows, the counts of the current window and of the one before; a schedule,
 -- its tat and 0.
-
--- A number kept in a hash field: a window's count or a schedule's tat (0 if none).
-local function hash_count(key, field)
-  local value = tonumber(redis.call('HGET', key, field))
-  if not value or value < 0 then return 0 end
-  return value
-end
-
 local function sync(keys, args)
   local test_clock = args[1] ~= ''
   local now = now_in_base_units(args[1])

@@ -218,7 +218,7 @@ impl Planned {
     /// (period, limit, cost, ticks per ms), `acquire_token_bucket` a token bucket (period,
     /// limit, burst, cost, ticks per ms), `acquire_log` a log kept as a sorted set (period,
     /// limit, cost, ticks per ms), of a limit above 0.
-    fn alone(&self) -> Option<(Entry, SmallVec<[i64; 5]>)> {
+    fn single_limit_call(&self) -> Option<(Entry, SmallVec<[i64; 5]>)> {
         let a = &self.args;
         if self.shadow() || self.check_only() || !self.carried.is_empty() {
             return None;
@@ -276,7 +276,7 @@ impl Planned {
 
     /// The decision `acquire_token_bucket` or `acquire_log` answered for this check: what
     /// remains (`-1 -` what remains, refused), reset_after, retry_after.
-    fn decision_alone(&self, values: &[i64; 3]) -> Decision {
+    fn single_limit_decision(&self, values: &[i64; 3]) -> Decision {
         let tick = self.layout.tick;
         let ticks =
             |value: i64| Duration::from_nanos(tick.nanos_of(u64::try_from(value).unwrap_or(0)));
@@ -414,7 +414,7 @@ impl RedisStore {
     fn tick_for(&self, algorithm: Algorithm, quota: &Quota) -> Result<Tick, StoreError> {
         if algorithm == Algorithm::SlidingWindowLog && quota.requests_per_period() > MAX_LOG_LIMIT {
             let message = format!(
-                "a sliding_window_log of {} is too large for Redis, which reads the whole log on every request (at most {MAX_LOG_LIMIT}; sliding_window_counter scales)",
+                "a sliding_window_log of {} is too large for Redis, which keeps every request of its window (at most {MAX_LOG_LIMIT}; sliding_window_counter scales)",
                 quota.requests_per_period()
             );
             return Err(StoreError::new(message, "log too large"));

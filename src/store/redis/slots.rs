@@ -37,12 +37,12 @@ pub(super) async fn acquire(
 ) -> Result<Decisions, StoreError> {
     // A request of one limit that a function for one limit decides: the shortest call.
     if let [check] = planned {
-        if let Some((entry, args)) = check.alone() {
+        if let Some((entry, args)) = check.single_limit_call() {
             let key = [check.key.name.as_slice()];
             let decision = if entry == Entry::AcquireCounter {
                 check.counter_decision(inner.decide(entry, key, now, args).await?)
             } else {
-                check.decision_alone(&inner.decide(entry, key, now, args).await?)
+                check.single_limit_decision(&inner.decide(entry, key, now, args).await?)
             };
             return Ok(Decisions::one(decision));
         }
