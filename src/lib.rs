@@ -72,6 +72,7 @@ pub mod algorithm;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod clock;
+mod concurrency;
 mod decision;
 pub mod guide;
 pub mod layer;

@@ -10,6 +10,7 @@
 //!   limit by index, valid only under that snapshot).
 //! - [`Verdict`]: the outcome handed to users, naming its limit by label.
 //! - [`LimitDecision`]: one limit's own decision, for tools that show each limit's part.
+//! - [`slot_decision`]: a concurrency limit's decision, from the requests in flight.
 //! - [`StoreFailures`]: what each limit's `on_store_error` policy makes of a request that
 //!   the store could not decide.
 
@@ -17,10 +18,12 @@ mod booking;
 mod failure;
 mod limit_decision;
 mod ruling;
+mod slot;
 mod verdict;
 
 pub(crate) use booking::{Booking, Bookings, Queued, Weight, INLINE_LIMITS};
 pub(crate) use failure::{StoreFailure, StoreFailures};
 pub use limit_decision::LimitDecision;
-pub(crate) use ruling::Ruling;
+pub(crate) use ruling::{Ruling, SlotRuling};
+pub(crate) use slot::slot_decision;
 pub use verdict::{Denial, Verdict};

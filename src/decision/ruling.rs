@@ -5,6 +5,15 @@ use super::verdict::Denial;
 use crate::algorithm::Decision;
 use std::time::Duration;
 
+/// What the concurrency limits of a request made of it, when each took its slot: the limit
+/// to report if no rate limit is (the first enforced one with the least room), and whether
+/// a shadow-mode one would have refused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SlotRuling {
+    pub(crate) reported: Option<(usize, Decision)>,
+    pub(crate) shadow_denied: bool,
+}
+
 /// The outcome for one request under one snapshot of the rules: admitted or not, and the
 /// decision its headers report, with the index of its limit in that snapshot's limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +64,28 @@ impl Ruling {
             .or(least_room)
             .map(|(limit, decision)| (limit, *decision));
         ruling
+    }
+
+    /// A denial by the concurrency limit `limit`, whose slot `decision` refused the request
+    /// (see [`crate::concurrency`]): no rate limit was asked.
+    pub(crate) fn refused_by_slot(limit: usize, decision: Decision, shadow_denied: bool) -> Self {
+        Ruling {
+            denial: Some(Denial::OverLimit),
+            reported: Some((limit, decision)),
+            delay: Duration::ZERO,
+            shadow_denied,
+        }
+    }
+
+    /// This ruling on a request's rate limits, with what its concurrency limits made of it
+    /// (all of them took its slot): a shadow one's would-be denial, and the slot reported
+    /// when no rate limit is.
+    pub(crate) fn with_slots(mut self, slots: &SlotRuling) -> Self {
+        self.shadow_denied |= slots.shadow_denied;
+        if self.reported.is_none() && self.denial.is_none() {
+            self.reported = slots.reported;
+        }
+        self
     }
 
     /// A denial because the store failed, reported as limit `limit`'s `decision`.

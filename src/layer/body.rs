@@ -1,3 +1,4 @@
+use crate::concurrency::Slots;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
@@ -7,6 +8,10 @@ use std::task::{Context, Poll};
 pin_project! {
     /// The body of a response from [`RateLimit`](super::RateLimit): the inner service's body,
     /// or the body of a rejection.
+    ///
+    /// The inner service's body holds the request's slots of its `concurrency` limits until
+    /// it ends: its last frame or an error, or dropped (the client went away, or the server
+    /// gave up on the response).
     pub struct ResponseBody<B> {
         #[pin]
         kind: Kind<B>,
@@ -16,15 +21,16 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     enum Kind<B> {
-        Inner { #[pin] body: B },
+        Inner { #[pin] body: B, slots: Option<Slots> },
         Rejection { data: Option<Bytes> },
     }
 }
 
 impl<B> ResponseBody<B> {
-    pub(crate) fn inner(body: B) -> Self {
+    /// The inner service's `body`, holding `slots` until it ends.
+    pub(crate) fn inner(body: B, slots: Option<Slots>) -> Self {
         ResponseBody {
-            kind: Kind::Inner { body },
+            kind: Kind::Inner { body, slots },
         }
     }
 
@@ -50,7 +56,13 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         match self.project().kind.project() {
-            KindProj::Inner { body } => body.poll_frame(cx),
+            KindProj::Inner { mut body, slots } => {
+                let frame = body.as_mut().poll_frame(cx);
+                if slots.is_some() && response_ended(&frame, || body.is_end_stream()) {
+                    *slots = None;
+                }
+                frame
+            }
             KindProj::Rejection { data } => {
                 Poll::Ready(data.take().map(|data| Ok(Frame::data(data))))
             }
@@ -60,7 +72,7 @@ where
     #[inline]
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Inner { body } => body.is_end_stream(),
+            Kind::Inner { body, .. } => body.is_end_stream(),
             Kind::Rejection { data } => data.is_none(),
         }
     }
@@ -68,11 +80,24 @@ where
     #[inline]
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Inner { body } => body.size_hint(),
+            Kind::Inner { body, .. } => body.size_hint(),
             Kind::Rejection { data } => {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
         }
+    }
+}
+
+/// Whether a body that answered `frame` has ended: its last frame, an error, or a frame
+/// after which `is_end_stream` says no more come.
+fn response_ended<T, E>(
+    frame: &Poll<Option<Result<T, E>>>,
+    is_end_stream: impl FnOnce() -> bool,
+) -> bool {
+    match frame {
+        Poll::Ready(None | Some(Err(_))) => true,
+        Poll::Ready(Some(Ok(_))) => is_end_stream(),
+        Poll::Pending => false,
     }
 }
 

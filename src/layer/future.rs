@@ -1,4 +1,5 @@
 use super::ResponseBody;
+use crate::concurrency::Slots;
 use crate::response::RateLimitHeaders;
 use bytes::Bytes;
 use http::Response;
@@ -9,8 +10,8 @@ use std::task::{ready, Context, Poll};
 
 /// What a request waiting on a networked store ends in.
 pub(crate) enum Waited<T> {
-    /// The inner service's result, and the headers to add to it.
-    Served(T, RateLimitHeaders),
+    /// The inner service's result, the headers to add to it, and the slots its body holds.
+    Served(T, RateLimitHeaders, Option<Slots>),
     /// An answer of tollgate's own (a rejection).
     Answered(Response<Bytes>),
 }
@@ -31,16 +32,22 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     enum Kind<F: Future> {
-        Admitted { #[pin] future: F, headers: RateLimitHeaders },
+        Admitted { #[pin] future: F, headers: RateLimitHeaders, slots: Option<Slots> },
         Answered { response: Option<Response<Bytes>> },
         Waiting { future: WaitingFuture<F::Output> },
     }
 }
 
 impl<F: Future> ResponseFuture<F> {
-    pub(crate) fn admitted(future: F, headers: RateLimitHeaders) -> Self {
+    /// The inner service's `future`, its response to carry `headers`, and its body `slots`
+    /// (held meanwhile: dropped, the future gives them back).
+    pub(crate) fn admitted(future: F, headers: RateLimitHeaders, slots: Option<Slots>) -> Self {
         ResponseFuture {
-            kind: Kind::Admitted { future, headers },
+            kind: Kind::Admitted {
+                future,
+                headers,
+                slots,
+            },
         }
     }
 
@@ -67,9 +74,14 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
-            KindProj::Admitted { future, headers } => {
+            KindProj::Admitted {
+                future,
+                headers,
+                slots,
+            } => {
                 let response = ready!(future.poll(cx))?;
-                Poll::Ready(Ok(with_headers(response, std::mem::take(headers))))
+                let (headers, slots) = (std::mem::take(headers), slots.take());
+                Poll::Ready(Ok(with_headers(response, headers, slots)))
             }
             KindProj::Answered { response } => {
                 let response = response
@@ -88,13 +100,20 @@ fn poll_waiting<B, E>(
     cx: &mut Context<'_>,
 ) -> Poll<Result<Response<ResponseBody<B>>, E>> {
     Poll::Ready(match ready!(future.as_mut().poll(cx)) {
-        Waited::Served(result, headers) => result.map(|response| with_headers(response, headers)),
+        Waited::Served(result, headers, slots) => {
+            result.map(|response| with_headers(response, headers, slots))
+        }
         Waited::Answered(response) => Ok(response.map(ResponseBody::rejection)),
     })
 }
 
-fn with_headers<B>(response: Response<B>, headers: RateLimitHeaders) -> Response<ResponseBody<B>> {
-    let mut response = response.map(ResponseBody::inner);
+/// `response` with `headers`, its body holding `slots` until it ends.
+fn with_headers<B>(
+    response: Response<B>,
+    headers: RateLimitHeaders,
+    slots: Option<Slots>,
+) -> Response<ResponseBody<B>> {
+    let mut response = response.map(|body| ResponseBody::inner(body, slots));
     headers.write_to(response.headers_mut());
     response
 }

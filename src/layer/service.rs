@@ -89,7 +89,8 @@ where
                 ResponseFuture::answered(rejection.response(deciding.rules()))
             }
             Plan::Admit(headers) if ruling.delay().is_zero() => {
-                ResponseFuture::admitted(self.inner.call(request), headers)
+                let slots = deciding.go_ahead();
+                ResponseFuture::admitted(self.inner.call(request), headers, slots)
             }
             Plan::Admit(headers) => {
                 let release_at = release_at(ruling.delay());
@@ -173,7 +174,8 @@ fn release_at(delay: Duration) -> Option<tokio::time::Instant> {
 }
 
 /// Waits for the request's turn in the queue, then calls the inner service. Dropped while
-/// waiting (the client went away), `deciding` gives the queue places back.
+/// waiting (the client went away), `deciding` gives the queue places back, and the slots of
+/// its concurrency limits.
 ///
 /// The wait is a Tokio timer: servers that queue requests run on a Tokio runtime with time
 /// enabled (as axum and tonic servers do).
@@ -192,8 +194,8 @@ where
     if let Some(release_at) = release_at {
         tokio::time::sleep_until(release_at).await;
     }
-    deciding.go_ahead();
-    Waited::Served(inner.call(request).await, headers)
+    let slots = deciding.go_ahead();
+    Waited::Served(inner.call(request).await, headers, slots)
 }
 
 /// What to do with a request. Small, as the common request's copies of it are: a rejection

@@ -2,9 +2,12 @@
 //! [`Ruling`], and report it.
 
 use super::active::Active;
+use super::slots::Taking;
 use super::Limiter;
+use crate::concurrency::Slots;
 use crate::decision::{
-    Booking, Bookings, LimitDecision, Queued, Ruling, StoreFailures, Weight, INLINE_LIMITS,
+    Booking, Bookings, LimitDecision, Queued, Ruling, SlotRuling, StoreFailures, Weight,
+    INLINE_LIMITS,
 };
 use crate::observe::{self, DecisionStart};
 use crate::rules::tree::{Matches, Values};
@@ -14,6 +17,9 @@ use crate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, Store
 use smallvec::SmallVec;
 use std::future::Future;
 use tracing::Instrument;
+
+/// A decision begun: its stage, and the slots its concurrency limits took.
+pub(super) type Started<F> = (Stage<F>, Option<Slots>);
 
 /// A decision under way: settled, or waiting for a networked store's answer.
 pub(super) enum Stage<F> {
@@ -26,21 +32,37 @@ pub(super) enum Stage<F> {
 
 impl<St: Store> Limiter<St> {
     /// Starts deciding a request whose descriptor values are `values`, under `active`: at
-    /// once when the store answers at once, each limit's decision then put in `each`.
+    /// once when the store answers at once, each limit's decision then put in `each`. The
+    /// slots of its concurrency limits, taken first: a request they refuse asks no rate
+    /// limit.
     pub(super) fn start(
         &self,
         active: &Active,
         values: &mut dyn Values,
         default_cost: u64,
         each: Option<&mut Each>,
-    ) -> Result<Stage<St::Pending>, MissingPeerAddr> {
+    ) -> Result<Started<St::Pending>, MissingPeerAddr> {
         let rules = &*active.rules;
         let mut matches = Matches::new();
         rules.applicable(values, &mut matches)?;
+        let (slots, slot_ruling) = if rules.has_concurrency {
+            match self.take_slots(active, &matches) {
+                Taking::Taken(slots, ruling) => (slots, ruling),
+                Taking::Refused(ruling) => {
+                    let stage = Stage::Settled {
+                        ruling,
+                        queued: None,
+                    };
+                    return Ok((stage, None));
+                }
+            }
+        } else {
+            (None, SlotRuling::default())
+        };
         let bookings = self.book(active, &mut matches, |_, limit| {
             Weight::Charged(limit.cost(values, default_cost))
         });
-        Ok(self.acquire(active, bookings, each))
+        Ok((self.acquire(active, bookings, slot_ruling, each), slots))
     }
 
     /// The bookings of `matches` under `active` (their keys taken out), each limit's weight
@@ -81,18 +103,20 @@ impl<St: Store> Limiter<St> {
         bookings
     }
 
-    /// Asks the store about `bookings` under `active`: settled at once when the store
-    /// answers at once, each limit's decision then put in `each`.
+    /// Asks the store about `bookings` under `active`, the request's concurrency limits
+    /// having made `slots` of it: settled at once when the store answers at once, each
+    /// limit's decision then put in `each`.
     pub(super) fn acquire(
         &self,
         active: &Active,
         mut bookings: Bookings,
+        slots: SlotRuling,
         each: Option<&mut Each>,
     ) -> Stage<St::Pending> {
         let rules = &*active.rules;
         if bookings.is_empty() {
             return Stage::Settled {
-                ruling: Ruling::unlimited(),
+                ruling: Ruling::unlimited().with_slots(&slots),
                 queued: None,
             };
         }
@@ -109,13 +133,17 @@ impl<St: Store> Limiter<St> {
             Acquisition::Ready(result) => {
                 let (ruling, queued) =
                     settle(active, &mut bookings, result, self.fallback(), start, each);
-                Stage::Settled { ruling, queued }
+                Stage::Settled {
+                    ruling: ruling.with_slots(&slots),
+                    queued,
+                }
             }
             Acquisition::Pending(future) => {
                 drop(entered);
                 Stage::Waiting(Box::new(PendingRuling {
                     future,
                     bookings,
+                    slots,
                     start,
                     span: span.unwrap_or_else(tracing::Span::none),
                 }))
@@ -200,6 +228,8 @@ fn check<'a>(active: &'a Active, booking: &'a Booking) -> LimitCheck<'a> {
 pub(super) struct PendingRuling<F> {
     future: F,
     bookings: Bookings,
+    /// What the request's concurrency limits made of it.
+    slots: SlotRuling,
     start: DecisionStart,
     span: tracing::Span,
 }
@@ -218,11 +248,14 @@ where
         let PendingRuling {
             future,
             mut bookings,
+            slots,
             start,
             span,
         } = *self;
         let result = future.instrument(span.clone()).await;
-        span.in_scope(|| settle(active, &mut bookings, result, fallback, start, each))
+        let (ruling, queued) =
+            span.in_scope(|| settle(active, &mut bookings, result, fallback, start, each));
+        (ruling.with_slots(&slots), queued)
     }
 }
 

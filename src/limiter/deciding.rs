@@ -2,8 +2,9 @@
 
 use super::active::Active;
 use super::decide::Each;
-use super::decide::{checks, Stage};
+use super::decide::{checks, Stage, Started};
 use super::Limiter;
+use crate::concurrency::Slots;
 use crate::decision::Ruling;
 use crate::rules::Rules;
 use crate::store::Store;
@@ -17,11 +18,13 @@ use std::sync::Arc;
 /// after [`settle`](Deciding::settle) otherwise. A request that the ruling delays (a shaping
 /// leaky bucket queued it) holds its queue places until [`go_ahead`](Deciding::go_ahead);
 /// dropped before that (the client went away while it waited), it gives them back, so that
-/// the next request can have them.
+/// the next request can have them. The slots of its concurrency limits are held until the
+/// ruling denies it, or until it goes ahead, which hands them on.
 pub(crate) struct Deciding<'l, St: Store> {
     limiter: Cow<'l, Limiter<St>>,
     active: Snapshot,
     stage: Stage<St::Pending>,
+    slots: Option<Slots>,
 }
 
 /// The rules a decision was started under: loaded for the request path, held for a future
@@ -41,16 +44,27 @@ impl Snapshot {
 }
 
 impl<'l, St: Store> Deciding<'l, St> {
-    /// The decision `stage` of `limiter`, started under the rules `active` holds.
+    /// The decision `started` of `limiter` (its stage and slots), started under the rules
+    /// `active` holds.
     pub(super) fn new(
         limiter: &'l Limiter<St>,
         active: Guard<Arc<Active>>,
-        stage: Stage<St::Pending>,
+        (stage, slots): Started<St::Pending>,
     ) -> Self {
-        Deciding {
+        let mut deciding = Deciding {
             limiter: Cow::Borrowed(limiter),
             active: Snapshot::Loaded(active),
             stage,
+            slots,
+        };
+        deciding.release_slots_if_denied();
+        deciding
+    }
+
+    /// Gives back the slots of a request the ruling denied.
+    fn release_slots_if_denied(&mut self) {
+        if self.ruling().is_some_and(|ruling| !ruling.is_allowed()) {
+            self.slots = None;
         }
     }
 
@@ -70,6 +84,7 @@ impl<'l, St: Store> Deciding<'l, St> {
             limiter: Cow::Owned(Limiter::clone(&self.limiter)),
             active: Snapshot::Held(active),
             stage,
+            slots: self.slots.take(),
         }
     }
 
@@ -108,14 +123,17 @@ impl<'l, St: Store> Deciding<'l, St> {
             Stage::Settled { ruling, queued } => (ruling, queued),
         };
         self.stage = Stage::Settled { ruling, queued };
+        self.release_slots_if_denied();
         ruling
     }
 
-    /// The request goes ahead: the queue places it booked are used, not given back.
-    pub(crate) fn go_ahead(mut self) {
+    /// The request goes ahead: the queue places it booked are used, not given back, and the
+    /// slots it holds are handed on, to be held until its response ends.
+    pub(crate) fn go_ahead(mut self) -> Option<Slots> {
         if let Stage::Settled { queued, .. } = &mut self.stage {
             *queued = None;
         }
+        self.slots.take()
     }
 }
 

@@ -6,11 +6,13 @@ mod deciding;
 mod descriptors;
 mod given_values;
 mod inspect;
+mod slots;
 
 pub(crate) use deciding::Deciding;
 pub use descriptors::{CallVerdict, Descriptor};
 
 use crate::clock::{Clock, SystemClock};
+use crate::concurrency::InFlight;
 use crate::decision::{LimitDecision, Ruling, Verdict};
 use crate::rules::request_values::RequestValues;
 use crate::rules::{Limit, OnStoreError, RuleErrors, Rules};
@@ -69,6 +71,8 @@ struct Shared<St> {
     shadow_mode: AtomicBool,
     /// The time of the log throttles of every [`Observer`].
     clock: Arc<dyn Clock>,
+    /// The requests in flight of the concurrency limits, kept across reloads.
+    in_flight: Arc<InFlight>,
 }
 
 impl<St: fmt::Debug> fmt::Debug for Shared<St> {
@@ -161,6 +165,7 @@ impl<St: Store> Limiter<St> {
                 fallback,
                 shadow_mode: AtomicBool::new(false),
                 clock,
+                in_flight: Arc::default(),
             }),
         }
     }

@@ -19,6 +19,7 @@ const STORE_ERRORS: &str = "tollgate_store_errors_total";
 const DECISION_SECONDS: &str = "tollgate_decision_seconds";
 const TRACKED_KEYS: &str = "tollgate_tracked_keys";
 const RELOADS: &str = "tollgate_reloads_total";
+const IN_FLIGHT: &str = "tollgate_in_flight";
 
 /// What one limit made of one request: exactly one per limit that applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +69,8 @@ struct LimitInstruments {
     delayed: Counter,
     shadow_delayed: Counter,
     store_errors: Counter,
+    /// A concurrency limit's requests in flight.
+    in_flight: Option<Gauge>,
 }
 
 impl Instruments {
@@ -80,7 +83,7 @@ impl Instruments {
             .iter()
             .map(|limit| {
                 // `unlimited` entries decide nothing: no series that never move.
-                if limit.quota().is_none() {
+                if limit.quota().is_none() && limit.max_in_flight().is_none() {
                     return LimitInstruments::noop();
                 }
                 let labels = vec![
@@ -99,6 +102,9 @@ impl Instruments {
                     delayed: requests("delayed"),
                     shadow_delayed: requests("shadow_delayed"),
                     store_errors: counter!(STORE_ERRORS, labels.clone()),
+                    in_flight: limit
+                        .max_in_flight()
+                        .map(|_| gauge!(IN_FLIGHT, labels.clone())),
                 }
             })
             .collect();
@@ -130,6 +136,14 @@ impl Instruments {
         }
     }
 
+    /// `tollgate_in_flight{domain,limit}` of the concurrency limit `limit`, one more: the
+    /// handle to take it back down with.
+    pub(crate) fn slot_taken(&self, limit: usize) -> Option<Gauge> {
+        let gauge = self.limits.get(limit)?.in_flight.clone()?;
+        gauge.increment(1.0);
+        Some(gauge)
+    }
+
     /// Counts a request that the store failed to decide under limit `limit`.
     pub(crate) fn count_store_error(&self, limit: usize) {
         if let Some(limit) = self.limits.get(limit) {
@@ -153,6 +167,7 @@ impl LimitInstruments {
             delayed: Counter::noop(),
             shadow_delayed: Counter::noop(),
             store_errors: Counter::noop(),
+            in_flight: None,
         }
     }
 }
@@ -182,6 +197,10 @@ fn describe() {
         "Time to decide a request, store round trip included"
     );
     describe_gauge!(TRACKED_KEYS, "Keys the in-memory store tracks");
+    describe_gauge!(
+        IN_FLIGHT,
+        "Requests holding a slot of a concurrency limit, over its keys, in this process"
+    );
     describe_gauge!(
         "tollgate_sketch_bytes",
         Unit::Bytes,

@@ -29,6 +29,25 @@ use tracing::Level;
 #[cfg(feature = "metrics")]
 use instruments::{Instruments, Outcome};
 
+/// The handle of a held slot's `tollgate_in_flight` series, to take it back down with;
+/// nothing without the `metrics` feature.
+#[cfg(feature = "metrics")]
+pub(crate) type InFlightGauge = Option<metrics::Gauge>;
+/// The handle of a held slot's `tollgate_in_flight` series; nothing without `metrics`.
+#[cfg(not(feature = "metrics"))]
+pub(crate) type InFlightGauge = ();
+
+/// Takes a given-back slot off its `tollgate_in_flight` series.
+#[cfg_attr(not(feature = "metrics"), allow(clippy::missing_const_for_fn))]
+pub(crate) fn slot_given_back(gauge: &InFlightGauge) {
+    #[cfg(feature = "metrics")]
+    if let Some(gauge) = gauge {
+        gauge.decrement(1.0);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let () = gauge;
+}
+
 /// Reports the decisions made under one set of rules: the log throttles of each limit and
 /// the metric handles.
 pub(crate) struct Observer {
@@ -122,6 +141,35 @@ impl Observer {
                 };
                 self.instruments.count(booking.limit_index, outcome);
             }
+        }
+    }
+
+    /// Reports that concurrency limit `limit` (an index into the rules' limits) took a slot
+    /// for a request: one more on its `tollgate_in_flight`, whose handle it returns.
+    pub(crate) fn slot_taken(&self, limit: usize) -> InFlightGauge {
+        #[cfg(feature = "metrics")]
+        return self.instruments.slot_taken(limit);
+        #[cfg(not(feature = "metrics"))]
+        let _ = limit;
+    }
+
+    /// Reports what the concurrency limit `limit` decided of a request: `decision`, `shadow`
+    /// when the limit only reports, `admitted` when the request as a whole was (so far).
+    pub(crate) fn slot_decided(
+        &self,
+        rules: &Rules,
+        limit: usize,
+        shadow: bool,
+        decision: &Decision,
+        admitted: bool,
+    ) {
+        #[cfg(feature = "metrics")]
+        self.instruments
+            .count(limit, Outcome::of(decision, shadow, admitted));
+        #[cfg(not(feature = "metrics"))]
+        let _ = admitted;
+        if shadow && !decision.allowed && tracing::enabled!(Level::INFO) {
+            self.shadow_denied(rules, limit);
         }
     }
 

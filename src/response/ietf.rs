@@ -7,12 +7,12 @@ use http::HeaderValue;
 use std::time::Duration;
 
 /// `RateLimit-Policy` and `RateLimit` for `decision` of `limit`, e.g.
-/// `"api";q=100;w=60` and `"api";r=42;t=17`; `None` if they could not be written.
+/// `"api";q=100;w=60` and `"api";r=42;t=17`; `None` if they could not be written, or for a
+/// concurrency limit, which has no window to announce a quota over.
 pub(super) fn fields(limit: &Limit, decision: &Decision) -> Option<[HeaderValue; 2]> {
     let name = structured_string(limit.label());
-    let window = limit
-        .limited()
-        .map_or(0, |(algorithm, quota)| policy_window(algorithm, quota));
+    let (algorithm, quota) = limit.limited()?;
+    let window = policy_window(algorithm, quota);
     let (remaining, reset) = if decision.allowed {
         (decision.remaining, seconds_rounded_up(decision.reset_after))
     } else {

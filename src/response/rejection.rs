@@ -61,7 +61,7 @@ fn problem_rejection(
         static RECENT: RefCell<RecentRejections> = const { RefCell::new(RecentRejections::new()) };
     }
     let (headers, body) = kept_answer(&RECENT, limit, decision, retry_after, || {
-        let body = problem_document(limit.label(), retry_after);
+        let body = problem_document(limit.label(), limit.max_in_flight(), retry_after);
         let mut headers = HeaderMap::with_capacity(1 + DENIAL_HEADERS);
         headers.insert(CONTENT_TYPE, PROBLEM_JSON);
         insert_denial_headers(&mut headers, limit, decision, options, retry_after);
@@ -88,10 +88,16 @@ fn grpc_rejection(
     // Rounded up like Retry-After: a client that waits this long is admitted.
     let pushback = number(millis_at_least_one(decision.retry_after));
     let (mut headers, body) = kept_answer(&RECENT, limit, decision, retry_after, || {
-        let message = format!(
-            "rate limit exceeded ({}); retry after {retry_after}s",
-            limit.label()
-        );
+        let message = match limit.max_in_flight() {
+            Some(max) => format!(
+                "too many requests in flight ({}: {max} at once); retry after {retry_after}s",
+                limit.label()
+            ),
+            None => format!(
+                "rate limit exceeded ({}); retry after {retry_after}s",
+                limit.label()
+            ),
+        };
         let status = grpc::status(grpc::RESOURCE_EXHAUSTED, &message, DENIAL_HEADERS);
         let (mut parts, body) = status.into_parts();
         let headers = &mut parts.headers;
@@ -164,6 +170,9 @@ struct Problem<'a> {
     limit: &'a str,
     /// Whole seconds, as `Retry-After`.
     retry_after: u64,
+    /// A concurrency limit's most requests in flight at once: it refused the request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_in_flight: Option<u32>,
 }
 
 /// The `detail` of a wait of `retry_after` seconds, written straight into the document.
@@ -174,7 +183,7 @@ fn serialize_detail<S: serde::Serializer>(retry_after: &u64, s: S) -> Result<S::
 }
 
 /// The problem document of a denial by the limit labelled `label`, as JSON.
-fn problem_document(label: &str, retry_after: u64) -> Bytes {
+fn problem_document(label: &str, max_in_flight: Option<u32>, retry_after: u64) -> Bytes {
     let problem = Problem {
         kind: "about:blank",
         title: "Too Many Requests",
@@ -182,6 +191,7 @@ fn problem_document(label: &str, retry_after: u64) -> Bytes {
         detail: retry_after,
         limit: label,
         retry_after,
+        max_in_flight,
     };
     // The document without the label is under 160 bytes: one allocation.
     let mut document = Vec::with_capacity(160 + label.len());
@@ -201,7 +211,7 @@ mod tests {
 
     #[test]
     fn the_problem_document_is_the_json_it_claims_to_be() {
-        let document = problem_document(r#"api "v2""#, 3600);
+        let document = problem_document(r#"api "v2""#, None, 3600);
         let parsed: serde_json::Value =
             serde_json::from_slice(&document).expect("the document is JSON");
         assert_eq!(

@@ -1,9 +1,9 @@
 //! Rules in Rust, compiled through the same validation as a file.
 
 use super::file::{
-    unlocated, LeakyMode, RawApproximate, RawClassifierEntry, RawClientIp, RawCost, RawDescriptor,
-    RawRateLimit, RawReplaces, RawRules, RawSingleSource, RawSize, RawSketch, RawSource,
-    RawSyncEvery,
+    unlocated, LeakyMode, RawApproximate, RawClassifierEntry, RawClientIp, RawConcurrency, RawCost,
+    RawDescriptor, RawRateLimit, RawReplaces, RawRules, RawSingleSource, RawSize, RawSketch,
+    RawSource, RawSyncEvery,
 };
 use super::{HeaderSet, OnStoreError, RuleErrors, Rules, Unit, XRatelimitHeader};
 use crate::algorithm::Algorithm;
@@ -208,6 +208,7 @@ impl DescriptorSpec {
             key: unlocated(key.into()),
             value: None,
             rate_limit: None,
+            concurrency: None,
             shadow_mode: false,
             hash_tag: false,
             _detailed_metric: false,
@@ -225,6 +226,17 @@ impl DescriptorSpec {
     /// The limit of this entry.
     pub fn rate_limit(mut self, limit: LimitSpec) -> Self {
         self.0.rate_limit = Some(Box::new(unlocated(limit.0)));
+        self
+    }
+
+    /// At most `max_in_flight` requests of each value of this entry run at once (see the
+    /// [rules reference](crate::guide::rules#concurrency)).
+    pub fn concurrency(mut self, max_in_flight: u64) -> Self {
+        self.0.concurrency = Some(Box::new(unlocated(RawConcurrency {
+            name: None,
+            max_in_flight: unlocated(max_in_flight),
+            on_store_error: None,
+        })));
         self
     }
 

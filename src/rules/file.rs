@@ -176,6 +176,9 @@ pub(crate) struct RawDescriptor {
     /// budget admits came within a few KiB of a 2 MiB thread stack.
     #[serde(default)]
     pub(crate) rate_limit: Option<Box<Located<RawRateLimit>>>,
+    /// Boxed, as `rate_limit` is.
+    #[serde(default)]
+    pub(crate) concurrency: Option<Box<Located<RawConcurrency>>>,
     #[serde(default)]
     pub(crate) shadow_mode: bool,
     #[serde(default)]
@@ -225,6 +228,17 @@ pub(crate) struct RawRateLimit {
     pub(crate) approximate: Option<Located<RawApproximate>>,
     #[serde(default)]
     pub(crate) replaces: Vec<Located<RawReplaces>>,
+}
+
+/// A `concurrency` entry: how many of a client's requests may run at once.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConcurrency {
+    #[serde(default)]
+    pub(crate) name: Option<Located<String>>,
+    pub(crate) max_in_flight: Located<u64>,
+    #[serde(default)]
+    pub(crate) on_store_error: Option<OnStoreError>,
 }
 
 impl RawRateLimit {

@@ -49,6 +49,12 @@ pub enum Rate {
     },
     /// `unlimited: true`: a request that matches is not limited at all.
     Unlimited,
+    /// `concurrency`: at most this many of a key's requests run at once, each holding its
+    /// slot until its response ends (see the [rules reference](crate::guide::rules#concurrency)).
+    Concurrency {
+        /// Requests in flight at once, at most.
+        max_in_flight: u32,
+    },
 }
 
 /// The most requests `algorithm` admits at once under `quota`: its capacity, fewer for a
@@ -104,18 +110,19 @@ impl Limit {
         self.rate
     }
 
-    /// The algorithm, unless the limit is unlimited.
+    /// The algorithm of a rate limit (none for `unlimited` and `concurrency` entries).
     pub fn algorithm(&self) -> Option<Algorithm> {
         self.limited().map(|(algorithm, _)| algorithm)
     }
 
-    /// The quota, unless the limit is unlimited.
+    /// The quota of a rate limit (none for `unlimited` and `concurrency` entries).
     pub fn quota(&self) -> Option<Quota> {
         self.limited().map(|(_, quota)| *quota)
     }
 
     /// Its identity in stores, the first bytes of its keys: the same for the same descriptor
-    /// entries, algorithm and quota. `None` for an `unlimited` entry, which keeps no state.
+    /// entries, algorithm and quota. `None` for an `unlimited` entry, which keeps no state,
+    /// and a `concurrency` limit, which the store's rate limits never see.
     pub(crate) fn state_id(&self) -> Option<u64> {
         self.limited()?;
         Some(super::state_id::state_id(&self.descriptor, &self.rate))
@@ -124,7 +131,15 @@ impl Limit {
     pub(crate) fn limited(&self) -> Option<(Algorithm, &Quota)> {
         match &self.rate {
             Rate::Limited { quota, algorithm } => Some((*algorithm, quota)),
-            Rate::Unlimited => None,
+            Rate::Unlimited | Rate::Concurrency { .. } => None,
+        }
+    }
+
+    /// The most requests of a key in flight at once, for a `concurrency` limit.
+    pub fn max_in_flight(&self) -> Option<u32> {
+        match self.rate {
+            Rate::Concurrency { max_in_flight } => Some(max_in_flight),
+            Rate::Limited { .. } | Rate::Unlimited => None,
         }
     }
 

@@ -92,6 +92,8 @@ pub struct Rules {
     root: Level,
     /// Whether any limit replaces another (most rules have none: skip the check).
     has_replaces: bool,
+    /// Whether any limit is a `concurrency` limit (most rules have none: take no slots).
+    pub(crate) has_concurrency: bool,
     pub(crate) response: ResponseOptions,
     /// The top-level `shadow_mode`: every limit only reports.
     shadow_mode: bool,

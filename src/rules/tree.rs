@@ -39,6 +39,9 @@ pub(crate) struct Group {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Node {
     pub(crate) limit: Option<NodeLimit>,
+    /// The entry's `concurrency` limit: walked as its rate limit is, never reached by a
+    /// rate limit service's descriptors (which have no response to hold a slot until).
+    pub(crate) concurrency: Option<NodeLimit>,
     /// Whether this entry's value is the hash tag of the limits at and below it.
     pub(crate) hash_tag: bool,
     pub(crate) children: Level,
@@ -154,7 +157,7 @@ impl Level {
             let prefixed = group.prefixes.iter_mut().map(|(_, node)| node);
             let nodes = group.exact.values_mut().chain(prefixed);
             for node in nodes.chain(group.key_only.as_deref_mut()) {
-                if let Some(limit) = &mut node.limit {
+                for limit in node.limit.iter_mut().chain(&mut node.concurrency) {
                     visit(limit);
                 }
                 node.children.for_each_limit_mut(visit);
@@ -227,7 +230,7 @@ impl Level {
             let value_at = path.len();
             path.extend_from_slice(value.as_bytes());
             let tag = tag.below(value_at..path.len(), exact, node.hash_tag);
-            if let Some(limit) = node.limit {
+            for limit in node.limit.iter().chain(&node.concurrency) {
                 let mut key = StateKey::from_slice(path);
                 key[..STATE_ID_BYTES].copy_from_slice(&limit.state_id.to_le_bytes());
                 out.push(Matched {

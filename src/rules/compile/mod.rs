@@ -3,6 +3,7 @@
 //! Each check is a small function that records what is wrong and carries on, so one run
 //! reports all the mistakes in a file.
 
+mod concurrency;
 mod overrides;
 mod rate_limit;
 mod sources;
@@ -78,6 +79,7 @@ pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErro
         sources: compiler.sources,
         client_ip,
         has_replaces: compiler.limits.iter().any(|l| !l.replaces().is_empty()),
+        has_concurrency: compiler.limits.iter().any(|l| l.max_in_flight().is_some()),
         limits: compiler.limits,
         declared,
         root,
@@ -159,6 +161,7 @@ impl Compiler {
             let sources: Vec<usize> = parent_sources.iter().copied().chain(source).collect();
             let node = Node {
                 limit: self.limit(descriptor, &path, &chain, &sources),
+                concurrency: self.concurrency(descriptor, &path, &chain, &sources),
                 hash_tag: raw.hash_tag,
                 children: self.level(
                     &raw.descriptors,

@@ -1,0 +1,69 @@
+//! The slots a request holds, given back when it ends.
+
+use super::InFlight;
+use crate::observe::{self, InFlightGauge};
+use smallvec::SmallVec;
+use std::fmt;
+use std::panic::{RefUnwindSafe, UnwindSafe};
+use std::sync::Arc;
+
+/// One slot taken: the key it was taken of, and its `tollgate_in_flight` series.
+pub(crate) struct Slot {
+    fingerprint: u64,
+    gauge: InFlightGauge,
+}
+
+impl Slot {
+    /// A slot of the key `fingerprint`, counted on `gauge`.
+    pub(crate) fn new(fingerprint: u64, gauge: InFlightGauge) -> Self {
+        Slot { fingerprint, gauge }
+    }
+}
+
+/// The slots of the concurrency limits a request took, given back when dropped: the one
+/// place a slot is given back, whichever way the request ends. Boxed: a response future and
+/// body carry an `Option<Slots>`, a pointer's size for every request.
+pub(crate) struct Slots(Box<Held>);
+
+struct Held {
+    table: Arc<InFlight>,
+    slots: SmallVec<[Slot; 2]>,
+}
+
+impl Slots {
+    /// No slot yet, of `table`.
+    pub(crate) fn new(table: Arc<InFlight>) -> Self {
+        Slots(Box::new(Held {
+            table,
+            slots: SmallVec::new(),
+        }))
+    }
+
+    /// Holds `slot` until these slots are dropped.
+    pub(crate) fn hold(&mut self, slot: Slot) {
+        self.0.slots.push(slot);
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        for slot in &self.slots {
+            self.table.give_back(slot.fingerprint);
+            observe::slot_given_back(&slot.gauge);
+        }
+    }
+}
+
+// What the slots share (the table's locks, a metric handle) is only touched to give them
+// back, which a panic elsewhere cannot leave half done: a response body holding slots stays
+// as unwind safe as the body it wraps.
+impl UnwindSafe for Slots {}
+impl RefUnwindSafe for Slots {}
+
+impl fmt::Debug for Slots {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Slots")
+            .field("held", &self.0.slots.len())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,73 @@
+//! One `concurrency` entry: how many of a key's requests may run at once.
+
+use super::Compiler;
+use crate::rules::file::{Located, RawDescriptor};
+use crate::rules::state_id::state_id;
+use crate::rules::tree::NodeLimit;
+use crate::rules::{KeySources, Limit, Rate};
+
+impl Compiler {
+    /// The `concurrency` limit of `descriptor`, at `path`, reached by the entries `chain`
+    /// whose sources are `sources`; `None` when it has none, or errors (recorded).
+    pub(super) fn concurrency(
+        &mut self,
+        descriptor: &Located<RawDescriptor>,
+        path: &str,
+        chain: &str,
+        sources: &[usize],
+    ) -> Option<NodeLimit> {
+        let raw = descriptor.value.concurrency.as_ref()?;
+        let path = format!("{path}.concurrency");
+        if let Some(name) = &raw.value.name {
+            self.names.push((name.clone(), format!("{path}.name")));
+        }
+        if self.keys == KeySources::Given {
+            self.error(
+                raw.referenced,
+                &path,
+                "a rate limit service never sees a request end, so it cannot hold its slot: \
+                 `concurrency` limits work in the layer",
+            );
+            return None;
+        }
+        let written = &raw.value.max_in_flight;
+        let max_in_flight = match u32::try_from(written.value) {
+            Ok(max) if max > 0 => max,
+            _ => {
+                self.error(
+                    written.referenced,
+                    format!("{path}.max_in_flight"),
+                    format!(
+                        "max_in_flight must be from 1 to {} (to refuse every request, use `requests_per_unit: 0`)",
+                        u32::MAX
+                    ),
+                );
+                return None;
+            }
+        };
+        let name = raw.value.name.as_ref().map(|n| n.value.clone());
+        let label = name
+            .clone()
+            .unwrap_or_else(|| format!("{chain} (concurrency)"));
+        // The identity leaves the maximum out: a reload that changes it keeps counting the
+        // requests in flight.
+        let rate = Rate::Concurrency { max_in_flight };
+        self.limits.push(Limit {
+            label: label.into(),
+            cost: None,
+            name,
+            descriptor: chain.to_owned(),
+            sources: sources.into(),
+            rate,
+            shadow: descriptor.value.shadow_mode,
+            on_store_error: raw.value.on_store_error.unwrap_or(self.on_store_error),
+            sync_every: None,
+            approximate: None,
+            replaces: Vec::new(),
+        });
+        Some(NodeLimit {
+            index: self.limits.len() - 1,
+            state_id: state_id(chain, &rate),
+        })
+    }
+}

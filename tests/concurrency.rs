@@ -1,0 +1,390 @@
+//! Concurrency limits over real TCP: an axum server whose handlers hold their requests
+//! until a test lets them go, and hyper clients that wait, give up, or read half a body.
+
+mod common;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::routing::get;
+use axum::Router;
+use bytes::Bytes;
+use common::server::{self, serve};
+use http::StatusCode;
+use http_body::Frame;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+use tollgate::rules::Rules;
+use tollgate::{Limiter, RateLimitLayer};
+
+/// The handlers' shared state: how many requests entered `/hold`, and the gate they wait
+/// at (one permit lets one request go).
+#[derive(Clone)]
+struct Gate {
+    entered: Arc<AtomicUsize>,
+    /// Requests that left `/hold`: let go, or dropped while they waited.
+    left: Arc<AtomicUsize>,
+    open: Arc<Semaphore>,
+}
+
+/// Counts a request out of `/hold` however it leaves.
+struct Leaving(Arc<AtomicUsize>);
+
+impl Drop for Leaving {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Gate {
+    /// A gate closed to all.
+    fn closed() -> Self {
+        Gate {
+            entered: Arc::default(),
+            left: Arc::default(),
+            open: Arc::new(Semaphore::new(0)),
+        }
+    }
+
+    /// Waits (polling, against a generous deadline) until `count` requests have entered.
+    async fn until_entered(&self, count: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.entered.load(Ordering::SeqCst) < count {
+            assert!(
+                Instant::now() < deadline,
+                "{count} requests entered the handler"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// Lets `count` held requests go.
+    fn release(&self, count: usize) {
+        self.open.add_permits(count);
+    }
+}
+
+/// `/hold` waits at the gate, `/` answers at once, `/panic` panics, `/stream` sends one
+/// chunk and never ends its body.
+fn app(gate: Gate) -> Router {
+    Router::new()
+        .route("/", get(|| async { "ok" }))
+        .route(
+            "/hold",
+            get(|State(gate): State<Gate>| async move {
+                gate.entered.fetch_add(1, Ordering::SeqCst);
+                let _leaving = Leaving(Arc::clone(&gate.left));
+                gate.open.acquire().await.expect("open").forget();
+                "released"
+            }),
+        )
+        .route(
+            "/panic",
+            get(|| async {
+                panic!("a handler that fails");
+                #[allow(unreachable_code)]
+                ""
+            }),
+        )
+        .route(
+            "/stream",
+            get(|| async { Body::new(Endless(Some(Bytes::from_static(b"first chunk")))) }),
+        )
+        .with_state(gate)
+}
+
+/// A body of one chunk that never ends.
+struct Endless(Option<Bytes>);
+
+impl http_body::Body for Endless {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.0.take() {
+            Some(chunk) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
+            None => Poll::Pending,
+        }
+    }
+}
+
+/// Serves [`app`] behind `yaml`, in memory.
+async fn serve_rules(yaml: &str) -> (SocketAddr, Gate, Limiter) {
+    let limiter = Limiter::new(Rules::from_yaml(yaml).expect("valid rules"));
+    let gate = Gate::closed();
+    let router = app(gate.clone()).layer(RateLimitLayer::new(limiter.clone()));
+    (serve(router).await, gate, limiter)
+}
+
+const TWO_AT_ONCE: &str = r#"
+domain: test
+descriptors:
+  - key: remote_address
+    concurrency: { max_in_flight: 2 }
+"#;
+
+/// Polls `GET path` until it answers `expected`, against a generous deadline.
+async fn until_status(addr: SocketAddr, path: &str, expected: StatusCode) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = server::get(addr, path, &[]).await.status;
+        if status == expected {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{path} answered {status}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_client_runs_its_maximum_at_once_and_the_next_request_is_refused() {
+    let (addr, gate, _) = serve_rules(TWO_AT_ONCE).await;
+    let held: Vec<_> = (0..2)
+        .map(|_| tokio::spawn(async move { server::get(addr, "/hold", &[]).await }))
+        .collect();
+    gate.until_entered(2).await;
+    let refused = server::get(addr, "/", &[]).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.number("retry-after"), 1);
+    assert_eq!(refused.number("x-ratelimit-limit"), 2);
+    assert_eq!(refused.number("x-ratelimit-remaining"), 0);
+    let problem: serde_json::Value = serde_json::from_str(&refused.body).expect("JSON");
+    assert_eq!(problem["limit"], "remote_address (concurrency)");
+    assert_eq!(problem["max_in_flight"], 2);
+    assert!(
+        refused.header("ratelimit-policy").is_none(),
+        "no window to announce"
+    );
+
+    gate.release(1);
+    let first = held.into_iter().next().expect("a held request");
+    assert_eq!(first.await.expect("joined").body, "released");
+    let admitted = server::get(addr, "/", &[]).await;
+    assert_eq!(admitted.status, StatusCode::OK, "the freed slot is taken");
+    assert_eq!(admitted.number("x-ratelimit-limit"), 2);
+    assert_eq!(
+        admitted.number("x-ratelimit-remaining"),
+        0,
+        "one held, this one"
+    );
+    gate.release(1);
+}
+
+#[tokio::test]
+async fn a_request_refused_for_its_slot_charges_no_rate_limit() {
+    let (addr, gate, _) = serve_rules(
+        r#"
+domain: test
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 3 }
+    concurrency: { max_in_flight: 1 }
+"#,
+    )
+    .await;
+    let held = tokio::spawn(async move { server::get(addr, "/hold", &[]).await });
+    gate.until_entered(1).await;
+    for _ in 0..5 {
+        let refused = server::get(addr, "/", &[]).await;
+        assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            refused.number("x-ratelimit-limit"),
+            1,
+            "the concurrency limit"
+        );
+    }
+    gate.release(1);
+    assert_eq!(held.await.expect("joined").status, StatusCode::OK);
+    // The held request was charged; the five refused ones were not.
+    for remaining in [1, 0] {
+        let reply = server::get(addr, "/", &[]).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.number("x-ratelimit-remaining"), remaining);
+    }
+    let over = server::get(addr, "/", &[]).await;
+    assert_eq!(over.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(over.number("x-ratelimit-limit"), 3, "the rate limit");
+}
+
+#[tokio::test]
+async fn a_request_refused_by_a_rate_limit_gives_its_slot_back() {
+    let (addr, _, _) = serve_rules(
+        r#"
+domain: test
+sources: { user: { header: x-user } }
+descriptors:
+  - key: remote_address
+    concurrency: { max_in_flight: 1 }
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+"#,
+    )
+    .await;
+    let as_user = |user: &'static str| async move {
+        server::get(addr, "/", &[("x-user", user)]).await.status
+    };
+    assert_eq!(as_user("ann").await, StatusCode::OK);
+    assert_eq!(as_user("ann").await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        as_user("bob").await,
+        StatusCode::OK,
+        "the refused request held no slot"
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_frees_its_slot() {
+    let (addr, gate, _) = serve_rules(&TWO_AT_ONCE.replace("2", "1")).await;
+    let impatient = tokio::spawn(async move { server::get(addr, "/hold", &[]).await });
+    gate.until_entered(1).await;
+    assert_eq!(
+        server::get(addr, "/", &[]).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    impatient.abort();
+    until_status(addr, "/", StatusCode::OK).await;
+}
+
+#[tokio::test]
+async fn a_handler_that_panics_frees_its_slot() {
+    let (addr, _, _) = serve_rules(&TWO_AT_ONCE.replace("2", "1")).await;
+    for _ in 0..3 {
+        let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+        let uri = format!("http://{addr}/panic");
+        let answered = client.get(uri.parse().expect("uri")).await;
+        assert!(answered.is_err(), "the connection closes on the panic");
+    }
+    until_status(addr, "/", StatusCode::OK).await;
+}
+
+#[tokio::test]
+async fn a_body_dropped_half_read_frees_its_slot_and_one_read_whole_on_its_end() {
+    let (addr, _, _) = serve_rules(&TWO_AT_ONCE.replace("2", "1")).await;
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let response = client
+        .get(format!("http://{addr}/stream").parse().expect("uri"))
+        .await
+        .expect("headers");
+    let mut body = response.into_body();
+    let first = body.frame().await.expect("a frame").expect("data");
+    assert_eq!(first.into_data().expect("data"), "first chunk");
+    // The body never ends: its slot is held while the client reads.
+    assert_eq!(
+        server::get(addr, "/", &[]).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    drop(body);
+    until_status(addr, "/", StatusCode::OK).await;
+    // A body read to its end gave its slot back at the end: the next one is admitted.
+    assert_eq!(server::get(addr, "/", &[]).await.status, StatusCode::OK);
+}
+
+/// Thousands of requests, some held and let go, some abandoned midway, some panicking, some
+/// with bodies dropped half read: after them, each client has every slot free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_requests_that_end_every_way_every_slot_is_free() {
+    let (addr, gate, _) = serve_rules(
+        r#"
+domain: test
+sources: { client: { header: x-client } }
+descriptors:
+  - key: client
+    concurrency: { max_in_flight: 3 }
+"#,
+    )
+    .await;
+    const CLIENTS: usize = 8;
+    const ROUNDS: usize = 250;
+    // Held requests are let go one by one meanwhile.
+    let releasing = {
+        let gate = gate.clone();
+        tokio::spawn(async move {
+            loop {
+                gate.release(1);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    for round in 0..ROUNDS {
+        for client in 0..CLIENTS {
+            let name: &'static str = Box::leak(format!("c{client}").into_boxed_str());
+            // A fixed mix by round and client: nothing random to reproduce.
+            let way = (round * 7 + client * 3) % 5;
+            tasks.spawn(async move {
+                let headers = [("x-client", name)];
+                let raw = |path: &str| {
+                    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+                    let request = http::Request::get(format!("http://{addr}{path}"))
+                        .header("x-client", name)
+                        .body(Empty::new())
+                        .expect("request");
+                    client.request(request)
+                };
+                match way {
+                    0 => drop(server::get(addr, "/", &headers).await),
+                    1 => {
+                        let held =
+                            tokio::spawn(async move { server::get(addr, "/hold", &headers).await });
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        held.abort();
+                        let _ = held.await;
+                    }
+                    2 => assert!(raw("/panic").await.is_err(), "the handler panicked"),
+                    3 => {
+                        if let Ok(response) = raw("/stream").await {
+                            let mut body = response.into_body();
+                            let _ = body.frame().await;
+                        }
+                    }
+                    _ => drop(server::get(addr, "/hold", &headers).await),
+                }
+            });
+        }
+        // Bounded: a few dozen connections at a time.
+        while tasks.len() > 64 {
+            tasks.join_next().await;
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+    releasing.abort();
+    // Every request that entered `/hold` has left it, let go or dropped with its connection.
+    gate.release(10_000);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gate.left.load(Ordering::SeqCst) < gate.entered.load(Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "held requests left");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    gate.open.forget_permits(usize::MAX);
+    for client in 0..CLIENTS {
+        let name: &'static str = Box::leak(format!("c{client}").into_boxed_str());
+        let before = gate.entered.load(Ordering::SeqCst);
+        let held: Vec<_> = (0..3)
+            .map(|_| {
+                tokio::spawn(async move { server::get(addr, "/hold", &[("x-client", name)]).await })
+            })
+            .collect();
+        gate.until_entered(before + 3).await;
+        let fourth = server::get(addr, "/", &[("x-client", name)]).await;
+        assert_eq!(
+            fourth.status,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{name}: three slots free, then full"
+        );
+        gate.release(3);
+        for held in held {
+            assert_eq!(held.await.expect("joined").status, StatusCode::OK, "{name}");
+        }
+    }
+}
