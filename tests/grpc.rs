@@ -261,3 +261,52 @@ descriptors:
     }
     assert_eq!(remaining, [4, 3, 2, 1, 0]);
 }
+
+/// A gRPC stream holds its slot of a concurrency limit while it runs: a health `Watch`
+/// stream open, the next call is refused; the stream cancelled (HTTP/2 `RST_STREAM`), the
+/// slot is free again.
+#[tokio::test]
+async fn a_stream_holds_its_slot_until_it_is_cancelled() {
+    let server = TestServer::start(
+        r#"
+domain: grpc
+descriptors:
+  - key: remote_address
+    concurrency: { max_in_flight: 1 }
+"#,
+    )
+    .await;
+    let mut health = server.health();
+    let mut watch = health
+        .watch(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .expect("the stream opens")
+        .into_inner();
+    let first = watch.message().await.expect("a status").expect("a message");
+    assert_eq!(first.status(), ServingStatus::Serving);
+
+    let mut greeter = server.greeter();
+    let status = say_hello(&mut greeter, "ann").await.expect_err("no slot");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status.message().contains("too many requests in flight"),
+        "{status:?}"
+    );
+    assert_eq!(number(status.metadata(), "grpc-retry-pushback-ms"), 1000);
+    assert_eq!(number(status.metadata(), "x-ratelimit-limit"), 1);
+
+    drop(watch);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match say_hello(&mut greeter, "ann").await {
+            Ok(_) => break,
+            Err(status) => {
+                assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+                assert!(std::time::Instant::now() < deadline, "the slot came back");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+}

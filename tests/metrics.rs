@@ -370,3 +370,54 @@ fn an_approximate_limit_reports_its_sketch() {
     let fill = gauge("tollgate_sketch_fill").expect("the fill");
     assert!((fill - 0.2435).abs() < 0.001, "{fill}");
 }
+
+/// `tollgate_in_flight` counts the slots held: up while requests run, back to 0 once they
+/// end, whether they finish or their clients go away.
+#[tokio::test]
+async fn in_flight_slots_are_counted_and_return_to_zero() {
+    prometheus();
+    let rules = Rules::from_yaml(
+        r#"
+domain: metrics_in_flight
+descriptors:
+  - key: remote_address
+    concurrency: { max_in_flight: 4, name: running }
+"#,
+    )
+    .expect("valid rules");
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let held = std::sync::Arc::clone(&gate);
+    let router = Router::new()
+        .route(
+            "/hold",
+            get(move || async move {
+                held.acquire().await.expect("open").forget();
+                "released"
+            }),
+        )
+        .layer(RateLimitLayer::new(Limiter::new(rules)));
+    let addr = serve(router).await;
+    let in_flight = || {
+        let series = r#"tollgate_in_flight{domain="metrics_in_flight",limit="running"}"#;
+        sample(&prometheus().render(), series)
+    };
+    let until = |expected: f64| async move {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while in_flight() != Some(expected) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "in flight: {:?}, expected {expected}",
+                in_flight()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    };
+    let finishing = tokio::spawn(async move { server::get(addr, "/hold", &[]).await });
+    let leaving = tokio::spawn(async move { server::get(addr, "/hold", &[]).await });
+    until(2.0).await;
+    leaving.abort();
+    until(1.0).await;
+    gate.add_permits(1);
+    assert_eq!(finishing.await.expect("joined").status, StatusCode::OK);
+    until(0.0).await;
+}

@@ -4,15 +4,22 @@ use std::fmt::Write;
 use tollgate::algorithm::Algorithm;
 use tollgate::rules::{Limit, Rate, Unit};
 
-/// The algorithm's name as the rules file spells it; `-` for an unlimited entry.
+/// The algorithm's name as the rules file spells it; `concurrency` for a concurrency limit,
+/// `-` for an unlimited entry.
 pub(crate) fn algorithm(limit: &Limit) -> &'static str {
-    limit.algorithm().map_or("-", Algorithm::name)
+    match limit.rate() {
+        Rate::Concurrency { .. } => "concurrency",
+        _ => limit.algorithm().map_or("-", Algorithm::name),
+    }
 }
 
-/// E.g. `10 per 1m, burst 20`, `5 per 1s, queue 10, max delay 3s`, or `unlimited`.
+/// E.g. `10 per 1m, burst 20`, `5 per 1s, queue 10, max delay 3s`, `5 in flight`, or
+/// `unlimited`.
 pub(crate) fn quota(limit: &Limit) -> String {
-    let Rate::Limited { quota, algorithm } = limit.rate() else {
-        return "unlimited".to_owned();
+    let (quota, algorithm) = match limit.rate() {
+        Rate::Limited { quota, algorithm } => (quota, algorithm),
+        Rate::Concurrency { max_in_flight } => return format!("{max_in_flight} in flight"),
+        _ => return "unlimited".to_owned(),
     };
     let period = Unit::format_period(quota.period());
     let mut text = format!("{} per {period}", quota.requests_per_period());

@@ -97,6 +97,40 @@ fn check_lists_every_limit_in_an_aligned_table() {
     }
 }
 
+const CONCURRENCY: &str = r#"
+domain: shop
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: second, requests_per_unit: 20 }
+    concurrency: { max_in_flight: 5 }
+"#;
+
+#[test]
+fn check_and_explain_show_concurrency_limits_which_serve_refuses() {
+    let (code, text, errors) = tollgate_on("check", CONCURRENCY, &[]);
+    assert_eq!(code, Some(0), "{errors}");
+    let row = text
+        .lines()
+        .find(|line| line.contains("concurrency"))
+        .unwrap_or_else(|| panic!("a concurrency row: {text}"));
+    assert!(row.contains("5 in flight"), "{row}");
+    let (code, text, errors) = tollgate_on("explain", CONCURRENCY, &["--ip", "203.0.113.9"]);
+    assert_eq!(code, Some(0), "{errors}");
+    assert!(
+        text.contains(
+            "remote_address (concurrency)  remote_address=203.0.113.9  concurrency   5 in flight"
+        ),
+        "{text}"
+    );
+    let (code, _, errors) = tollgate_on("check", CONCURRENCY, &["--service"]);
+    assert_ne!(code, Some(0));
+    assert!(
+        errors
+            .contains("descriptors[0].concurrency: a rate limit service never sees a request end"),
+        "{errors}"
+    );
+}
+
 #[test]
 fn check_reports_every_error_with_its_line_and_column() {
     let file = common::temp_file(

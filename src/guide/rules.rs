@@ -142,8 +142,9 @@
 //! # Descriptors and matching
 //!
 //! `descriptors` is a tree. Each entry has a `key`, an optional `value`, an optional
-//! `rate_limit`, an optional `shadow_mode`, an optional `hash_tag` ([below](#hash-tags-where-state-lives-in-a-redis-cluster))
-//! and optional nested `descriptors` (at most 16 levels deep).
+//! `rate_limit`, an optional [`concurrency`](#concurrency) limit, an optional `shadow_mode`,
+//! an optional `hash_tag` ([below](#hash-tags-where-state-lives-in-a-redis-cluster)) and
+//! optional nested `descriptors` (at most 16 levels deep).
 //!
 //! Matching is Envoy's: at each level, for each key the request has a value for, the most
 //! specific entry applies:
@@ -366,6 +367,53 @@
 //! assert_eq!(premium.replaced()[0].limit().label(), "per-client");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # `concurrency`
+//!
+//! `concurrency: { max_in_flight: 5 }` on a descriptor entry limits how many requests run at
+//! once rather than how many start in a period: each value of the entry (each client, for
+//! `remote_address`) may have at most 5 requests in flight. It sits beside or instead of the
+//! entry's `rate_limit` and matches as a rate limit does: a key-only entry limits each value,
+//! `value:` one value, nested entries their combination, and `shadow_mode` only reports.
+//! Its `name` labels it as a rate limit's does (default: the entry's path and
+//! `(concurrency)`, e.g. `remote_address (concurrency)`).
+//!
+//! ```rust
+//! use tollgate::rules::Rules;
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: demo
+//! descriptors:
+//!   - key: remote_address
+//!     rate_limit: { unit: second, requests_per_unit: 20 }
+//!     concurrency: { max_in_flight: 5 }    # and at most 5 at once per client
+//! "#)?;
+//! assert_eq!(rules.limits()[1].max_in_flight(), Some(5));
+//! assert_eq!(rules.limits()[1].label(), "remote_address (concurrency)");
+//! # Ok::<(), tollgate::rules::RuleErrors>(())
+//! ```
+//!
+//! - **A slot per request, held until its response ends.** An admitted request takes a slot
+//!   of each concurrency limit that applies and gives it back when its response body ends,
+//!   or is dropped: the client went away, the handler returned an error, panicked or was
+//!   cancelled (a timeout), over HTTP/1, HTTP/2 and gRPC streams alike. A streamed response
+//!   holds its slot until its last frame.
+//! - **All or nothing with the rate limits.** Slots are taken first: a request refused for a
+//!   slot charges no rate limit, and a request a rate limit refuses gives its slots back at
+//!   once.
+//! - **A refusal** answers `429` (gRPC: `RESOURCE_EXHAUSTED`) with `Retry-After: 1`,
+//!   `X-Ratelimit-Limit` the maximum and `X-Ratelimit-Remaining: 0`, and `max_in_flight` in
+//!   the problem document; no `RateLimit-Policy`, which announces a quota over a window. One
+//!   second is the shortest wait the header can say: a slot frees when any of the client's
+//!   requests ends, which nothing foretells, and a client that retries competes only with its
+//!   own requests.
+//! - **Admitted responses** report the rate limits as always; a request that only
+//!   concurrency limits apply to reports the slots left (`X-Ratelimit-Remaining`).
+//! - **Counted per process**: each server of a fleet allows `max_in_flight` of a client.
+//!   `tollgate_in_flight{domain,limit}` (feature `metrics`) shows the slots held.
+//! - **Only the layer holds slots.** [`Limiter::check`](crate::Limiter::check) has no response
+//!   to hold a slot until, so it gives a slot back as soon as it is decided, and
+//!   `tollgate serve` refuses rules with concurrency limits.
 //!
 //! # Local-first limits (`sync_every`)
 //!
