@@ -388,3 +388,55 @@ descriptors:
         }
     }
 }
+
+#[tokio::test]
+async fn a_full_server_sheds_the_least_important_first() {
+    let (addr, gate, _) = serve_rules(
+        r#"
+domain: test
+sources: { priority: { header: x-priority } }
+load_shedding:
+  max_in_flight: 4          # critical may fill 4, default 3, sheddable 2
+  priority: { key: priority, order: [critical, default, sheddable] }
+"#,
+    )
+    .await;
+    let hold = |priority: &'static str| {
+        tokio::spawn(async move { server::get(addr, "/hold", &[("x-priority", priority)]).await })
+    };
+    let status = |priority: &'static str| async move {
+        server::get(addr, "/", &[("x-priority", priority)]).await
+    };
+    let mut held = vec![hold("sheddable"), hold("sheddable")];
+    gate.until_entered(2).await;
+    let shed = status("sheddable").await;
+    assert_eq!(shed.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(shed.number("retry-after"), 1);
+    let problem: serde_json::Value = serde_json::from_str(&shed.body).expect("JSON");
+    assert_eq!(problem["status"], 503);
+    assert_eq!(problem["limit"], "load_shedding");
+    // Requests without a priority, or an unknown one, are the least important.
+    assert_eq!(
+        status("unknown").await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+
+    held.push(hold("default"));
+    gate.until_entered(3).await;
+    assert_eq!(
+        status("default").await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    held.push(hold("critical"));
+    gate.until_entered(4).await;
+    assert_eq!(
+        status("critical").await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+
+    gate.release(4);
+    for held in held {
+        assert_eq!(held.await.expect("joined").status, StatusCode::OK);
+    }
+    assert_eq!(status("sheddable").await.status, StatusCode::OK);
+}

@@ -310,3 +310,24 @@ descriptors:
         }
     }
 }
+
+/// A server that sheds load answers `UNAVAILABLE` once full, with pushback.
+#[tokio::test]
+async fn a_full_server_answers_unavailable() {
+    let server = TestServer::start("domain: grpc\nload_shedding: { max_in_flight: 1 }\n").await;
+    let mut watch = server
+        .health()
+        .watch(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .expect("the stream opens")
+        .into_inner();
+    watch.message().await.expect("a status").expect("a message");
+    let status = say_hello(&mut server.greeter(), "ann")
+        .await
+        .expect_err("the server is full");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(status.message().contains("load shedding"), "{status:?}");
+    assert_eq!(number(status.metadata(), "grpc-retry-pushback-ms"), 1000);
+}

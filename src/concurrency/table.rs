@@ -14,13 +14,18 @@ pub(crate) struct InFlight {
     shards: Box<[Mutex<HashMap<u64, u32>>]>,
     /// Keys are fingerprinted: a state key is a limit's id and a request's values.
     hasher: RandomState,
+    /// The fingerprint of the server's own key, the load shedder's.
+    server: u64,
 }
 
 impl Default for InFlight {
     fn default() -> Self {
+        let hasher = RandomState::new();
         InFlight {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            hasher: RandomState::new(),
+            // No state key is empty: each starts with its limit's id.
+            server: hasher.hash_one(b""),
+            hasher,
         }
     }
 }
@@ -29,6 +34,11 @@ impl InFlight {
     /// The fingerprint the table knows `key` by.
     pub(crate) fn fingerprint(&self, key: &[u8]) -> u64 {
         self.hasher.hash_one(key)
+    }
+
+    /// The fingerprint of the server's key: every request the load shedder admits.
+    pub(crate) fn server(&self) -> u64 {
+        self.server
     }
 
     fn shard(&self, fingerprint: u64) -> &Mutex<HashMap<u64, u32>> {

@@ -77,6 +77,16 @@ impl Ruling {
         }
     }
 
+    /// A request the load shedder (limit `limit`) turned away: its `decision` had no room.
+    pub(crate) fn shed(limit: usize, decision: Decision, shadow_denied: bool) -> Self {
+        Ruling {
+            denial: Some(Denial::Shed),
+            reported: Some((limit, decision)),
+            delay: Duration::ZERO,
+            shadow_denied,
+        }
+    }
+
     /// This ruling on a request's rate limits, with what its concurrency limits made of it
     /// (all of them took its slot): a shadow one's would-be denial, and the slot reported
     /// when no rate limit is.

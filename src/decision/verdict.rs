@@ -47,6 +47,8 @@ pub enum Denial {
     OverLimit,
     /// The store failed to decide, and the limit's `on_store_error` is `deny`.
     StoreError,
+    /// The server was full for the request's priority: `load_shedding` turned it away.
+    Shed,
 }
 
 impl Verdict {

@@ -76,6 +76,7 @@
 //! | `defaults` | `algorithm`, `on_store_error`, `sync_every` and `approximate` for limits that set none ([below](#defaults)) | `fixed_window`, `allow`, none, none |
 //! | `response` | optional response headers ([below](#response)) | none |
 //! | `shadow_mode` | `true`: every limit counts and reports but denies nothing ([shadow mode](#shadow-mode)) | `false` |
+//! | `load_shedding` | the requests the server runs at once, by priority ([below](#load_shedding)) | none |
 //! | `descriptors` | the tree of limits ([below](#descriptors-and-matching)) | none |
 //!
 //! # Keys and `sources`
@@ -414,6 +415,47 @@
 //! - **Only the layer holds slots.** [`Limiter::check`](crate::Limiter::check) has no response
 //!   to hold a slot until, so it gives a slot back as soon as it is decided, and
 //!   `tollgate serve` refuses rules with concurrency limits.
+//!
+//! # `load_shedding`
+//!
+//! `load_shedding` limits the requests the whole server runs at once, and turns the least
+//! important away first when it is full: each priority level may fill only its share of
+//! `max_in_flight`, so critical traffic still gets in through a flood of the rest.
+//!
+//! ```rust
+//! use tollgate::rules::Rules;
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: demo
+//! sources:
+//!   priority: { header: x-priority }     # or a route classifier, or the identity
+//! load_shedding:
+//!   max_in_flight: 64
+//!   priority:
+//!     key: priority
+//!     order: [critical, default, sheddable]   # most important first
+//!     shares: [100, 75, 50]                   # the default: percent of max_in_flight
+//!     default: sheddable                      # the default: the last level
+//! "#)?;
+//! assert!(rules.limits()[0].sheds_load());
+//! # Ok::<(), tollgate::rules::RuleErrors>(())
+//! ```
+//!
+//! | key | meaning | default |
+//! |---|---|---|
+//! | `max_in_flight` | the most requests the server runs at once | required |
+//! | `priority.key` | a declared key whose value is the request's level | none: one level |
+//! | `priority.order` | the levels, most important first (at most 16) | required with `priority` |
+//! | `priority.shares` | per level, the percent of `max_in_flight` it may fill: non-increasing, 1 to 100 | 100 for the first, 50 for the last, evenly between |
+//! | `priority.default` | the level of a request whose value is missing or not in `order` | the last level |
+//!
+//! A request of a level whose share is 75 % of 64 is admitted while fewer than 48 requests
+//! of any level run; the first level fills all 64. Shedding comes first, before any
+//! concurrency or rate limit: a request turned away charges nothing. It answers `503`
+//! (gRPC `UNAVAILABLE`) with `Retry-After: 1`: the server is busy, the client asked nothing
+//! wrong, and retrying elsewhere or a second later is right. Its slot is held and given back
+//! as a [`concurrency`](#concurrency) slot is; the file's `shadow_mode` applies to it, and
+//! it shows in metrics, `tollgate check` and logs as the limit `load_shedding`.
 //!
 //! # Local-first limits (`sync_every`)
 //!

@@ -46,7 +46,7 @@ impl<St: Store> Limiter<St> {
         let mut matches = Matches::new();
         rules.applicable(values, &mut matches)?;
         let (slots, slot_ruling) = if rules.has_concurrency {
-            match self.take_slots(active, &matches) {
+            match self.take_slots(active, values, &matches)? {
                 Taking::Taken(slots, ruling) => (slots, ruling),
                 Taking::Refused(ruling) => {
                     let stage = Stage::Settled {

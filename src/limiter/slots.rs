@@ -1,67 +1,104 @@
-//! Taking the slots of the concurrency limits a request meets, before its rate limits are
-//! asked (see [`crate::concurrency`]).
+//! Taking the slots a request holds while it runs, before its rate limits are asked: the
+//! server's, when it sheds load, and one of each concurrency limit it meets (see
+//! [`crate::concurrency`]).
 
 use super::active::Active;
 use super::Limiter;
 use crate::concurrency::{Slot, Slots};
 use crate::decision::{slot_decision, Ruling, SlotRuling};
 use crate::observe::DecisionStart;
-use crate::rules::tree::Matches;
+use crate::rules::tree::{Matches, Values};
+use crate::source::MissingPeerAddr;
 use crate::store::Store;
+use smallvec::SmallVec;
 use std::sync::Arc;
 
-/// What the concurrency limits of a request made of it.
+/// What the request's slots made of it.
 pub(super) enum Taking {
-    /// Each took a slot (or none applied): the slots, and what to add to the rate limits'
+    /// Each was taken (or none applied): the slots, and what to add to the rate limits'
     /// ruling.
     Taken(Option<Slots>, SlotRuling),
     /// One refused: the ruling, no slot held, no rate limit to ask.
     Refused(Ruling),
 }
 
+/// A slot a request asks for: of the limit at `limit`, of the key `fingerprint`, admitted
+/// under `ceiling` requests in flight.
+struct Wanted {
+    limit: usize,
+    fingerprint: u64,
+    ceiling: u32,
+    shadow: bool,
+}
+
 impl<St: Store> Limiter<St> {
-    /// Takes a slot of each concurrency limit among `matches` under `active`, all or
-    /// nothing: a refusal gives back the slots taken before it.
-    pub(super) fn take_slots(&self, active: &Active, matches: &Matches) -> Taking {
+    /// Takes the slots of a request whose `values` met `matches` under `active`, all or
+    /// nothing: the server's first, when it sheds load (by the priority `values` give),
+    /// then one of each concurrency limit among `matches`. A refusal gives back the slots
+    /// taken before it.
+    pub(super) fn take_slots(
+        &self,
+        active: &Active,
+        values: &mut dyn Values,
+        matches: &Matches,
+    ) -> Result<Taking, MissingPeerAddr> {
         let rules = &*active.rules;
         let shadow_all = rules.shadow_mode() || self.shadow_mode();
         let table = &self.shared.in_flight;
-        let mut slots: Option<Slots> = None;
-        let mut ruling = SlotRuling::default();
+        let mut wanted: SmallVec<[Wanted; 2]> = SmallVec::new();
+        if let Some(shedding) = &rules.load_shedding {
+            wanted.push(Wanted {
+                limit: shedding.limit,
+                fingerprint: table.server(),
+                ceiling: shedding.ceiling(values)?,
+                shadow: shadow_all,
+            });
+        }
         for m in matches {
             let limit = &rules.limits[m.limit_index];
-            let Some(max_in_flight) = limit.max_in_flight() else {
-                continue;
-            };
-            let shadow = shadow_all || limit.is_shadow();
-            let fingerprint = table.fingerprint(&m.key);
-            let (before, took) = table.take(fingerprint, max_in_flight, shadow);
-            let decision = slot_decision(max_in_flight, before, took);
-            if took {
-                let gauge = active.observer.slot_taken(m.limit_index);
-                slots
-                    .get_or_insert_with(|| Slots::new(Arc::clone(table)))
-                    .hold(Slot::new(fingerprint, gauge));
+            if let Some(max_in_flight) = limit.max_in_flight() {
+                wanted.push(Wanted {
+                    limit: m.limit_index,
+                    fingerprint: table.fingerprint(&m.key),
+                    ceiling: max_in_flight,
+                    shadow: shadow_all || limit.is_shadow(),
+                });
             }
-            let observer = &active.observer;
+        }
+        let observer = &active.observer;
+        let mut slots: Option<Slots> = None;
+        let mut ruling = SlotRuling::default();
+        for want in wanted {
+            let (before, took) = table.take(want.fingerprint, want.ceiling, want.shadow);
+            let decision = slot_decision(want.ceiling, before, took);
+            observer.slot_decided(rules, want.limit, want.shadow, &decision, took);
             if !took {
-                observer.slot_decided(rules, m.limit_index, shadow, &decision, false);
-                let refused =
-                    Ruling::refused_by_slot(m.limit_index, decision, ruling.shadow_denied);
+                let shadow_denied = ruling.shadow_denied;
+                let refused = if rules.limits[want.limit].sheds_load() {
+                    Ruling::shed(want.limit, decision, shadow_denied)
+                } else {
+                    Ruling::refused_by_slot(want.limit, decision, shadow_denied)
+                };
                 observer.finished(rules, &refused, DecisionStart::now());
                 // Dropped, the slots taken before are given back.
                 drop(slots);
-                return Taking::Refused(refused);
+                return Ok(Taking::Refused(refused));
             }
-            observer.slot_decided(rules, m.limit_index, shadow, &decision, true);
-            if shadow {
+            let gauge = observer.slot_taken(want.limit);
+            slots
+                .get_or_insert_with(|| Slots::new(Arc::clone(table)))
+                .hold(Slot::new(want.fingerprint, gauge));
+            if want.shadow {
                 ruling.shadow_denied |= !decision.allowed;
-            } else if ruling.reported.is_none_or(|(_, least)| {
-                (decision.remaining, decision.capacity) < (least.remaining, least.capacity)
-            }) {
-                ruling.reported = Some((m.limit_index, decision));
+            } else if !rules.limits[want.limit].sheds_load()
+                && ruling.reported.is_none_or(|(_, least)| {
+                    (decision.remaining, decision.capacity) < (least.remaining, least.capacity)
+                })
+            {
+                // The server's room is no client's to report.
+                ruling.reported = Some((want.limit, decision));
             }
         }
-        Taking::Taken(slots, ruling)
+        Ok(Taking::Taken(slots, ruling))
     }
 }

@@ -213,7 +213,8 @@ impl Observer {
         }
         let logs = &self.limits[index];
         let throttle = match denial {
-            Denial::OverLimit => &logs.denied,
+            // The load shedder's limit sheds and never limits a rate: one throttle serves.
+            Denial::OverLimit | Denial::Shed => &logs.denied,
             Denial::StoreError => &logs.store_denied,
         };
         let Some(suppressed) = throttle.admit(self.clock.now()) else {
@@ -233,6 +234,12 @@ impl Observer {
                 retry_after_ms = retry_after_ms(),
                 suppressed,
                 "the rate-limit store failed: requests under this limit are denied (on_store_error: deny)"
+            ),
+            Denial::Shed => tracing::warn!(
+                domain,
+                retry_after_ms = retry_after_ms(),
+                suppressed,
+                "load shedding: the server is full for these requests' priority; they are turned away"
             ),
         }
     }

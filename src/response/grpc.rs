@@ -11,6 +11,8 @@ pub(crate) const GRPC_RETRY_PUSHBACK_MS: HeaderName =
     HeaderName::from_static("grpc-retry-pushback-ms");
 /// RESOURCE_EXHAUSTED.
 pub(super) const RESOURCE_EXHAUSTED: HeaderValue = HeaderValue::from_static("8");
+/// UNAVAILABLE: the server is busy, retry later (load shedding).
+pub(super) const UNAVAILABLE: HeaderValue = HeaderValue::from_static("14");
 /// INTERNAL.
 pub(super) const INTERNAL: HeaderValue = HeaderValue::from_static("13");
 const GRPC_CONTENT_TYPE: HeaderValue = HeaderValue::from_static("application/grpc");

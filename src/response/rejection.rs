@@ -1,6 +1,7 @@
 //! The answer to a denied request: `429` with a problem document (RFC 9457), or for gRPC a
 //! Trailers-Only `RESOURCE_EXHAUSTED`; `Retry-After` and the chosen rate-limit headers on
-//! both.
+//! both. A request the load shedder turned away gets `503` (gRPC `UNAVAILABLE`): the server
+//! is busy, the client asked nothing wrong.
 
 use super::grpc;
 use super::headers::{denial_headers, reset_header};
@@ -60,15 +61,20 @@ fn problem_rejection(
     thread_local! {
         static RECENT: RefCell<RecentRejections> = const { RefCell::new(RecentRejections::new()) };
     }
+    let status = if limit.sheds_load() {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::TOO_MANY_REQUESTS
+    };
     let (headers, body) = kept_answer(&RECENT, limit, decision, retry_after, || {
-        let body = problem_document(limit.label(), limit.max_in_flight(), retry_after);
+        let body = problem_document(status, limit, retry_after);
         let mut headers = HeaderMap::with_capacity(1 + DENIAL_HEADERS);
         headers.insert(CONTENT_TYPE, PROBLEM_JSON);
         insert_denial_headers(&mut headers, limit, decision, options, retry_after);
         (headers, body)
     });
     let mut response = Response::new(body);
-    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    *response.status_mut() = status;
     *response.headers_mut() = headers;
     response
 }
@@ -89,6 +95,9 @@ fn grpc_rejection(
     let pushback = number(millis_at_least_one(decision.retry_after));
     let (mut headers, body) = kept_answer(&RECENT, limit, decision, retry_after, || {
         let message = match limit.max_in_flight() {
+            _ if limit.sheds_load() => {
+                format!("the server is busy (load shedding); retry after {retry_after}s")
+            }
             Some(max) => format!(
                 "too many requests in flight ({}: {max} at once); retry after {retry_after}s",
                 limit.label()
@@ -98,7 +107,12 @@ fn grpc_rejection(
                 limit.label()
             ),
         };
-        let status = grpc::status(grpc::RESOURCE_EXHAUSTED, &message, DENIAL_HEADERS);
+        let code = if limit.sheds_load() {
+            grpc::UNAVAILABLE
+        } else {
+            grpc::RESOURCE_EXHAUSTED
+        };
+        let status = grpc::status(code, &message, DENIAL_HEADERS);
         let (mut parts, body) = status.into_parts();
         let headers = &mut parts.headers;
         headers.insert(grpc::GRPC_RETRY_PUSHBACK_MS, pushback.clone());
@@ -165,7 +179,7 @@ struct Problem<'a> {
     title: &'static str,
     status: u16,
     #[serde(serialize_with = "serialize_detail")]
-    detail: u64,
+    detail: (u64, bool),
     /// The limit's label.
     limit: &'a str,
     /// Whole seconds, as `Retry-After`.
@@ -176,22 +190,31 @@ struct Problem<'a> {
 }
 
 /// The `detail` of a wait of `retry_after` seconds, written straight into the document.
-fn serialize_detail<S: serde::Serializer>(retry_after: &u64, s: S) -> Result<S::Ok, S::Error> {
+fn serialize_detail<S: serde::Serializer>(
+    &(retry_after, shed): &(u64, bool),
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let what = if shed {
+        "The server is busy"
+    } else {
+        "Rate limit exceeded"
+    };
     s.collect_str(&format_args!(
-        "Rate limit exceeded; retry after {retry_after} second(s)."
+        "{what}; retry after {retry_after} second(s)."
     ))
 }
 
-/// The problem document of a denial by the limit labelled `label`, as JSON.
-fn problem_document(label: &str, max_in_flight: Option<u32>, retry_after: u64) -> Bytes {
+/// The problem document of a denial by `limit`, answered with `status`, as JSON.
+fn problem_document(status: StatusCode, limit: &Limit, retry_after: u64) -> Bytes {
+    let label = limit.label();
     let problem = Problem {
         kind: "about:blank",
-        title: "Too Many Requests",
-        status: 429,
-        detail: retry_after,
+        title: status.canonical_reason().unwrap_or("Too Many Requests"),
+        status: status.as_u16(),
+        detail: (retry_after, limit.sheds_load()),
         limit: label,
         retry_after,
-        max_in_flight,
+        max_in_flight: limit.max_in_flight(),
     };
     // The document without the label is under 160 bytes: one allocation.
     let mut document = Vec::with_capacity(160 + label.len());
@@ -211,7 +234,11 @@ mod tests {
 
     #[test]
     fn the_problem_document_is_the_json_it_claims_to_be() {
-        let document = problem_document(r#"api "v2""#, None, 3600);
+        let rules = crate::rules::Rules::from_yaml(
+            "domain: d\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: hour, requests_per_unit: 1, name: 'api \"v2\"' }\n",
+        )
+        .expect("valid rules");
+        let document = problem_document(StatusCode::TOO_MANY_REQUESTS, &rules.limits()[0], 3600);
         let parsed: serde_json::Value =
             serde_json::from_slice(&document).expect("the document is JSON");
         assert_eq!(

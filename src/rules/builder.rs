@@ -43,6 +43,7 @@ impl RulesBuilder {
                 defaults: Default::default(),
                 response: Default::default(),
                 shadow_mode: false,
+                load_shedding: None,
                 descriptors: Vec::new(),
             },
         }

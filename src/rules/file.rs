@@ -33,7 +33,33 @@ pub(crate) struct RawRules {
     #[serde(default)]
     pub(crate) shadow_mode: bool,
     #[serde(default)]
+    pub(crate) load_shedding: Option<Located<RawLoadShedding>>,
+    #[serde(default)]
     pub(crate) descriptors: Vec<Located<RawDescriptor>>,
+}
+
+/// `load_shedding`: the requests the server runs at once, at most, by priority.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLoadShedding {
+    pub(crate) max_in_flight: Located<u64>,
+    #[serde(default)]
+    pub(crate) priority: Option<Located<RawPriority>>,
+}
+
+/// `load_shedding.priority`: where a request's priority comes from, and the levels, most
+/// important first.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPriority {
+    pub(crate) key: Located<String>,
+    pub(crate) order: Vec<Located<String>>,
+    /// Per level, the share of `max_in_flight` it may fill, in percent.
+    #[serde(default)]
+    pub(crate) shares: Option<Located<Vec<u64>>>,
+    /// The level of a request whose value is missing or not in `order`.
+    #[serde(default)]
+    pub(crate) default: Option<Located<String>>,
 }
 
 /// A source: one of the single-value kinds, or a classifier (a list of entries).

@@ -25,6 +25,9 @@ pub struct Limit {
     pub(super) sync_every: Option<Duration>,
     pub(super) approximate: Option<Approximate>,
     pub(super) replaces: Vec<String>,
+    /// Whether this is the server's `load_shedding` limit: its refusals say the server is
+    /// busy (`503`), not that the client asked too much.
+    pub(super) sheds: bool,
 }
 
 /// Where a limit's request weight comes from.
@@ -263,6 +266,12 @@ impl Limit {
             limit.approximate = None;
         }
         Ok(limit)
+    }
+
+    /// Whether this is the server's [`load_shedding`](crate::guide::rules#load_shedding) limit,
+    /// whose refusals answer `503` (gRPC `UNAVAILABLE`).
+    pub fn sheds_load(&self) -> bool {
+        self.sheds
     }
 
     /// The names of the limits this one replaces when both apply.

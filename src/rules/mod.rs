@@ -30,6 +30,7 @@ mod explain;
 mod file;
 mod limit;
 mod limit_override;
+mod load_shedding;
 mod period;
 pub(crate) mod request_values;
 mod response_options;
@@ -48,6 +49,7 @@ pub use response_options::{ResponseOptions, XRatelimitHeader};
 
 use crate::algorithm::{Algorithm, Quota};
 use crate::source::{ClientIpResolver, MissingPeerAddr, Source};
+use load_shedding::LoadShedding;
 use serde_saphyr::{Budget, Location, Options};
 use smallvec::SmallVec;
 use std::io::Read;
@@ -92,8 +94,11 @@ pub struct Rules {
     root: Level,
     /// Whether any limit replaces another (most rules have none: skip the check).
     has_replaces: bool,
-    /// Whether any limit is a `concurrency` limit (most rules have none: take no slots).
+    /// Whether any limit is a `concurrency` limit or the load shedder (most rules have
+    /// none: take no slots).
     pub(crate) has_concurrency: bool,
+    /// `load_shedding`, if set.
+    pub(crate) load_shedding: Option<LoadShedding>,
     pub(crate) response: ResponseOptions,
     /// The top-level `shadow_mode`: every limit only reports.
     shadow_mode: bool,

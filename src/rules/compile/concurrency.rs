@@ -64,6 +64,7 @@ impl Compiler {
             sync_every: None,
             approximate: None,
             replaces: Vec::new(),
+            sheds: false,
         });
         Some(NodeLimit {
             index: self.limits.len() - 1,

@@ -4,6 +4,7 @@
 //! reports all the mistakes in a file.
 
 mod concurrency;
+mod load_shedding;
 mod overrides;
 mod rate_limit;
 mod sources;
@@ -61,6 +62,7 @@ pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErro
     compiler.declare_sources(&raw.sources);
     let client_ip = compiler.client_ip(raw.client_ip);
     let root = compiler.level(&raw.descriptors, "descriptors", "", &[], 1);
+    let load_shedding = compiler.load_shedding(raw.load_shedding.as_ref());
     compiler.check_names();
     let declared = compiler.limits.len();
     if keys == KeySources::Given {
@@ -80,6 +82,7 @@ pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErro
         client_ip,
         has_replaces: compiler.limits.iter().any(|l| !l.replaces().is_empty()),
         has_concurrency: compiler.limits.iter().any(|l| l.max_in_flight().is_some()),
+        load_shedding,
         limits: compiler.limits,
         declared,
         root,

@@ -150,6 +150,7 @@ impl Compiler {
                 .iter()
                 .map(|r| r.value.name.clone())
                 .collect(),
+            sheds: false,
         });
         Some(NodeLimit {
             index: self.limits.len() - 1,
