@@ -9,8 +9,11 @@
 //! cargo run --example server --features metrics   # and GET /metrics, in Prometheus format
 //! ```
 //!
-//! Every path and method answers 200 (so any rule can be tried with curl); the limits come
-//! from `TOLLGATE_RULES` (default `rules.example.yaml`). A bad rules file stops the server
+//! Every path and method answers 200 (so any rule can be tried with curl); `?delay_ms=N`
+//! answers after N ms, and `?work_ms=N` runs the request on a backend of 4 workers (it waits
+//! for one, then holds it N ms; both at most 10 s), so that requests stay in flight for the
+//! concurrency limits and load shedding to see. The limits come from `TOLLGATE_RULES`
+//! (default `rules.example.yaml`). A bad rules file stops the server
 //! with the compiler's messages. The file is watched: save a change and it takes effect
 //! within a second; a bad edit is logged and the previous rules keep serving. With
 //! `TOLLGATE_REDIS_URL`, the state lives in Redis, so two instances on two ports share their
@@ -23,6 +26,8 @@ use axum::http::{Method, Uri};
 use axum::Router;
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::time::Duration;
+use tokio::sync::Semaphore;
 use tollgate::reload::RulesWatcher;
 use tollgate::rules::Rules;
 use tollgate::store::Store;
@@ -164,6 +169,8 @@ async fn serve<St: Store>(
     println!("  curl -i -X DELETE http://{listen}/anything    # always 429 (requests_per_unit: 0)");
     println!("  for i in $(seq 12); do curl -s -o /dev/null -w '%{{http_code}} %{{time_total}}s\\n' http://{listen}/reports & done; wait   # queued, 5 a second");
     println!("  curl -i -H 'x-api-key: internal-ci' http://{listen}/   # never limited");
+    println!("  for i in 1 2 3; do curl -s -o /dev/null -w '%{{http_code}}\n' 'http://{listen}/export?delay_ms=2000' & done; wait   # 2 at once per client");
+    println!("  for i in $(seq 20); do curl -s -o /dev/null -w '%{{http_code}}\n' -H 'x-priority: sheddable' 'http://{listen}/?work_ms=3000' & done; wait   # 16 run, 4 shed (503)");
     #[cfg(feature = "metrics")]
     println!("  curl http://{listen}/metrics   # tollgate_* in Prometheus format");
 
@@ -212,7 +219,32 @@ async fn sweep_and_count_keys(limiter: Limiter) {
     }
 }
 
-/// Answers every request with what was asked.
+/// The demo's backend: requests with `?work_ms=N` take one of its workers for N ms.
+static WORKERS: Semaphore = Semaphore::const_new(4);
+
+/// The longest `delay_ms` or `work_ms`.
+const LONGEST: Duration = Duration::from_secs(10);
+
+/// Answers every request with what was asked: after `delay_ms`, and after holding one of the
+/// backend's workers for `work_ms`.
 async fn echo(method: Method, uri: Uri) -> String {
+    if let Some(delay) = millis(&uri, "delay_ms") {
+        tokio::time::sleep(delay).await;
+    }
+    if let Some(work) = millis(&uri, "work_ms") {
+        // The semaphore is never closed.
+        let _worker = WORKERS.acquire().await.ok();
+        tokio::time::sleep(work).await;
+    }
     format!("{method} {uri}: ok\n")
+}
+
+/// The query parameter `name` of `uri` as milliseconds, at most [`LONGEST`].
+fn millis(uri: &Uri, name: &str) -> Option<Duration> {
+    let query = uri.query()?;
+    let value = query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))?;
+    let millis = value.parse().ok()?;
+    Some(Duration::from_millis(millis).min(LONGEST))
 }
