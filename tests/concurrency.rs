@@ -440,3 +440,81 @@ load_shedding:
     }
     assert_eq!(status("sheddable").await.status, StatusCode::OK);
 }
+
+/// A backend of 4 workers that each take 20 ms, behind an adaptive limit, under 64 clients
+/// that send back to back: the limit finds the backend's capacity, so the admitted requests
+/// wait a little rather than behind every client, the backend stays busy, and the rest are
+/// shed. Real time, with generous bounds: the deterministic simulation in
+/// `concurrency::adaptive` holds the tight ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adaptive_limit_protects_a_backend_of_fixed_capacity() {
+    const WORK: Duration = Duration::from_millis(20);
+    let workers = Arc::new(Semaphore::new(4));
+    let limiter = Limiter::new(
+        Rules::from_yaml(
+            "domain: test\nload_shedding: { max_in_flight: adaptive, min: 1, max: 500 }\n",
+        )
+        .expect("valid rules"),
+    );
+    let router = Router::new()
+        .route(
+            "/",
+            get(move || {
+                let workers = Arc::clone(&workers);
+                async move {
+                    let _worker = workers.acquire().await.expect("open");
+                    tokio::time::sleep(WORK).await;
+                    "done"
+                }
+            }),
+        )
+        .layer(RateLimitLayer::new(limiter));
+    let addr = serve(router).await;
+    let run = Duration::from_secs(4);
+    let start = Instant::now();
+    let mut clients = tokio::task::JoinSet::new();
+    for _ in 0..64 {
+        clients.spawn(async move {
+            let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+            let uri: http::Uri = format!("http://{addr}/").parse().expect("uri");
+            // (admitted in the second half, with its latency) or shed.
+            let mut outcomes = Vec::new();
+            while start.elapsed() < run {
+                let sent = Instant::now();
+                let response = client.get(uri.clone()).await.expect("a response");
+                let status = response.status();
+                response.into_body().collect().await.expect("a body");
+                let late = start.elapsed() > run / 2;
+                match status {
+                    StatusCode::OK if late => outcomes.push(Some(sent.elapsed())),
+                    StatusCode::OK => {}
+                    StatusCode::SERVICE_UNAVAILABLE => {
+                        if late {
+                            outcomes.push(None);
+                        }
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    other => panic!("{other}"),
+                }
+            }
+            outcomes
+        });
+    }
+    let outcomes: Vec<Option<Duration>> = clients.join_all().await.into_iter().flatten().collect();
+    let mut latencies: Vec<Duration> = outcomes.iter().flatten().copied().collect();
+    latencies.sort();
+    let served_per_second = latencies.len() as f64 / (run.as_secs_f64() / 2.0);
+    let median = latencies[latencies.len() / 2];
+    let shed = outcomes.iter().filter(|outcome| outcome.is_none()).count();
+    // Capacity: 4 workers of 20 ms, 200 a second. Without a limit, each of the 64 requests
+    // in flight waits for 15 others' work: 320 ms.
+    assert!(
+        median <= WORK * 6,
+        "admitted requests wait a small multiple of the work: median {median:?}"
+    );
+    assert!(
+        served_per_second >= 0.6 * 200.0,
+        "most of the capacity is served: {served_per_second:.0} a second"
+    );
+    assert!(shed > 0, "the rest is shed");
+}

@@ -8,8 +8,10 @@
 //! is dropped: whether the response completes, the client goes away, or the handler fails,
 //! panics or is cancelled, since each of those drops the future or the body.
 
+mod adaptive;
 mod slots;
 mod table;
 
+pub(crate) use adaptive::{AdaptiveLimit, Bounds};
 pub(crate) use slots::{Slot, Slots};
 pub(crate) use table::InFlight;

@@ -1,22 +1,47 @@
 //! The slots a request holds, given back when it ends.
 
-use super::InFlight;
+use super::{Bounds, InFlight};
 use crate::observe::{self, InFlightGauge};
 use smallvec::SmallVec;
 use std::fmt;
 use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::Arc;
+use std::time::Instant;
 
-/// One slot taken: the key it was taken of, and its `tollgate_in_flight` series.
+/// One slot taken: the key it was taken of, its `tollgate_in_flight` series, and, for the
+/// server's slot under an adaptive limit, what the limit learns from it.
 pub(crate) struct Slot {
     fingerprint: u64,
     gauge: InFlightGauge,
+    sample: Option<Sample>,
+}
+
+/// A request's latency to be, for the adaptive limit.
+struct Sample {
+    started: Instant,
+    in_flight: u32,
+    bounds: Bounds,
 }
 
 impl Slot {
     /// A slot of the key `fingerprint`, counted on `gauge`.
     pub(crate) fn new(fingerprint: u64, gauge: InFlightGauge) -> Self {
-        Slot { fingerprint, gauge }
+        Slot {
+            fingerprint,
+            gauge,
+            sample: None,
+        }
+    }
+
+    /// This slot, its request's latency (from now until the slot is given back) to be
+    /// learnt by the adaptive limit within `bounds`, `in_flight` requests running with it.
+    pub(crate) fn sampled(mut self, in_flight: u32, bounds: Bounds) -> Self {
+        self.sample = Some(Sample {
+            started: Instant::now(),
+            in_flight,
+            bounds,
+        });
+        self
     }
 }
 
@@ -50,6 +75,12 @@ impl Drop for Held {
         for slot in &self.slots {
             self.table.give_back(slot.fingerprint);
             observe::slot_given_back(&slot.gauge);
+            if let Some(sample) = &slot.sample {
+                let latency =
+                    u64::try_from(sample.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                let adaptive = self.table.adaptive();
+                adaptive.sample(latency, sample.in_flight, sample.bounds);
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The requests in flight of every key of the concurrency limits, in this process.
 
+use super::AdaptiveLimit;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -16,6 +17,8 @@ pub(crate) struct InFlight {
     hasher: RandomState,
     /// The fingerprint of the server's own key, the load shedder's.
     server: u64,
+    /// The server's adaptive limit, when the load shedder's is (kept across reloads).
+    adaptive: AdaptiveLimit,
 }
 
 impl Default for InFlight {
@@ -26,6 +29,7 @@ impl Default for InFlight {
             // No state key is empty: each starts with its limit's id.
             server: hasher.hash_one(b""),
             hasher,
+            adaptive: AdaptiveLimit::default(),
         }
     }
 }
@@ -39,6 +43,11 @@ impl InFlight {
     /// The fingerprint of the server's key: every request the load shedder admits.
     pub(crate) fn server(&self) -> u64 {
         self.server
+    }
+
+    /// The server's adaptive limit.
+    pub(crate) fn adaptive(&self) -> &AdaptiveLimit {
+        &self.adaptive
     }
 
     fn shard(&self, fingerprint: u64) -> &Mutex<HashMap<u64, u32>> {

@@ -584,20 +584,22 @@
 //!
 //! ```text
 //! $ tollgate check rules.example.yaml
-//! rules.example.yaml: valid, domain `demo`, 11 limit(s)
+//! rules.example.yaml: valid, domain `demo`, 13 limit(s)
 //!
-//! NAME        DESCRIPTOR                     ALGORITHM               QUOTA                             SHADOW  ON STORE ERROR  REPLACES
-//! per-client  remote_address                 token_bucket            20 per 1s, burst 40               no      allow           -
-//! login       endpoint=login/remote_address  sliding_window_log      5 per 1m                          no      allow           -
-//! -           endpoint=posts/user_id         token_bucket            1 per 1s, burst 1                 no      allow           -
-//! -           endpoint=friends/user_id       fixed_window            150 per 1d                        no      allow           -
-//! -           tenant                         sliding_window_counter  100 per 30s                       no      allow           -
-//! -           path=/reports                  leaky_bucket            5 per 1s, queue 10, max delay 3s  no      allow           -
-//! -           path=/search/remote_address    gcra                    1 per 1s, burst 3                 no      allow           -
-//! -           api_key=internal-*             -                       unlimited                         no      allow           -
-//! -           api_key=premium-*              sliding_window_counter  1000 per 1m                       no      allow           per-client
-//! -           method=DELETE                  sliding_window_counter  0 per 1s                          no      allow           -
-//! -           method=PUT                     sliding_window_counter  2 per 1m                          yes     allow           -
+//! NAME        DESCRIPTOR                     ALGORITHM               QUOTA                             SHADOW  ON STORE ERROR  SYNC EVERY  APPROXIMATE  REPLACES
+//! per-client  remote_address                 token_bucket            20 per 1s, burst 40               no      allow           -           -            -
+//! login       endpoint=login/remote_address  sliding_window_log      5 per 1m                          no      allow           -           -            -
+//! -           endpoint=posts/user_id         token_bucket            1 per 1s, burst 1                 no      allow           -           -            -
+//! -           endpoint=friends/user_id       fixed_window            150 per 1d                        no      allow           -           -            -
+//! -           tenant                         sliding_window_counter  100 per 30s                       no      allow           -           -            -
+//! -           path=/reports                  leaky_bucket            5 per 1s, queue 10, max delay 3s  no      allow           -           -            -
+//! -           path=/search/remote_address    gcra                    1 per 1s, burst 3                 no      allow           -           -            -
+//! -           api_key=internal-*             -                       unlimited                         no      allow           -           -            -
+//! -           api_key=premium-*              sliding_window_counter  1000 per 1m                       no      allow           -           -            per-client
+//! -           path=/export/remote_address    concurrency             2 in flight                       no      allow           -           -            -
+//! -           method=DELETE                  sliding_window_counter  0 per 1s                          no      allow           -           -            -
+//! -           method=PUT                     sliding_window_counter  2 per 1m                          yes     allow           -           -            -
+//! -           load_shedding                  concurrency             32 in flight                      no      allow           -           -            -
 //! ```
 //!
 //! A limit in shadow mode shows `yes`; when the file sets the top-level `shadow_mode: true`,

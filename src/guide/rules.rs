@@ -57,12 +57,12 @@
 //! ```
 //!
 //! The repository's `rules.example.yaml` uses every feature, with comments; it compiles to
-//! 11 limits:
+//! 13 limits (the load shedder one of them):
 //!
 //! ```rust
 //! # use tollgate::rules::Rules;
 //! let example = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/rules.example.yaml"));
-//! assert_eq!(Rules::from_yaml(example)?.limits().len(), 11);
+//! assert_eq!(Rules::from_yaml(example)?.limits().len(), 13);
 //! # Ok::<(), tollgate::rules::RuleErrors>(())
 //! ```
 //!
@@ -443,7 +443,8 @@
 //!
 //! | key | meaning | default |
 //! |---|---|---|
-//! | `max_in_flight` | the most requests the server runs at once | required |
+//! | `max_in_flight` | the most requests the server runs at once, or `adaptive` ([below](#an-adaptive-limit)) | required |
+//! | `min`, `max` | with `adaptive`: the least and most it may be | 4, 1000 |
 //! | `priority.key` | a declared key whose value is the request's level | none: one level |
 //! | `priority.order` | the levels, most important first (at most 16) | required with `priority` |
 //! | `priority.shares` | per level, the percent of `max_in_flight` it may fill: non-increasing, 1 to 100 | 100 for the first, 50 for the last, evenly between |
@@ -456,6 +457,29 @@
 //! wrong, and retrying elsewhere or a second later is right. Its slot is held and given back
 //! as a [`concurrency`](#concurrency) slot is; the file's `shadow_mode` applies to it, and
 //! it shows in metrics, `tollgate check` and logs as the limit `load_shedding`.
+//!
+//! ## An adaptive limit
+//!
+//! `max_in_flight: adaptive` finds the server's capacity from the latencies it observes,
+//! and sheds beyond it, so a slowed backend is protected instead of queueing without bound.
+//! It is TCP Vegas's congestion avoidance as Netflix's concurrency-limits applies it: the
+//! least latency seen is the latency without a queue, and a request that took longer waited
+//! behind others, so `limit × (1 − least / latency)` estimates the queue. The limit grows
+//! while that queue is short, holds while it is a few requests (3 to 6 × log10 of the limit,
+//! at least 1), and shrinks beyond; it starts at 20, and forgets the least latency every
+//! 30 × limit requests so that a backend whose own latency grew is followed. A backend of
+//! fixed capacity settles at that capacity plus a few queued requests, however long the
+//! overload: 4 workers of 20 ms under 64 clients settle near 8, the admitted requests taking
+//! about 2 × 20 ms at the median where they would take 320 ms unlimited, with 98 % of the
+//! capacity served. (Gradient2, concurrency-limits' default, compares latency with its own
+//! long-term average, which a sustained overload drags up until the queue is no longer seen;
+//! Envoy's adaptive concurrency re-measures the least latency by pinning the concurrency to
+//! a minimum at intervals, refusing traffic meanwhile.) The priority shares apply to the
+//! limit found; the limit is the server's, kept across reloads.
+//!
+//! ```yaml
+//! load_shedding: { max_in_flight: adaptive, min: 4, max: 256 }
+//! ```
 //!
 //! # Local-first limits (`sync_every`)
 //!

@@ -4,10 +4,12 @@
 
 use super::active::Active;
 use super::Limiter;
+use crate::concurrency::Bounds;
 use crate::concurrency::{Slot, Slots};
 use crate::decision::{slot_decision, Ruling, SlotRuling};
 use crate::observe::DecisionStart;
 use crate::rules::tree::{Matches, Values};
+use crate::rules::MaxInFlight;
 use crate::source::MissingPeerAddr;
 use crate::store::Store;
 use smallvec::SmallVec;
@@ -29,6 +31,8 @@ struct Wanted {
     fingerprint: u64,
     ceiling: u32,
     shadow: bool,
+    /// The bounds of the adaptive limit that learns from the request, if any.
+    adaptive: Option<Bounds>,
 }
 
 impl<St: Store> Limiter<St> {
@@ -47,11 +51,16 @@ impl<St: Store> Limiter<St> {
         let table = &self.shared.in_flight;
         let mut wanted: SmallVec<[Wanted; 2]> = SmallVec::new();
         if let Some(shedding) = &rules.load_shedding {
+            let (max, adaptive) = match shedding.max_in_flight {
+                MaxInFlight::Fixed(max) => (max, None),
+                MaxInFlight::Adaptive(bounds) => (table.adaptive().limit(bounds), Some(bounds)),
+            };
             wanted.push(Wanted {
                 limit: shedding.limit,
                 fingerprint: table.server(),
-                ceiling: shedding.ceiling(values)?,
+                ceiling: shedding.ceiling(values, max)?,
                 shadow: shadow_all,
+                adaptive,
             });
         }
         for m in matches {
@@ -62,6 +71,7 @@ impl<St: Store> Limiter<St> {
                     fingerprint: table.fingerprint(&m.key),
                     ceiling: max_in_flight,
                     shadow: shadow_all || limit.is_shadow(),
+                    adaptive: None,
                 });
             }
         }
@@ -84,10 +94,13 @@ impl<St: Store> Limiter<St> {
                 drop(slots);
                 return Ok(Taking::Refused(refused));
             }
-            let gauge = observer.slot_taken(want.limit);
+            let mut slot = Slot::new(want.fingerprint, observer.slot_taken(want.limit));
+            if let Some(bounds) = want.adaptive {
+                slot = slot.sampled(before.saturating_add(1), bounds);
+            }
             slots
                 .get_or_insert_with(|| Slots::new(Arc::clone(table)))
-                .hold(Slot::new(want.fingerprint, gauge));
+                .hold(slot);
             if want.shadow {
                 ruling.shadow_denied |= !decision.allowed;
             } else if !rules.limits[want.limit].sheds_load()

@@ -42,9 +42,22 @@ pub(crate) struct RawRules {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawLoadShedding {
-    pub(crate) max_in_flight: Located<u64>,
+    pub(crate) max_in_flight: Located<RawMaxInFlight>,
+    /// With `max_in_flight: adaptive`: the least and most it may be.
+    #[serde(default)]
+    pub(crate) min: Option<Located<u64>>,
+    #[serde(default)]
+    pub(crate) max: Option<Located<u64>>,
     #[serde(default)]
     pub(crate) priority: Option<Located<RawPriority>>,
+}
+
+/// `load_shedding.max_in_flight`: a number, or `adaptive`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawMaxInFlight {
+    Fixed(u64),
+    Named(String),
 }
 
 /// `load_shedding.priority`: where a request's priority comes from, and the levels, most

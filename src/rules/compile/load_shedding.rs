@@ -1,12 +1,15 @@
 //! `load_shedding`: the requests the server runs at once, and each priority level's share.
 
 use super::Compiler;
-use crate::rules::file::{Located, RawLoadShedding, RawPriority};
-use crate::rules::load_shedding::LoadShedding;
+use crate::concurrency::Bounds;
+use crate::rules::file::{Located, RawLoadShedding, RawMaxInFlight, RawPriority};
+use crate::rules::load_shedding::{LoadShedding, MaxInFlight};
 use crate::rules::{KeySources, Limit, Rate};
 
 /// The most priority levels: more would be a list of clients, not of priorities.
 const MAX_LEVELS: usize = 16;
+/// The bounds of an adaptive `max_in_flight` that sets none.
+const ADAPTIVE_BOUNDS: Bounds = Bounds { min: 4, max: 1000 };
 /// The share of the last level, in percent, when `shares` is not set: a flood of the least
 /// important traffic leaves half of the server to the rest.
 const LAST_SHARE: u64 = 50;
@@ -27,15 +30,7 @@ impl Compiler {
             );
             return None;
         }
-        let written = &raw.value.max_in_flight;
-        let Some(max_in_flight) = u32::try_from(written.value).ok().filter(|&max| max > 0) else {
-            self.error(
-                written.referenced,
-                "load_shedding.max_in_flight",
-                format!("max_in_flight must be from 1 to {}", u32::MAX),
-            );
-            return None;
-        };
+        let max_in_flight = self.max_in_flight(&raw.value)?;
         let Levels {
             source,
             order,
@@ -50,20 +45,19 @@ impl Compiler {
             },
             Some(priority) => self.priority(priority)?,
         };
-        let ceilings = shares
-            .iter()
-            .map(|&share| {
-                let ceiling = u64::from(max_in_flight) * share / 100;
-                u32::try_from(ceiling).unwrap_or(u32::MAX).max(1)
-            })
-            .collect();
+        let most = match max_in_flight {
+            MaxInFlight::Fixed(max) => max,
+            MaxInFlight::Adaptive(bounds) => bounds.max,
+        };
         self.limits.push(Limit {
             label: "load_shedding".into(),
             cost: None,
             name: None,
             descriptor: "load_shedding".to_owned(),
             sources: source.into_iter().collect(),
-            rate: Rate::Concurrency { max_in_flight },
+            rate: Rate::Concurrency {
+                max_in_flight: most,
+            },
             shadow: false,
             on_store_error: self.on_store_error,
             sync_every: None,
@@ -73,11 +67,80 @@ impl Compiler {
         });
         Some(LoadShedding::new(
             self.limits.len() - 1,
+            max_in_flight,
             source,
             order.into(),
-            ceilings,
+            shares.into(),
             default_level,
         ))
+    }
+
+    /// `max_in_flight`, with `min` and `max` when it is `adaptive`.
+    fn max_in_flight(&mut self, raw: &RawLoadShedding) -> Option<MaxInFlight> {
+        const PATH: &str = "load_shedding";
+        let written = &raw.max_in_flight;
+        let bounds = [&raw.min, &raw.max];
+        let in_range = |value: u64| u32::try_from(value).ok().filter(|&n| n > 0);
+        match &written.value {
+            RawMaxInFlight::Fixed(max) => {
+                if let Some(bound) = bounds.iter().find_map(|bound| bound.as_ref()) {
+                    self.error(
+                        bound.referenced,
+                        PATH,
+                        "`min` and `max` bound an adaptive limit: `max_in_flight: adaptive`",
+                    );
+                    return None;
+                }
+                let Some(max) = in_range(*max) else {
+                    self.error(
+                        written.referenced,
+                        format!("{PATH}.max_in_flight"),
+                        format!(
+                            "max_in_flight must be from 1 to {}, or `adaptive`",
+                            u32::MAX
+                        ),
+                    );
+                    return None;
+                };
+                Some(MaxInFlight::Fixed(max))
+            }
+            RawMaxInFlight::Named(name) if name == "adaptive" => {
+                let mut read = |bound: &Option<Located<u64>>, name: &str, default: u32| {
+                    let Some(bound) = bound else {
+                        return Some(default);
+                    };
+                    let value = in_range(bound.value);
+                    if value.is_none() {
+                        self.error(
+                            bound.referenced,
+                            format!("{PATH}.{name}"),
+                            format!("{name} must be from 1 to {}", u32::MAX),
+                        );
+                    }
+                    value
+                };
+                let min = read(&raw.min, "min", ADAPTIVE_BOUNDS.min);
+                let max = read(&raw.max, "max", ADAPTIVE_BOUNDS.max.max(min.unwrap_or(1)));
+                let (min, max) = (min?, max?);
+                if min > max {
+                    self.error(
+                        written.referenced,
+                        PATH,
+                        format!("the adaptive limit's min ({min}) is above its max ({max})"),
+                    );
+                    return None;
+                }
+                Some(MaxInFlight::Adaptive(Bounds { min, max }))
+            }
+            RawMaxInFlight::Named(name) => {
+                self.error(
+                    written.referenced,
+                    format!("{PATH}.max_in_flight"),
+                    format!("max_in_flight is a number or `adaptive`, not `{name}`"),
+                );
+                None
+            }
+        }
     }
 
     /// `load_shedding.priority`, checked.
@@ -200,6 +263,10 @@ mod tests {
                 "{ max_in_flight: 8, priority: { key: priority, order: [a, b], default: c } }",
                 "`c` is not one of the levels",
             ),
+            ("{ max_in_flight: fast }", "a number or `adaptive`, not `fast`"),
+            ("{ max_in_flight: 8, min: 2 }", "`min` and `max` bound an adaptive limit"),
+            ("{ max_in_flight: adaptive, min: 10, max: 5 }", "min (10) is above its max (5)"),
+            ("{ max_in_flight: adaptive, max: 0 }", "load_shedding.max: max must be from 1"),
         ];
         for (settings, expected) in cases {
             let errors = errors(settings);
