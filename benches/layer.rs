@@ -17,6 +17,7 @@
 //! | `governor` | tower_governor keyed by peer IP, one cell per nanosecond, burst `u32::MAX` |
 //! | `governor-headers` | `governor` with tower_governor's `use_headers`: the same two headers as tollgate on every admitted response |
 //! | `governor-limited` | tower_governor, one cell per hour, burst 1 |
+//! | `ready-bare`, `tollgate-concurrency`, `tower-concurrency` | `poll_ready` before every call (which tower's `ConcurrencyLimit` needs: it takes its permit there), then: nothing; a per-IP `concurrency: { max_in_flight: 1000 }`, its slot given back at the end of the body; tower's `ConcurrencyLimitLayer::new(1000)`, one global limit, its permit given back when the response future ends |
 //! | `grpc-bare`, `grpc-tollgate-limited` | `bare` and `tollgate-limited` called with gRPC requests (`content-type: application/grpc`): every request but each address's first gets a Trailers-Only `RESOURCE_EXHAUSTED` |
 //! | `router-bare`, `router-tollgate`, `router-tollgate-limited`, `router-governor`, `router-governor-headers`, `router-governor-limited` | the same handler as an axum `Router`'s route, the layer added with `Router::layer`, as users add it, and the `Router` prepared as a server prepares it (`Router::with_state`, which `into_make_service_with_connect_info` calls): axum clones the layered service for each request, boxes its future, and boxes a response body that is not its own |
 //!
@@ -264,11 +265,43 @@ fn each_service(visitor: &mut impl Visit) {
         "router-governor-headers",
         ready(served(router().layer(layers::governor_with_headers()))),
     );
+    visitor.visit("ready-bare", ReadyEachCall(Hello));
+    visitor.visit(
+        "tollgate-concurrency",
+        ReadyEachCall(layers::tollgate_concurrency().layer(Hello)),
+    );
+    visitor.visit(
+        "tower-concurrency",
+        ReadyEachCall(tower::limit::ConcurrencyLimitLayer::new(1_000).layer(Hello)),
+    );
     visitor.visit("grpc-bare", ready(grpc(Hello)));
     visitor.visit(
         "grpc-tollgate-limited",
         ready(grpc(layers::tollgate(true).layer(Hello))),
     );
+}
+
+/// `S`, made ready before every call, as a server does: tower's `ConcurrencyLimit` takes its
+/// permit in `poll_ready`, and panics on a call without one.
+struct ReadyEachCall<S>(S);
+
+impl<S: Service<Request<Body>>> Service<Request<Body>> for ReadyEachCall<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> S::Future {
+        let mut context = Context::from_waker(Waker::noop());
+        match self.0.poll_ready(&mut context) {
+            Poll::Ready(Ok(())) => {}
+            _ => panic!("every service here is ready at once"),
+        }
+        self.0.call(request)
+    }
 }
 
 /// `service` called with gRPC requests (`content-type: application/grpc`), which tollgate

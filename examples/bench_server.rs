@@ -18,6 +18,8 @@
 //! | `governor` | tower_governor's `GovernorLayer`, keyed by peer IP, one cell per nanosecond with a burst of `u32::MAX`: nothing is limited |
 //! | `governor-headers` | `governor` with tower_governor's `use_headers`, which sends the same two headers as tollgate on admitted responses: the like-for-like comparison with `tollgate` |
 //! | `governor-limited` | tower_governor, keyed by peer IP, one cell per hour with a burst of 1: all but the first request get 429 |
+//! | `tollgate-concurrency` | tollgate, one per-IP `concurrency: { max_in_flight: 1000 }`: nothing is limited, each request holds its client's slot until its body ends |
+//! | `tower-concurrency` | tower's `ConcurrencyLimitLayer::new(1000)`: one global limit, nothing is limited |
 //! | `swc-memory` | tollgate, one per-IP `sliding_window_counter` of 1,000,000,000 per second, in memory: nothing is limited |
 //! | `swc-redis` | the same limit in Redis (`TOLLGATE_REDIS_URL`, default `redis://127.0.0.1:6379`; feature `redis`), exact: one round trip a request |
 //! | `swc-sync` | the same limit in Redis with `sync_every: 100ms`: local-first |
@@ -38,7 +40,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use tollgate::response::{X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING};
 
-const MODES: &str = "bare, bare-headers, tollgate, tollgate-limited, governor, governor-headers, governor-limited, swc-memory, swc-redis, swc-sync";
+const MODES: &str = "bare, bare-headers, tollgate, tollgate-limited, governor, governor-headers, governor-limited, tollgate-concurrency, tower-concurrency, swc-memory, swc-redis, swc-sync";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -96,6 +98,8 @@ async fn app(mode: &str) -> Option<Router> {
         "governor" => router.layer(layers::governor(false)),
         "governor-headers" => router.layer(layers::governor_with_headers()),
         "governor-limited" => router.layer(layers::governor(true)),
+        "tollgate-concurrency" => router.layer(layers::tollgate_concurrency()),
+        "tower-concurrency" => router.layer(tower::limit::ConcurrencyLimitLayer::new(1_000)),
         "swc-memory" => router.layer(tollgate::RateLimitLayer::from_rules(swc_rules(None))),
         #[cfg(feature = "redis")]
         "swc-redis" => router.layer(on_redis(swc_rules(None)).await),

@@ -49,6 +49,16 @@ pub fn tollgate_rules(limited: bool) -> Rules {
         .expect("valid bench rules")
 }
 
+/// tollgate with one per-IP concurrency limit of 1,000 requests in flight: nothing is
+/// limited, each request takes and gives back its client's slot.
+pub fn tollgate_concurrency() -> RateLimitLayer {
+    let rules = Rules::builder("bench")
+        .descriptor(DescriptorSpec::key("remote_address").concurrency(1_000))
+        .build()
+        .expect("valid bench rules");
+    RateLimitLayer::from_rules(rules)
+}
+
 /// tower_governor keyed by peer IP: one cell per nanosecond with a burst of `u32::MAX`
 /// (nothing is limited), or, when `limited`, one cell per hour with a burst of 1.
 pub fn governor(limited: bool) -> Governor {

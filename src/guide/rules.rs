@@ -468,10 +468,10 @@
 //! while that queue is short, holds while it is a few requests (3 to 6 × log10 of the limit,
 //! at least 1), and shrinks beyond; it starts at 20, and forgets the least latency every
 //! 30 × limit requests so that a backend whose own latency grew is followed. A backend of
-//! fixed capacity settles at that capacity plus a few queued requests, however long the
-//! overload: 4 workers of 20 ms under 64 clients settle near 8, the admitted requests taking
-//! about 2 × 20 ms at the median where they would take 320 ms unlimited, with 98 % of the
-//! capacity served. (Gradient2, concurrency-limits' default, compares latency with its own
+//! fixed capacity settles near that capacity plus a few queued requests: 4 workers of 20 ms
+//! under 64 clients settle near 8, the admitted requests taking 2 to 4 × 20 ms at the median
+//! (43 ms over 4 s, 82 ms over 10 s, as the probes let the limit creep) where they take
+//! 339 ms unlimited, with 96 to 98 % of the capacity served (BENCHMARKS.md). (Gradient2, concurrency-limits' default, compares latency with its own
 //! long-term average, which a sustained overload drags up until the queue is no longer seen;
 //! Envoy's adaptive concurrency re-measures the least latency by pinning the concurrency to
 //! a minimum at intervals, refusing traffic meanwhile.) The priority shares apply to the
