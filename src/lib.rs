@@ -87,5 +87,7 @@ pub mod store;
 
 pub use decision::{Denial, LimitDecision, Verdict};
 pub use layer::{RateLimit, RateLimitLayer};
+#[doc(hidden)]
+pub use limiter::HeldSlots;
 pub use limiter::{CallVerdict, Descriptor, Limiter};
 pub use rules::LimitOverride;

@@ -459,3 +459,54 @@ fn the_guide_s_worked_example_is_what_simulate_shows() {
         );
     }
 }
+
+/// Two requests at once per client, each holding its slot as long as the trace says it ran.
+const TWO_AT_ONCE: &str = r"
+domain: sim
+descriptors:
+  - key: remote_address
+    concurrency: { max_in_flight: 2, name: running }
+";
+
+/// Requests of 2 s at 0, 0.1 and 0.2 s (the third finds both slots held), one at 2.1 s (the
+/// first has ended), and one without a duration (it holds nothing).
+#[test]
+fn concurrency_limits_replay_the_durations_of_every_format() {
+    let json = r#"{"ts": 1795773600.0, "ip": "203.0.113.9", "duration_ms": 2000}
+{"ts": 1795773600.1, "ip": "203.0.113.9", "duration_ms": "2000"}
+{"ts": 1795773600.2, "ip": "203.0.113.9", "duration_ms": 2000}
+{"ts": 1795773602.1, "ip": "203.0.113.9", "duration_ms": 0.5}
+{"ts": 1795773602.1, "ip": "203.0.113.9"}
+"#;
+    let csv = "ts,ip,duration_ms\n\
+               1795773600.0,203.0.113.9,2000\n\
+               1795773600.1,203.0.113.9,2000\n\
+               1795773600.2,203.0.113.9,2000\n\
+               1795773602.1,203.0.113.9,0.5\n\
+               1795773602.1,203.0.113.9,\n";
+    let line = |second: &str, time: &str| {
+        format!(
+            "203.0.113.9 - - [27/Nov/2026:10:00:{second} +0000] \"GET / HTTP/1.1\" 200 5 \"-\" \"curl/8\" {time}\n"
+        )
+    };
+    let log = [
+        line("00", "2.000"),
+        line("00", "2.000"),
+        line("00", "2.000"),
+        line("03", "0.001"),
+        line("03", "-"),
+    ]
+    .concat();
+    for (trace, suffix) in [(json, ".jsonl"), (csv, ".csv"), (log.as_str(), ".log")] {
+        let report = simulate_json(TWO_AT_ONCE, trace, suffix, &[]);
+        assert_eq!(
+            counts(limit(&report, "running", 0)),
+            (5, 4, 1, 0),
+            "{suffix}: {report:#}"
+        );
+    }
+    // Without durations, no request is running when the next arrives.
+    let instant = json.replace(", \"duration_ms\": 2000", "");
+    let report = simulate_json(TWO_AT_ONCE, &instant, ".jsonl", &[]);
+    assert_eq!(counts(limit(&report, "running", 0)), (5, 5, 0, 0));
+}

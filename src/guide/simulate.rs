@@ -42,6 +42,12 @@
 //! nginx logs the time a request ended, not when it arrived): a JSON or CSV trace with
 //! fractions of a second is closer to the truth.
 //!
+//! [Concurrency limits](super::rules#concurrency) and [load shedding](super::rules#load_shedding)
+//! count the requests running: a request whose trace says how long it ran holds its slots
+//! that long, from its time on (`duration_ms`, in milliseconds, in a JSON line or a CSV
+//! column; in a combined log, nginx's `$request_time`, in seconds, right after the user
+//! agent). A request without a duration holds its slots for no time at all.
+//!
 //! A line that cannot be read is reported on standard error with its number and skipped,
 //! or stops the run with `--strict`. A line earlier in time than the one before it stops
 //! the run, with both line numbers: sort the trace first.

@@ -40,13 +40,13 @@ impl<St: Store> Limiter<St> {
         active: &Active,
         values: &mut dyn Values,
         default_cost: u64,
-        each: Option<&mut Each>,
+        mut each: Option<&mut Each>,
     ) -> Result<Started<St::Pending>, MissingPeerAddr> {
         let rules = &*active.rules;
         let mut matches = Matches::new();
         rules.applicable(values, &mut matches)?;
         let (slots, slot_ruling) = if rules.has_concurrency {
-            match self.take_slots(active, values, &matches)? {
+            match self.take_slots(active, values, &matches, each.as_deref_mut())? {
                 Taking::Taken(slots, ruling) => (slots, ruling),
                 Taking::Refused(ruling) => {
                     let stage = Stage::Settled {

@@ -12,7 +12,7 @@ pub(crate) use deciding::Deciding;
 pub use descriptors::{CallVerdict, Descriptor};
 
 use crate::clock::{Clock, SystemClock};
-use crate::concurrency::InFlight;
+use crate::concurrency::{InFlight, Slots};
 use crate::decision::{LimitDecision, Ruling, Verdict};
 use crate::rules::request_values::RequestValues;
 use crate::rules::{Limit, OnStoreError, RuleErrors, Rules};
@@ -351,6 +351,23 @@ impl<St: Store> Limiter<St> {
         &self,
         request: &http::Request<B>,
     ) -> Result<(Verdict, Vec<LimitDecision>), MissingPeerAddr> {
+        let (verdict, each, _slots) = self.check_request_held(request).await?;
+        Ok((verdict, each))
+    }
+
+    /// [`check_request_each`](Self::check_request_each), the request's slots (of its
+    /// `concurrency` limits, and the server's under `load_shedding`) held by the returned
+    /// guard until it is dropped, as the layer holds them until the response ends. For
+    /// `tollgate simulate`, which replays each request's duration.
+    ///
+    /// # Errors
+    ///
+    /// As [`check_request`](Self::check_request).
+    #[doc(hidden)]
+    pub async fn check_request_held<B>(
+        &self,
+        request: &http::Request<B>,
+    ) -> Result<(Verdict, Vec<LimitDecision>, HeldSlots), MissingPeerAddr> {
         let active = self.shared.active.load();
         let mut each = Vec::new();
         let stage = {
@@ -360,8 +377,10 @@ impl<St: Store> Limiter<St> {
         let mut deciding = Deciding::new(self, active, stage);
         let ruling = deciding.settle_each(Some(&mut each)).await;
         let verdict = Verdict::new(ruling, deciding.rules());
-        deciding.go_ahead();
-        Ok((verdict, each.into_iter().flatten().collect()))
+        let slots = HeldSlots {
+            _slots: deciding.go_ahead(),
+        };
+        Ok((verdict, each.into_iter().flatten().collect(), slots))
     }
 
     /// Starts deciding the request `view` shows, of weight `cost`, under the rules in force
@@ -378,6 +397,15 @@ impl<St: Store> Limiter<St> {
         };
         Ok(Deciding::new(self, active, stage))
     }
+}
+
+/// The slots an admitted request holds (see [`Limiter::check_request_held`]), given back
+/// when dropped.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct HeldSlots {
+    /// Held for its drop, which gives the slots back.
+    _slots: Option<Slots>,
 }
 
 /// Tells `store` of the limits of `rules`, and `fallback` of those it decides while the

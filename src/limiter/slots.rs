@@ -3,10 +3,11 @@
 //! [`crate::concurrency`]).
 
 use super::active::Active;
+use super::decide::Each;
 use super::Limiter;
 use crate::concurrency::Bounds;
 use crate::concurrency::{Slot, Slots};
-use crate::decision::{slot_decision, Ruling, SlotRuling};
+use crate::decision::{slot_decision, LimitDecision, Ruling, SlotRuling};
 use crate::observe::DecisionStart;
 use crate::rules::tree::{Matches, Values};
 use crate::rules::MaxInFlight;
@@ -39,12 +40,13 @@ impl<St: Store> Limiter<St> {
     /// Takes the slots of a request whose `values` met `matches` under `active`, all or
     /// nothing: the server's first, when it sheds load (by the priority `values` give),
     /// then one of each concurrency limit among `matches`. A refusal gives back the slots
-    /// taken before it.
+    /// taken before it. Each slot's decision is put in `each`.
     pub(super) fn take_slots(
         &self,
         active: &Active,
         values: &mut dyn Values,
         matches: &Matches,
+        mut each: Option<&mut Each>,
     ) -> Result<Taking, MissingPeerAddr> {
         let rules = &*active.rules;
         let shadow_all = rules.shadow_mode() || self.shadow_mode();
@@ -82,6 +84,14 @@ impl<St: Store> Limiter<St> {
             let (before, took) = table.take(want.fingerprint, want.ceiling, want.shadow);
             let decision = slot_decision(want.ceiling, before, took);
             observer.slot_decided(rules, want.limit, want.shadow, &decision, took);
+            if let Some(each) = each.as_deref_mut() {
+                each.push(Some(LimitDecision::new(
+                    rules,
+                    want.limit,
+                    want.shadow,
+                    decision,
+                )));
+            }
             if !took {
                 let shadow_denied = ruling.shadow_denied;
                 let refused = if rules.limits[want.limit].sheds_load() {

@@ -3,7 +3,8 @@
 
 use super::traffic::TraceRequest;
 use http::{HeaderName, HeaderValue, Request};
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use tollgate::clock::{ManualClock, Nanos};
 use tollgate::rules::Rules;
 use tollgate::source::{MissingPeerAddr, PeerAddr};
 use tollgate::store::MemoryStore;
-use tollgate::{LimitDecision, Limiter};
+use tollgate::{HeldSlots, LimitDecision, Limiter};
 
 /// The seed every replay hashes its keys under.
 const REPLAY_SEED: u64 = 0x7472_6163_6573;
@@ -130,6 +131,36 @@ pub(crate) struct Replay {
     figures: Vec<LimitFigures>,
     /// Requests no limit applied to.
     unlimited: u64,
+    /// The slots of the requests still running at the traffic's instant (those whose trace
+    /// says how long they ran), by when they end.
+    running: BinaryHeap<Reverse<Running>>,
+}
+
+/// A request still running in the replay: when it ends, and the slots it holds until then.
+struct Running {
+    until: u64,
+    /// Held for its drop, which gives the slots back.
+    _slots: HeldSlots,
+}
+
+impl PartialEq for Running {
+    fn eq(&self, other: &Self) -> bool {
+        self.until == other.until
+    }
+}
+
+impl Eq for Running {}
+
+impl PartialOrd for Running {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Running {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.until.cmp(&other.until)
+    }
 }
 
 impl Replay {
@@ -147,6 +178,7 @@ impl Replay {
             first: None,
             figures,
             unlimited: 0,
+            running: BinaryHeap::new(),
         }
     }
 
@@ -166,7 +198,8 @@ impl Replay {
     }
 
     /// Decides `traffic` at its instant, as the layer would, and counts it for each limit
-    /// by that limit's own decision.
+    /// by that limit's own decision. The requests that ended by then have given their slots
+    /// back; an admitted one whose trace says how long it ran holds its own that long.
     ///
     /// # Errors
     ///
@@ -181,7 +214,21 @@ impl Replay {
         let first = *self.first.get_or_insert(traffic.at);
         // Whole seconds of the clock, as the plot's axis shows them.
         let second = traffic.at / SECOND - first / SECOND;
-        let (verdict, each) = self.limiter.check_request_each(&request).await?;
+        while self
+            .running
+            .peek()
+            .is_some_and(|Reverse(running)| running.until <= traffic.at)
+        {
+            self.running.pop();
+        }
+        let (verdict, each, slots) = self.limiter.check_request_held(&request).await?;
+        if let (Some(duration), true) = (traffic.duration, verdict.is_allowed()) {
+            let until = traffic.at.saturating_add(duration);
+            self.running.push(Reverse(Running {
+                until,
+                _slots: slots,
+            }));
+        }
         let outcome = match (verdict.is_allowed(), verdict.delay()) {
             (false, _) => Outcome::Denied,
             (true, delay) if delay.is_zero() => Outcome::Admitted,

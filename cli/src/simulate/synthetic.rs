@@ -275,6 +275,7 @@ impl Iterator for Requests<'_> {
             target: self.traffic.target.clone(),
             ip: client_ip(client),
             headers: Vec::new(),
+            duration: None,
         })
     }
 }

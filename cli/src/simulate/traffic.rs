@@ -16,4 +16,8 @@ pub(crate) struct TraceRequest {
     pub(crate) ip: IpAddr,
     /// The request's headers, in order: (name, value).
     pub(crate) headers: Vec<(String, String)>,
+    /// How long it ran, from its arrival to the end of its response, in nanoseconds, when
+    /// the trace says (`duration_ms`, nginx's `$request_time`): what the slots of its
+    /// concurrency limits are held for.
+    pub(crate) duration: Option<u64>,
 }

@@ -6,7 +6,9 @@
 //! 203.0.113.9 - - [27/Nov/2026:10:00:00 +0000] "GET /search?q=x HTTP/1.1" 200 512 "-" "curl/8.5"
 //! ```
 //!
-//! Fields after the user agent, which many configurations add, are ignored.
+//! Fields after the user agent, which many configurations add, are ignored, but for one:
+//! nginx's `$request_time` (`0.125`) right after it, how long the request ran, lets the
+//! concurrency limits hold its slots that long.
 
 use super::{client_ip, header_value, method, target, Shown, TraceRequest};
 use http::Method;
@@ -43,6 +45,7 @@ impl CombinedParser {
             target,
             ip,
             headers,
+            duration: fields.request_time,
         })
     }
 
@@ -98,6 +101,8 @@ struct Fields<'a> {
     /// Absent in the common log format.
     referer: Option<Quoted<'a>>,
     user_agent: Option<Quoted<'a>>,
+    /// nginx's `$request_time`, in nanoseconds, when it follows the user agent.
+    request_time: Option<u64>,
 }
 
 impl<'a> Fields<'a> {
@@ -145,12 +150,18 @@ impl<'a> Fields<'a> {
                 .ok_or_else(|| not_a_log_line("the quoted user agent after the referer"))?;
             (Some(referer), Some(user_agent))
         };
+        let request_time = if user_agent.is_some() {
+            rest.token().and_then(super::request_time)
+        } else {
+            None
+        };
         Ok(Fields {
             host,
             time,
             request,
             referer,
             user_agent,
+            request_time,
         })
     }
 }
@@ -267,6 +278,7 @@ mod tests {
                     ("referer", "https://example.com/"),
                     ("user-agent", "curl/8.5")
                 ]),
+                duration: None,
             })
         );
     }
@@ -285,6 +297,7 @@ mod tests {
                 target: "/login".to_owned(),
                 ip: "2001:db8::7".parse().unwrap(),
                 headers: vec![],
+                duration: None,
             })
         );
     }

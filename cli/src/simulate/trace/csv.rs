@@ -8,7 +8,8 @@
 //! ```
 //!
 //! `ts` and `ip` are required; an empty `method` is GET, an empty `path` is `/`, and an empty
-//! header cell is an absent header. Cells are trimmed.
+//! header cell is an absent header. A `duration_ms` column says how long each request ran.
+//! Cells are trimmed.
 
 use super::{
     check_header_name, client_ip, header_value, method, target, Lines, Row, MAX_LINE_BYTES,
@@ -164,6 +165,7 @@ struct Columns {
     method: Option<usize>,
     path: Option<usize>,
     ip: Option<usize>,
+    duration: Option<usize>,
     /// The other columns, with their names.
     headers: Vec<(usize, String)>,
 }
@@ -189,6 +191,7 @@ impl Columns {
                 "method" => &mut columns.method,
                 "path" => &mut columns.path,
                 "ip" => &mut columns.ip,
+                "duration_ms" => &mut columns.duration,
                 "" => {
                     return Err(format!(
                         "column {} of the header row has no name",
@@ -250,6 +253,10 @@ impl Columns {
             "" => "/".to_owned(),
             text => target(text)?,
         };
+        let duration = match cell(self.duration, "duration_ms")? {
+            "" => None,
+            text => Some(super::duration_ms(text)?),
+        };
         let mut headers = Vec::new();
         for (index, name) in &self.headers {
             match cell(Some(*index), name)? {
@@ -263,6 +270,7 @@ impl Columns {
             target,
             ip,
             headers,
+            duration,
         })
     }
 }
@@ -289,6 +297,7 @@ ts,method,path,ip,x-user-id,User-Agent
                     target: "/x?y=1".to_owned(),
                     ip: "203.0.113.9".parse().unwrap(),
                     headers: headers(&[("x-user-id", "42"), ("User-Agent", "curl/8.5")]),
+                    duration: None,
                 }),
                 Ok(TraceRequest {
                     at: T0 + 500_000_000,
@@ -296,6 +305,7 @@ ts,method,path,ip,x-user-id,User-Agent
                     target: "/".to_owned(),
                     ip: "2001:db8::1".parse().unwrap(),
                     headers: headers(&[("User-Agent", "a, \"quoted\" agent")]),
+                    duration: None,
                 }),
             ]
         );
@@ -312,6 +322,7 @@ ts,method,path,ip,x-user-id,User-Agent
                 target: "/".to_owned(),
                 ip: "::1".parse().unwrap(),
                 headers: vec![],
+                duration: None,
             })]
         );
     }

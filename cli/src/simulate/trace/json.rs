@@ -5,7 +5,9 @@
 //! ```
 //!
 //! `ts` and `ip` are required; `method` defaults to GET, `path` to `/`, `headers` to none.
-//! `ts` is Unix seconds, as a number or a string, or an RFC 3339 time. Other fields are ignored.
+//! `ts` is Unix seconds, as a number or a string, or an RFC 3339 time. `duration_ms`, how long
+//! the request ran (a number or a string), lets the concurrency limits hold its slots that
+//! long. Other fields are ignored.
 
 use super::{
     check_header_name, client_ip, header_value, method, target, unix_seconds, Shown, TraceRequest,
@@ -33,6 +35,8 @@ struct JsonRequest<'a> {
     ip: Option<Text<'a>>,
     /// None when absent.
     headers: Option<JsonHeaders>,
+    #[serde(borrow)]
+    duration_ms: Option<&'a RawValue>,
 }
 
 /// A string, borrowed from the line unless it has escapes. (serde's own `Cow<str>` is always
@@ -88,6 +92,17 @@ pub(super) fn parse(line: &str) -> Result<TraceRequest, String> {
         None => "/".to_owned(),
     };
     let headers = request.headers.map(|headers| headers.0).unwrap_or_default();
+    let duration = match request.duration_ms {
+        Some(json) => {
+            let text = json.get();
+            let text = text
+                .strip_prefix('"')
+                .and_then(|text| text.strip_suffix('"'))
+                .unwrap_or(text);
+            Some(super::duration_ms(text)?)
+        }
+        None => None,
+    };
     for (name, value) in &headers {
         check_header_name(name)?;
         header_value(name, value)?;
@@ -98,6 +113,7 @@ pub(super) fn parse(line: &str) -> Result<TraceRequest, String> {
         target,
         ip,
         headers,
+        duration,
     })
 }
 
@@ -204,6 +220,7 @@ mod tests {
                 target: "/x?y=1".to_owned(),
                 ip: "203.0.113.9".parse().unwrap(),
                 headers: headers(&[("x-user-id", "42"), ("Accept", "*/*"), ("x-user-id", "43")]),
+                duration: None,
             })
         );
     }
@@ -216,6 +233,7 @@ mod tests {
             target: "/".to_owned(),
             ip: "2001:db8::1".parse().unwrap(),
             headers: vec![],
+            duration: None,
         });
         assert_eq!(
             parse(r#"{"ip": "2001:db8::1", "ts": 1795773600}"#),

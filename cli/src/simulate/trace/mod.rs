@@ -443,6 +443,31 @@ fn time(text: &str) -> Result<u64, String> {
     }
 }
 
+/// A request's duration in milliseconds (`duration_ms`: `250`, `12.5`), in nanoseconds.
+fn duration_ms(text: &str) -> Result<u64, String> {
+    match decimal_nanoseconds(text) {
+        // Read as seconds, a thousandth of it is the milliseconds in nanoseconds.
+        Some(nanoseconds) if nanoseconds >= 0 => {
+            Ok(u64::try_from(nanoseconds / 1000).unwrap_or(u64::MAX))
+        }
+        _ => Err(format!(
+            "no duration: expected milliseconds, a number of 0 or more, got {}",
+            Shown(text)
+        )),
+    }
+}
+
+/// nginx's `$request_time` (`0.125`: seconds, with their milliseconds), in nanoseconds;
+/// `None` for a field that is not one.
+fn request_time(text: &str) -> Option<u64> {
+    let (whole, fraction) = text.split_once('.')?;
+    let is_digits = |digits: &str| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    if !is_digits(whole) || !is_digits(fraction) {
+        return None;
+    }
+    u64::try_from(decimal_nanoseconds(text)?).ok()
+}
+
 /// Unix seconds (`1795773600.25`, `1.79577360025e9`), in nanoseconds since the Unix epoch.
 fn unix_seconds(text: &str) -> Result<u64, String> {
     match decimal_nanoseconds(text) {
