@@ -14,6 +14,14 @@ pub(crate) struct SlotRuling {
     pub(crate) shadow_denied: bool,
 }
 
+impl SlotRuling {
+    /// The ruling of a request that took no slot.
+    pub(crate) const NONE: SlotRuling = SlotRuling {
+        reported: None,
+        shadow_denied: false,
+    };
+}
+
 /// The outcome for one request under one snapshot of the rules: admitted or not, and the
 /// decision its headers report, with the index of its limit in that snapshot's limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -45,7 +45,13 @@ impl<St: Store> Limiter<St> {
         let rules = &*active.rules;
         let mut matches = Matches::new();
         rules.applicable(values, &mut matches)?;
-        let (slots, slot_ruling) = if rules.has_concurrency {
+        if !rules.has_concurrency {
+            let bookings = self.book(active, &mut matches, |_, limit| {
+                Weight::Charged(limit.cost(values, default_cost))
+            });
+            return Ok((self.acquire(active, bookings, each), None));
+        }
+        let (slots, slot_ruling) =
             match self.take_slots(active, values, &matches, each.as_deref_mut())? {
                 Taking::Taken(slots, ruling) => (slots, ruling),
                 Taking::Refused(ruling) => {
@@ -55,14 +61,21 @@ impl<St: Store> Limiter<St> {
                     };
                     return Ok((stage, None));
                 }
-            }
-        } else {
-            (None, SlotRuling::default())
-        };
+            };
         let bookings = self.book(active, &mut matches, |_, limit| {
             Weight::Charged(limit.cost(values, default_cost))
         });
-        Ok((self.acquire(active, bookings, slot_ruling, each), slots))
+        let stage = match self.acquire(active, bookings, each) {
+            Stage::Settled { ruling, queued } => Stage::Settled {
+                ruling: ruling.with_slots(&slot_ruling),
+                queued,
+            },
+            Stage::Waiting(mut pending) => {
+                pending.slots = slot_ruling;
+                Stage::Waiting(pending)
+            }
+        };
+        Ok((stage, slots))
     }
 
     /// The bookings of `matches` under `active` (their keys taken out), each limit's weight
@@ -103,20 +116,18 @@ impl<St: Store> Limiter<St> {
         bookings
     }
 
-    /// Asks the store about `bookings` under `active`, the request's concurrency limits
-    /// having made `slots` of it: settled at once when the store answers at once, each
-    /// limit's decision then put in `each`.
+    /// Asks the store about `bookings` under `active`: settled at once when the store
+    /// answers at once, each limit's decision then put in `each`.
     pub(super) fn acquire(
         &self,
         active: &Active,
         mut bookings: Bookings,
-        slots: SlotRuling,
         each: Option<&mut Each>,
     ) -> Stage<St::Pending> {
         let rules = &*active.rules;
         if bookings.is_empty() {
             return Stage::Settled {
-                ruling: Ruling::unlimited().with_slots(&slots),
+                ruling: Ruling::unlimited(),
                 queued: None,
             };
         }
@@ -133,17 +144,14 @@ impl<St: Store> Limiter<St> {
             Acquisition::Ready(result) => {
                 let (ruling, queued) =
                     settle(active, &mut bookings, result, self.fallback(), start, each);
-                Stage::Settled {
-                    ruling: ruling.with_slots(&slots),
-                    queued,
-                }
+                Stage::Settled { ruling, queued }
             }
             Acquisition::Pending(future) => {
                 drop(entered);
                 Stage::Waiting(Box::new(PendingRuling {
                     future,
                     bookings,
-                    slots,
+                    slots: SlotRuling::NONE,
                     start,
                     span: span.unwrap_or_else(tracing::Span::none),
                 }))
@@ -228,7 +236,7 @@ fn check<'a>(active: &'a Active, booking: &'a Booking) -> LimitCheck<'a> {
 pub(super) struct PendingRuling<F> {
     future: F,
     bookings: Bookings,
-    /// What the request's concurrency limits made of it.
+    /// What the request's concurrency limits made of it (set by `start`).
     slots: SlotRuling,
     start: DecisionStart,
     span: tracing::Span,

@@ -1,7 +1,7 @@
 //! Deciding the descriptors of a rate limit service's call (Envoy's RLS), all or nothing.
 
 use super::{Deciding, Limiter};
-use crate::decision::{Bookings, LimitDecision, SlotRuling, Verdict, Weight};
+use crate::decision::{Bookings, LimitDecision, Verdict, Weight};
 use crate::rules::tree::{Matched, Matches, Values};
 use crate::rules::{Limit, LimitOverride, Rules};
 use crate::source::MissingPeerAddr;
@@ -209,7 +209,7 @@ impl<St: Store> Limiter<St> {
             weight(limit, costs)
         });
         bring_own_quotas(&rules, &mut bookings, &owners, descriptors);
-        let stage = self.acquire(&active, bookings, SlotRuling::default(), Some(&mut each));
+        let stage = self.acquire(&active, bookings, Some(&mut each));
         let mut deciding = Deciding::new(self, active, (stage, None));
         let ruling = deciding.settle_each(Some(&mut each)).await;
         let verdict = Verdict::new(ruling, &rules);

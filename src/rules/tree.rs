@@ -150,6 +150,19 @@ impl Tag {
 /// The bytes of a state id at the front of a [`StateKey`].
 const STATE_ID_BYTES: usize = std::mem::size_of::<u64>();
 
+impl NodeLimit {
+    /// This limit's match by a walk that reached it by `path`, tagged by `tag`.
+    fn matched(self, path: &StateKey, tag: &Tag) -> Matched {
+        let mut key = StateKey::from_slice(path);
+        key[..STATE_ID_BYTES].copy_from_slice(&self.state_id.to_le_bytes());
+        Matched {
+            limit_index: self.index,
+            tag: tag.range(key.len()),
+            key,
+        }
+    }
+}
+
 impl Level {
     /// Calls `visit` with the limit of every entry at this level and below.
     pub(crate) fn for_each_limit_mut(&mut self, visit: &mut dyn FnMut(&mut NodeLimit)) {
@@ -230,14 +243,11 @@ impl Level {
             let value_at = path.len();
             path.extend_from_slice(value.as_bytes());
             let tag = tag.below(value_at..path.len(), exact, node.hash_tag);
-            for limit in node.limit.iter().chain(&node.concurrency) {
-                let mut key = StateKey::from_slice(path);
-                key[..STATE_ID_BYTES].copy_from_slice(&limit.state_id.to_le_bytes());
-                out.push(Matched {
-                    limit_index: limit.index,
-                    tag: tag.range(key.len()),
-                    key,
-                });
+            if let Some(limit) = node.limit {
+                out.push(limit.matched(path, &tag));
+            }
+            if let Some(limit) = node.concurrency {
+                out.push(limit.matched(path, &tag));
             }
             // Most entries are leaves, with nothing below them to walk.
             if !node.children.groups.is_empty() {
