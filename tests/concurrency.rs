@@ -518,3 +518,51 @@ async fn an_adaptive_limit_protects_a_backend_of_fixed_capacity() {
     );
     assert!(shed > 0, "the rest is shed");
 }
+
+/// The adaptive limit learns only from requests that ran: requests refused at once (here by
+/// a rate limit, in microseconds) would otherwise pass for the backend's latency without a
+/// queue, make every real request look queued, and shrink the limit until real traffic is
+/// shed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_adaptive_limit_learns_nothing_from_refused_requests() {
+    let limiter = Limiter::new(
+        Rules::from_yaml(
+            r#"
+domain: test
+sources: { user: { header: x-user } }
+load_shedding: { max_in_flight: adaptive, min: 1, max: 500 }
+descriptors:
+  - key: user
+    value: refused
+    rate_limit: { unit: second, requests_per_unit: 0 }
+"#,
+        )
+        .expect("valid rules"),
+    );
+    let router = Router::new()
+        .route(
+            "/",
+            get(|| async {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                "done"
+            }),
+        )
+        .layer(RateLimitLayer::new(limiter));
+    let addr = serve(router).await;
+    let mut shed = 0;
+    for _ in 0..40 {
+        let refused = server::get(addr, "/", &[("x-user", "refused")]).await;
+        assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+        let real: Vec<_> = (0..12)
+            .map(|_| tokio::spawn(async move { server::get(addr, "/", &[]).await.status }))
+            .collect();
+        for request in real {
+            let status = request.await.expect("joined");
+            shed += usize::from(status == StatusCode::SERVICE_UNAVAILABLE);
+        }
+    }
+    assert_eq!(
+        shed, 0,
+        "12 requests of 10 ms at once fit a backend without a queue"
+    );
+}

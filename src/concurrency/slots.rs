@@ -16,9 +16,10 @@ pub(crate) struct Slot {
     sample: Option<Sample>,
 }
 
-/// A request's latency to be, for the adaptive limit.
+/// A request's latency to be, for the adaptive limit: from when it went ahead (`None`
+/// before) until its response ended.
 struct Sample {
-    started: Instant,
+    started: Option<Instant>,
     in_flight: u32,
     bounds: Bounds,
 }
@@ -33,11 +34,12 @@ impl Slot {
         }
     }
 
-    /// This slot, its request's latency (from now until the slot is given back) to be
-    /// learnt by the adaptive limit within `bounds`, `in_flight` requests running with it.
+    /// This slot, its request's latency (from when it goes ahead until its response ends)
+    /// to be learnt by the adaptive limit within `bounds`, `in_flight` requests running
+    /// with it.
     pub(crate) fn sampled(mut self, in_flight: u32, bounds: Bounds) -> Self {
         self.sample = Some(Sample {
-            started: Instant::now(),
+            started: None,
             in_flight,
             bounds,
         });
@@ -68,6 +70,35 @@ impl Slots {
     pub(crate) fn hold(&mut self, slot: Slot) {
         self.0.slots.push(slot);
     }
+
+    /// The request goes ahead now: the adaptive limit times it from here, leaving out its
+    /// wait in a queue or for the store.
+    pub(crate) fn going_ahead(mut self) -> Self {
+        for slot in &mut self.0.slots {
+            if let Some(sample) = &mut slot.sample {
+                sample.started = Some(Instant::now());
+            }
+        }
+        self
+    }
+
+    /// The request's response ended as it should: the adaptive limit learns its latency,
+    /// and the slots are given back. (Dropped otherwise, the slots are given back and the
+    /// adaptive limit learns nothing from a request refused, abandoned or failed.)
+    pub(crate) fn finish(self) {
+        for slot in &self.0.slots {
+            let Some(Sample {
+                started: Some(started),
+                in_flight,
+                bounds,
+            }) = slot.sample
+            else {
+                continue;
+            };
+            let latency = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.0.table.adaptive().sample(latency, in_flight, bounds);
+        }
+    }
 }
 
 impl Drop for Held {
@@ -75,12 +106,6 @@ impl Drop for Held {
         for slot in &self.slots {
             self.table.give_back(slot.fingerprint);
             observe::slot_given_back(&slot.gauge);
-            if let Some(sample) = &slot.sample {
-                let latency =
-                    u64::try_from(sample.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                let adaptive = self.table.adaptive();
-                adaptive.sample(latency, sample.in_flight, sample.bounds);
-            }
         }
     }
 }

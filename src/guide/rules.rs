@@ -412,6 +412,9 @@
 //!   concurrency limits apply to reports the slots left (`X-Ratelimit-Remaining`).
 //! - **Counted per process**: each server of a fleet allows `max_in_flight` of a client.
 //!   `tollgate_in_flight{domain,limit}` (feature `metrics`) shows the slots held.
+//! - **A request that waits holds its slots**: in a shaping leaky bucket's queue, or for a
+//!   networked store's answer. An upgraded connection (`101 Switching Protocols`, a
+//!   WebSocket) gives its slot back with the response that upgrades it.
 //! - **Only the layer holds slots.** [`Limiter::check`](crate::Limiter::check) has no response
 //!   to hold a slot until, so it gives a slot back as soon as it is decided, and
 //!   `tollgate serve` refuses rules with concurrency limits.
@@ -456,7 +459,10 @@
 //! (gRPC `UNAVAILABLE`) with `Retry-After: 1`: the server is busy, the client asked nothing
 //! wrong, and retrying elsewhere or a second later is right. Its slot is held and given back
 //! as a [`concurrency`](#concurrency) slot is; the file's `shadow_mode` applies to it, and
-//! it shows in metrics, `tollgate check` and logs as the limit `load_shedding`.
+//! it shows in metrics, `tollgate check` and logs as the limit `load_shedding`. An
+//! `unlimited` entry exempts a request from rate and concurrency limits, not from load
+//! shedding: serve health checks that must answer under load outside the layer (or give
+//! them the first level).
 //!
 //! ## An adaptive limit
 //!
@@ -475,7 +481,11 @@
 //! long-term average, which a sustained overload drags up until the queue is no longer seen;
 //! Envoy's adaptive concurrency re-measures the least latency by pinning the concurrency to
 //! a minimum at intervals, refusing traffic meanwhile.) The priority shares apply to the
-//! limit found; the limit is the server's, kept across reloads.
+//! limit found; the limit is the server's, kept across reloads. It learns from the requests
+//! whose responses end as they should, timed from when they go ahead (a wait in a queue
+//! left out) to the end of the response body: requests refused, abandoned or failed teach it
+//! nothing, and a long stream reads as a slow request, so serve long-lived streams outside an
+//! adaptive limit.
 //!
 //! ```yaml
 //! load_shedding: { max_in_flight: adaptive, min: 4, max: 256 }

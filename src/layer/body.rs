@@ -21,7 +21,9 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     enum Kind<B> {
-        Inner { #[pin] body: B, slots: Option<Slots> },
+        Inner { #[pin] body: B },
+        /// The inner service's body, holding the request's slots until it ends.
+        Holding { #[pin] body: B, slots: Option<Slots> },
         Rejection { data: Option<Bytes> },
     }
 }
@@ -29,9 +31,11 @@ pin_project! {
 impl<B> ResponseBody<B> {
     /// The inner service's `body`, holding `slots` until it ends.
     pub(crate) fn inner(body: B, slots: Option<Slots>) -> Self {
-        ResponseBody {
-            kind: Kind::Inner { body, slots },
-        }
+        let kind = match slots {
+            None => Kind::Inner { body },
+            slots => Kind::Holding { body, slots },
+        };
+        ResponseBody { kind }
     }
 
     pub(crate) fn rejection(data: Bytes) -> Self {
@@ -56,10 +60,14 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         match self.project().kind.project() {
-            KindProj::Inner { mut body, slots } => {
+            KindProj::Inner { body } => body.poll_frame(cx),
+            KindProj::Holding { mut body, slots } => {
                 let frame = body.as_mut().poll_frame(cx);
-                if slots.is_some() && response_ended(&frame, || body.is_end_stream()) {
-                    *slots = None;
+                match &frame {
+                    Poll::Ready(None) => finish(slots),
+                    Poll::Ready(Some(Ok(_))) if body.is_end_stream() => finish(slots),
+                    Poll::Ready(Some(Err(_))) => *slots = None,
+                    Poll::Ready(Some(Ok(_))) | Poll::Pending => {}
                 }
                 frame
             }
@@ -72,7 +80,7 @@ where
     #[inline]
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Inner { body, .. } => body.is_end_stream(),
+            Kind::Inner { body } | Kind::Holding { body, .. } => body.is_end_stream(),
             Kind::Rejection { data } => data.is_none(),
         }
     }
@@ -80,7 +88,7 @@ where
     #[inline]
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Inner { body, .. } => body.size_hint(),
+            Kind::Inner { body } | Kind::Holding { body, .. } => body.size_hint(),
             Kind::Rejection { data } => {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
@@ -88,23 +96,18 @@ where
     }
 }
 
-/// Whether a body that answered `frame` has ended: its last frame, an error, or a frame
-/// after which `is_end_stream` says no more come.
-fn response_ended<T, E>(
-    frame: &Poll<Option<Result<T, E>>>,
-    is_end_stream: impl FnOnce() -> bool,
-) -> bool {
-    match frame {
-        Poll::Ready(None | Some(Err(_))) => true,
-        Poll::Ready(Some(Ok(_))) => is_end_stream(),
-        Poll::Pending => false,
+/// The body's response ended as it should: its slots are given back, the adaptive limit
+/// learning from it.
+fn finish(slots: &mut Option<Slots>) {
+    if let Some(slots) = slots.take() {
+        slots.finish();
     }
 }
 
 impl<B> std::fmt::Debug for ResponseBody<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.kind {
-            Kind::Inner { .. } => f.write_str("ResponseBody::Inner"),
+            Kind::Inner { .. } | Kind::Holding { .. } => f.write_str("ResponseBody::Inner"),
             Kind::Rejection { .. } => f.write_str("ResponseBody::Rejection"),
         }
     }

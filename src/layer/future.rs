@@ -32,7 +32,9 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     enum Kind<F: Future> {
-        Admitted { #[pin] future: F, headers: RateLimitHeaders, slots: Option<Slots> },
+        Admitted { #[pin] future: F, headers: RateLimitHeaders },
+        /// Admitted, holding the request's slots for its body.
+        Holding { #[pin] future: F, headers: RateLimitHeaders, slots: Option<Slots> },
         Answered { response: Option<Response<Bytes>> },
         Waiting { future: WaitingFuture<F::Output> },
     }
@@ -42,13 +44,15 @@ impl<F: Future> ResponseFuture<F> {
     /// The inner service's `future`, its response to carry `headers`, and its body `slots`
     /// (held meanwhile: dropped, the future gives them back).
     pub(crate) fn admitted(future: F, headers: RateLimitHeaders, slots: Option<Slots>) -> Self {
-        ResponseFuture {
-            kind: Kind::Admitted {
+        let kind = match slots {
+            None => Kind::Admitted { future, headers },
+            slots => Kind::Holding {
                 future,
                 headers,
                 slots,
             },
-        }
+        };
+        ResponseFuture { kind }
     }
 
     pub(crate) fn answered(response: Response<Bytes>) -> Self {
@@ -74,7 +78,11 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().kind.project() {
-            KindProj::Admitted {
+            KindProj::Admitted { future, headers } => {
+                let response = ready!(future.poll(cx))?;
+                Poll::Ready(Ok(with_headers(response, std::mem::take(headers), None)))
+            }
+            KindProj::Holding {
                 future,
                 headers,
                 slots,

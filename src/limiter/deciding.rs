@@ -63,7 +63,7 @@ impl<'l, St: Store> Deciding<'l, St> {
 
     /// Gives back the slots of a request the ruling denied.
     fn release_slots_if_denied(&mut self) {
-        if self.ruling().is_some_and(|ruling| !ruling.is_allowed()) {
+        if self.slots.is_some() && self.ruling().is_some_and(|ruling| !ruling.is_allowed()) {
             self.slots = None;
         }
     }
@@ -133,7 +133,7 @@ impl<'l, St: Store> Deciding<'l, St> {
         if let Stage::Settled { queued, .. } = &mut self.stage {
             *queued = None;
         }
-        self.slots.take()
+        self.slots.take().map(Slots::going_ahead)
     }
 }
 

@@ -311,7 +311,8 @@ impl<St: Store> Limiter<St> {
     }
 
     /// [`check_request`](Self::check_request), with each limit's own decision, in the order
-    /// the rules' walk met them: which one refused, which would have (shadow mode), which
+    /// the request met them (the server's load shedding and the concurrency limits first,
+    /// whose slots are taken first, then the rate limits in the order of the rules' walk): which one refused, which would have (shadow mode), which
     /// one delayed the request and by how much. None when no limit applied; when the store
     /// failed, the decisions the limits' `on_store_error` policies made (a `deny` limit's
     /// refusal, the `local` limits' decisions in memory).

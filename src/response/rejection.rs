@@ -214,7 +214,8 @@ fn problem_document(status: StatusCode, limit: &Limit, retry_after: u64) -> Byte
         detail: (retry_after, limit.sheds_load()),
         limit: label,
         retry_after,
-        max_in_flight: limit.max_in_flight(),
+        // The server's share for a priority is no client's maximum.
+        max_in_flight: limit.max_in_flight().filter(|_| !limit.sheds_load()),
     };
     // The document without the label is under 160 bytes: one allocation.
     let mut document = Vec::with_capacity(160 + label.len());

@@ -236,7 +236,6 @@ impl DescriptorSpec {
         self.0.concurrency = Some(Box::new(unlocated(RawConcurrency {
             name: None,
             max_in_flight: unlocated(max_in_flight),
-            on_store_error: None,
         })));
         self
     }

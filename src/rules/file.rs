@@ -276,8 +276,6 @@ pub(crate) struct RawConcurrency {
     #[serde(default)]
     pub(crate) name: Option<Located<String>>,
     pub(crate) max_in_flight: Located<u64>,
-    #[serde(default)]
-    pub(crate) on_store_error: Option<OnStoreError>,
 }
 
 impl RawRateLimit {

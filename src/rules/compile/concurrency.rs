@@ -60,7 +60,7 @@ impl Compiler {
             sources: sources.into(),
             rate,
             shadow: descriptor.value.shadow_mode,
-            on_store_error: raw.value.on_store_error.unwrap_or(self.on_store_error),
+            on_store_error: self.on_store_error,
             sync_every: None,
             approximate: None,
             replaces: Vec::new(),
