@@ -1,7 +1,7 @@
 //! The slots a request holds, given back when it ends.
 
 use super::{Bounds, InFlight};
-use crate::observe::{self, InFlightGauge};
+use crate::observe::InFlightGauge;
 use smallvec::SmallVec;
 use std::fmt;
 use std::panic::{RefUnwindSafe, UnwindSafe};
@@ -105,7 +105,7 @@ impl Drop for Held {
     fn drop(&mut self) {
         for slot in &self.slots {
             self.table.give_back(slot.fingerprint);
-            observe::slot_given_back(&slot.gauge);
+            slot.gauge.given_back();
         }
     }
 }

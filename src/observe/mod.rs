@@ -30,22 +30,20 @@ use tracing::Level;
 use instruments::{Instruments, Outcome};
 
 /// The handle of a held slot's `tollgate_in_flight` series, to take it back down with;
-/// nothing without the `metrics` feature.
-#[cfg(feature = "metrics")]
-pub(crate) type InFlightGauge = Option<metrics::Gauge>;
-/// The handle of a held slot's `tollgate_in_flight` series; nothing without `metrics`.
-#[cfg(not(feature = "metrics"))]
-pub(crate) type InFlightGauge = ();
-
-/// Takes a given-back slot off its `tollgate_in_flight` series.
-#[cfg_attr(not(feature = "metrics"), allow(clippy::missing_const_for_fn))]
-pub(crate) fn slot_given_back(gauge: &InFlightGauge) {
+/// empty without the `metrics` feature.
+pub(crate) struct InFlightGauge {
     #[cfg(feature = "metrics")]
-    if let Some(gauge) = gauge {
-        gauge.decrement(1.0);
+    gauge: Option<metrics::Gauge>,
+}
+
+impl InFlightGauge {
+    /// Takes a given-back slot off its series.
+    pub(crate) fn given_back(&self) {
+        #[cfg(feature = "metrics")]
+        if let Some(gauge) = &self.gauge {
+            gauge.decrement(1.0);
+        }
     }
-    #[cfg(not(feature = "metrics"))]
-    let () = gauge;
 }
 
 /// Reports the decisions made under one set of rules: the log throttles of each limit and
@@ -147,10 +145,12 @@ impl Observer {
     /// Reports that concurrency limit `limit` (an index into the rules' limits) took a slot
     /// for a request: one more on its `tollgate_in_flight`, whose handle it returns.
     pub(crate) fn slot_taken(&self, limit: usize) -> InFlightGauge {
-        #[cfg(feature = "metrics")]
-        return self.instruments.slot_taken(limit);
         #[cfg(not(feature = "metrics"))]
         let _ = limit;
+        InFlightGauge {
+            #[cfg(feature = "metrics")]
+            gauge: self.instruments.slot_taken(limit),
+        }
     }
 
     /// Reports what the concurrency limit `limit` decided of a request: `decision`, `shadow`
