@@ -17,6 +17,7 @@
 //! latency of that moment), but keeps serving: a backend whose own latency grew is followed
 //! within a probe.
 
+use crate::rules::Bounds;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -24,13 +25,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 const INITIAL: u32 = 20;
 /// Samples between probes, per request of the limit.
 const PROBE_MULTIPLIER: f64 = 30.0;
-
-/// The least and most the adaptive limit may be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Bounds {
-    pub(crate) min: u32,
-    pub(crate) max: u32,
-}
 
 /// The adaptive limit, fed each admitted request's latency when it ends.
 #[derive(Debug)]

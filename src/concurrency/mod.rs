@@ -12,6 +12,6 @@ mod adaptive;
 mod slots;
 mod table;
 
-pub(crate) use adaptive::{AdaptiveLimit, Bounds};
+pub(crate) use adaptive::AdaptiveLimit;
 pub(crate) use slots::{Slot, Slots};
 pub(crate) use table::InFlight;

@@ -1,7 +1,8 @@
 //! The slots a request holds, given back when it ends.
 
-use super::{Bounds, InFlight};
+use super::InFlight;
 use crate::observe::InFlightGauge;
+use crate::rules::Bounds;
 use smallvec::SmallVec;
 use std::fmt;
 use std::panic::{RefUnwindSafe, UnwindSafe};

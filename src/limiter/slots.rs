@@ -5,12 +5,11 @@
 use super::active::Active;
 use super::decide::Each;
 use super::Limiter;
-use crate::concurrency::Bounds;
 use crate::concurrency::{Slot, Slots};
 use crate::decision::{slot_decision, LimitDecision, Ruling, SlotRuling};
 use crate::observe::DecisionStart;
 use crate::rules::tree::{Matches, Values};
-use crate::rules::MaxInFlight;
+use crate::rules::{Bounds, MaxInFlight};
 use crate::source::MissingPeerAddr;
 use crate::store::Store;
 use smallvec::SmallVec;

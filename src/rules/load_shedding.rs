@@ -2,8 +2,14 @@
 //! that each priority level may fill.
 
 use super::tree::Values;
-use crate::concurrency::Bounds;
 use crate::source::MissingPeerAddr;
+
+/// The least and most an adaptive `max_in_flight` may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Bounds {
+    pub(crate) min: u32,
+    pub(crate) max: u32,
+}
 
 /// The most requests the server runs at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

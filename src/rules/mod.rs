@@ -50,7 +50,7 @@ pub use response_options::{ResponseOptions, XRatelimitHeader};
 use crate::algorithm::{Algorithm, Quota};
 use crate::source::{ClientIpResolver, MissingPeerAddr, Source};
 use load_shedding::LoadShedding;
-pub(crate) use load_shedding::MaxInFlight;
+pub(crate) use load_shedding::{Bounds, MaxInFlight};
 use serde_saphyr::{Budget, Location, Options};
 use smallvec::SmallVec;
 use std::io::Read;

@@ -1,9 +1,8 @@
 //! `load_shedding`: the requests the server runs at once, and each priority level's share.
 
 use super::Compiler;
-use crate::concurrency::Bounds;
 use crate::rules::file::{Located, RawLoadShedding, RawMaxInFlight, RawPriority};
-use crate::rules::load_shedding::{LoadShedding, MaxInFlight};
+use crate::rules::load_shedding::{Bounds, LoadShedding, MaxInFlight};
 use crate::rules::{KeySources, Limit, Rate};
 
 /// The most priority levels: more would be a list of clients, not of priorities.
