@@ -129,6 +129,7 @@ impl<'l, St: Store> Deciding<'l, St> {
 
     /// The request goes ahead: the queue places it booked are used, not given back, and the
     /// slots it holds are handed on, to be held until its response ends.
+    #[must_use = "the slots are given back when dropped: hold them until the response ends"]
     pub(crate) fn go_ahead(mut self) -> Option<Slots> {
         if let Stage::Settled { queued, .. } = &mut self.stage {
             *queued = None;

@@ -213,7 +213,8 @@ impl<St: Store> Limiter<St> {
         let mut deciding = Deciding::new(self, active, (stage, None));
         let ruling = deciding.settle_each(Some(&mut each)).await;
         let verdict = Verdict::new(ruling, &rules);
-        deciding.go_ahead();
+        // A rate limit service's rules hold no slots (see `concurrency`).
+        drop(deciding.go_ahead());
         let mut per_descriptor = vec![None; descriptors.len()];
         for (decision, owners) in each.into_iter().zip(owners) {
             for owner in owners {

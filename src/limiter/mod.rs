@@ -261,8 +261,9 @@ impl<St: Store> Limiter<St> {
                 let mut deciding = Deciding::new(self, active, stage);
                 let ruling = deciding.settle().await;
                 let verdict = Verdict::new(ruling, deciding.rules());
-                // The caller waits out the delay itself: the queue places are its own.
-                deciding.go_ahead();
+                // The caller waits out the delay itself: the queue places are its own. No
+                // response holds the slots: they are given back at once.
+                drop(deciding.go_ahead());
                 verdict
             }
             // Given values never need a peer address.
@@ -306,7 +307,8 @@ impl<St: Store> Limiter<St> {
         let mut deciding = self.deciding(RequestView::of(request), 1)?;
         let ruling = deciding.settle().await;
         let verdict = Verdict::new(ruling, deciding.rules());
-        deciding.go_ahead();
+        // No response holds the slots: they are given back at once.
+        drop(deciding.go_ahead());
         Ok(verdict)
     }
 

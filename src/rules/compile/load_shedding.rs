@@ -30,6 +30,19 @@ impl Compiler {
             return None;
         }
         let max_in_flight = self.max_in_flight(&raw.value)?;
+        let taken = self
+            .names
+            .iter()
+            .find(|(name, _)| name.value == "load_shedding")
+            .map(|(name, path)| (name.referenced, path.clone()));
+        if let Some((location, path)) = taken {
+            self.error(
+                location,
+                path,
+                "the name `load_shedding` is the server's load shedding limit's: its metrics and logs would mix with this one's",
+            );
+            return None;
+        }
         let Levels {
             source,
             order,
@@ -266,11 +279,21 @@ mod tests {
             ("{ max_in_flight: 8, min: 2 }", "`min` and `max` bound an adaptive limit"),
             ("{ max_in_flight: adaptive, min: 10, max: 5 }", "min (10) is above its max (5)"),
             ("{ max_in_flight: adaptive, max: 0 }", "load_shedding.max: max must be from 1"),
-        ];
+];
         for (settings, expected) in cases {
             let errors = errors(settings);
             assert!(errors.contains(expected), "{settings}: {errors}");
         }
+    }
+
+    #[test]
+    fn no_other_limit_may_be_named_load_shedding() {
+        let named = "domain: d\nload_shedding: { max_in_flight: 8 }\ndescriptors:\n  - key: path\n    rate_limit: { unit: second, requests_per_unit: 1, name: load_shedding }\n";
+        let errors = Rules::from_yaml(named).expect_err("refused").to_string();
+        assert!(
+            errors.contains("is the server's load shedding limit's"),
+            "{errors}"
+        );
     }
 
     #[test]
