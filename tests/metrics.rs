@@ -421,3 +421,18 @@ descriptors:
     assert_eq!(finishing.await.expect("joined").status, StatusCode::OK);
     until(0.0).await;
 }
+
+/// `tollgate_adaptive_limit` shows the limit load shedding's adaptive limit admits: here its
+/// starting 20, held within the bounds of 3 to 7.
+#[tokio::test]
+async fn the_adaptive_limit_is_shown() {
+    prometheus();
+    let rules = Rules::from_yaml(
+        "domain: metrics_adaptive\nload_shedding: { max_in_flight: adaptive, min: 3, max: 7 }\n",
+    )
+    .expect("valid rules");
+    let addr = serve(app(Limiter::new(rules))).await;
+    assert_eq!(server::get(addr, "/", &[]).await.status, StatusCode::OK);
+    let series = r#"tollgate_adaptive_limit{domain="metrics_adaptive"}"#;
+    assert_eq!(sample(&prometheus().render(), series), Some(7.0));
+}

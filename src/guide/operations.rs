@@ -360,6 +360,7 @@
 //! | `tollgate_store_errors_total` | counter | `domain`, `limit` | requests the store failed to decide; `on_store_error` decided them |
 //! | `tollgate_decision_seconds` | histogram | `domain` | time to decide a request, Redis round trip included (the Prometheus exporter renders a summary unless given buckets) |
 //! | `tollgate_tracked_keys` | gauge | `domain` | keys in the in-memory store, set by `Limiter::record_tracked_keys()` |
+//! | `tollgate_adaptive_limit` | gauge | `domain` | the most requests in flight that [`load_shedding`](crate::guide::rules#load_shedding)'s adaptive limit admits now, as found from latency |
 //! | `tollgate_in_flight` | gauge | `domain`, `limit` | requests holding a slot of a [`concurrency`](crate::guide::rules#concurrency) limit in this process, over its keys; back to 0 when they end |
 //! | `tollgate_reloads_total` | counter | `result` | reloads of the rules file: `success` or `failure` |
 //! | `tollgate_sketch_bytes` | gauge | `domain`, `limit` | the memory of an [approximate](crate::guide::rules#approximate-limits) limit's sketch |

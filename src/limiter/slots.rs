@@ -54,7 +54,11 @@ impl<St: Store> Limiter<St> {
         if let Some(shedding) = &rules.load_shedding {
             let (max, adaptive) = match shedding.max_in_flight {
                 MaxInFlight::Fixed(max) => (max, None),
-                MaxInFlight::Adaptive(bounds) => (table.adaptive().limit(bounds), Some(bounds)),
+                MaxInFlight::Adaptive(bounds) => {
+                    let limit = table.adaptive().limit(bounds);
+                    active.observer.record_adaptive_limit(limit);
+                    (limit, Some(bounds))
+                }
             };
             wanted.push(Wanted {
                 limit: shedding.limit,

@@ -7,7 +7,7 @@
 //! bound the number of series.
 
 use crate::algorithm::Decision;
-use crate::rules::Rules;
+use crate::rules::{MaxInFlight, Rules};
 use metrics::{
     counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Counter,
     Gauge, Histogram, Label, Unit,
@@ -20,6 +20,7 @@ const DECISION_SECONDS: &str = "tollgate_decision_seconds";
 const TRACKED_KEYS: &str = "tollgate_tracked_keys";
 const RELOADS: &str = "tollgate_reloads_total";
 const IN_FLIGHT: &str = "tollgate_in_flight";
+const ADAPTIVE_LIMIT: &str = "tollgate_adaptive_limit";
 
 /// What one limit made of one request: exactly one per limit that applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +60,8 @@ pub(crate) struct Instruments {
     limits: Box<[LimitInstruments]>,
     decision_seconds: Histogram,
     tracked_keys: Gauge,
+    /// The adaptive limit found, when the rules' load shedding has one.
+    adaptive_limit: Gauge,
 }
 
 #[derive(Debug)]
@@ -111,8 +114,17 @@ impl Instruments {
         Instruments {
             limits,
             decision_seconds: histogram!(DECISION_SECONDS, vec![domain.clone()]),
-            tracked_keys: gauge!(TRACKED_KEYS, vec![domain]),
+            tracked_keys: gauge!(TRACKED_KEYS, vec![domain.clone()]),
+            adaptive_limit: match rules.load_shedding.as_ref().map(|s| s.max_in_flight) {
+                Some(MaxInFlight::Adaptive(_)) => gauge!(ADAPTIVE_LIMIT, vec![domain]),
+                _ => Gauge::noop(),
+            },
         }
+    }
+
+    /// Sets `tollgate_adaptive_limit{domain}`.
+    pub(crate) fn record_adaptive_limit(&self, limit: u32) {
+        self.adaptive_limit.set(f64::from(limit));
     }
 
     /// Sets `tollgate_tracked_keys{domain}`.
@@ -197,6 +209,10 @@ fn describe() {
         "Time to decide a request, store round trip included"
     );
     describe_gauge!(TRACKED_KEYS, "Keys the in-memory store tracks");
+    describe_gauge!(
+        ADAPTIVE_LIMIT,
+        "The most requests in flight that load shedding's adaptive limit admits now, as found from latency"
+    );
     describe_gauge!(
         IN_FLIGHT,
         "Requests holding a slot of a concurrency limit, over its keys, in this process"

@@ -173,6 +173,15 @@ impl Observer {
         }
     }
 
+    /// Sets `tollgate_adaptive_limit{domain}` to `limit`, the adaptive limit a request met.
+    #[cfg_attr(not(feature = "metrics"), allow(clippy::unused_self))]
+    pub(crate) fn record_adaptive_limit(&self, limit: u32) {
+        #[cfg(feature = "metrics")]
+        self.instruments.record_adaptive_limit(limit);
+        #[cfg(not(feature = "metrics"))]
+        let _ = limit;
+    }
+
     /// Sets `tollgate_tracked_keys{domain}` to `keys`.
     #[cfg(feature = "metrics")]
     pub(crate) fn record_tracked_keys(&self, keys: usize) {
