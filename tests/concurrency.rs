@@ -134,6 +134,21 @@ descriptors:
     concurrency: { max_in_flight: 2 }
 "#;
 
+/// Sends `GET path` from `client` (its `x-client` header) on a connection of its own: the
+/// response's head, its body unread, or the error the connection ended in.
+async fn raw_get(
+    addr: SocketAddr,
+    path: &str,
+    client: &str,
+) -> Result<http::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error> {
+    let connection = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let request = http::Request::get(format!("http://{addr}{path}"))
+        .header("x-client", client)
+        .body(Empty::new())
+        .expect("request");
+    connection.request(request).await
+}
+
 /// Polls `GET path` until it answers `expected`, against a generous deadline.
 async fn until_status(addr: SocketAddr, path: &str, expected: StatusCode) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -260,9 +275,7 @@ async fn a_client_that_goes_away_frees_its_slot() {
 async fn a_handler_that_panics_frees_its_slot() {
     let (addr, _, _) = serve_rules(&TWO_AT_ONCE.replace("2", "1")).await;
     for _ in 0..3 {
-        let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-        let uri = format!("http://{addr}/panic");
-        let answered = client.get(uri.parse().expect("uri")).await;
+        let answered = raw_get(addr, "/panic", "c").await;
         assert!(answered.is_err(), "the connection closes on the panic");
     }
     until_status(addr, "/", StatusCode::OK).await;
@@ -271,11 +284,7 @@ async fn a_handler_that_panics_frees_its_slot() {
 #[tokio::test]
 async fn a_body_dropped_half_read_frees_its_slot_and_one_read_whole_on_its_end() {
     let (addr, _, _) = serve_rules(&TWO_AT_ONCE.replace("2", "1")).await;
-    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let response = client
-        .get(format!("http://{addr}/stream").parse().expect("uri"))
-        .await
-        .expect("headers");
+    let response = raw_get(addr, "/stream", "c").await.expect("headers");
     let mut body = response.into_body();
     let first = body.frame().await.expect("a frame").expect("data");
     assert_eq!(first.into_data().expect("data"), "first chunk");
@@ -324,14 +333,6 @@ descriptors:
             let way = (round * 7 + client * 3) % 5;
             tasks.spawn(async move {
                 let headers = [("x-client", name)];
-                let raw = |path: &str| {
-                    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-                    let request = http::Request::get(format!("http://{addr}{path}"))
-                        .header("x-client", name)
-                        .body(Empty::new())
-                        .expect("request");
-                    client.request(request)
-                };
                 match way {
                     0 => drop(server::get(addr, "/", &headers).await),
                     1 => {
@@ -341,9 +342,12 @@ descriptors:
                         held.abort();
                         let _ = held.await;
                     }
-                    2 => assert!(raw("/panic").await.is_err(), "the handler panicked"),
+                    2 => assert!(
+                        raw_get(addr, "/panic", name).await.is_err(),
+                        "the handler panicked"
+                    ),
                     3 => {
-                        if let Ok(response) = raw("/stream").await {
+                        if let Ok(response) = raw_get(addr, "/stream", name).await {
                             let mut body = response.into_body();
                             let _ = body.frame().await;
                         }

@@ -4,6 +4,7 @@
 mod common;
 
 use common::redis_server::{RedisCluster, RedisServer};
+use common::runtime;
 use common::stores::decide;
 use common::windows::away_from_hour_edge;
 use std::collections::BTreeMap;
@@ -15,14 +16,6 @@ use tollgate::clock::ManualClock;
 use tollgate::rules::Rules;
 use tollgate::store::RedisStore;
 use tollgate::{Limiter, Verdict};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
 
 /// The reference suite on `server`, fixed windows and logs kept as text when `legacy`.
 fn run_reference_suite(server: &RedisServer, legacy: bool) {

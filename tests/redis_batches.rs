@@ -5,6 +5,7 @@
 mod common;
 
 use common::redis_server::RedisServer;
+use common::runtime;
 use common::windows::away_from_hour_edge;
 use redis::Value;
 use std::collections::BTreeMap;
@@ -88,14 +89,6 @@ async fn admitted_per_client(limiter: &Limiter<RedisStore>) -> BTreeMap<String, 
         *counts.entry(name).or_insert(0) += usize::from(allowed);
     }
     counts
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
 }
 
 /// Runs every shape from 64 tasks on `store`: each client is admitted exactly its limit

@@ -9,6 +9,7 @@
 mod common;
 
 use common::redis_server::RedisCluster;
+use common::runtime;
 use common::windows::away_from_hour_edge;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -30,14 +31,6 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// failed does not stop the others).
 fn one_at_a_time() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
 }
 
 fn rules(yaml: &str) -> Rules {

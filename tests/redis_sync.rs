@@ -7,6 +7,7 @@ mod common;
 use axum::routing::get;
 use axum::Router;
 use common::redis_server::RedisServer;
+use common::runtime;
 use common::stores::decide;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -17,14 +18,6 @@ use tollgate::store::{Acquisition, LimitCheck, RedisStore, Store};
 use tollgate::{Limiter, RateLimitLayer};
 
 const EVERY: Duration = Duration::from_millis(100);
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
 
 async fn store(server: &RedisServer, clock: Option<&ManualClock>) -> RedisStore {
     let builder = RedisStore::builder(server.url()).timeout(Duration::from_secs(2));

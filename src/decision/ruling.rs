@@ -8,7 +8,7 @@ use std::time::Duration;
 /// What the concurrency limits of a request made of it, when each took its slot: the limit
 /// to report if no rate limit is (the first enforced one with the least room), and whether
 /// a shadow-mode one would have refused.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SlotRuling {
     pub(crate) reported: Option<(usize, Decision)>,
     pub(crate) shadow_denied: bool,

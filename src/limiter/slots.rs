@@ -82,7 +82,7 @@ impl<St: Store> Limiter<St> {
         }
         let observer = &active.observer;
         let mut slots: Option<Slots> = None;
-        let mut ruling = SlotRuling::default();
+        let mut ruling = SlotRuling::NONE;
         for want in wanted {
             let (before, took) = table.take(want.fingerprint, want.ceiling, want.shadow);
             let decision = slot_decision(want.ceiling, before, took);

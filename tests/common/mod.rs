@@ -6,3 +6,12 @@ pub mod reference;
 pub mod server;
 pub mod stores;
 pub mod windows;
+
+/// A Tokio runtime of two workers, as the tests that drive a store from several tasks use.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}

@@ -18,9 +18,7 @@ impl Compiler {
     ) -> Option<NodeLimit> {
         let raw = descriptor.value.concurrency.as_ref()?;
         let path = format!("{path}.concurrency");
-        if let Some(name) = &raw.value.name {
-            self.names.push((name.clone(), format!("{path}.name")));
-        }
+        self.written_name(raw.value.name.as_ref(), &path);
         if self.keys == KeySources::Given {
             self.error(
                 raw.referenced,

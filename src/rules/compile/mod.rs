@@ -220,6 +220,13 @@ impl Compiler {
         Level { groups }
     }
 
+    /// Records the `name` of the limit at `path`, if it has one, for `check_names`.
+    fn written_name(&mut self, name: Option<&Located<String>>, path: &str) {
+        if let Some(name) = name {
+            self.names.push((name.clone(), format!("{path}.name")));
+        }
+    }
+
     fn check_names(&mut self) {
         let mut seen = HashSet::new();
         let mut errors = Vec::new();

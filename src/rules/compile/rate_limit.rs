@@ -111,9 +111,7 @@ impl Compiler {
     ) -> Option<NodeLimit> {
         let raw = descriptor.value.rate_limit.as_ref()?;
         let path = format!("{path}.rate_limit");
-        if let Some(name) = &raw.value.name {
-            self.names.push((name.clone(), format!("{path}.name")));
-        }
+        self.written_name(raw.value.name.as_ref(), &path);
         for (i, replaced) in raw.value.replaces.iter().enumerate() {
             let name = Located::new(
                 replaced.value.name.clone(),

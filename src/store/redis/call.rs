@@ -17,15 +17,20 @@ pub(super) struct Failure {
     pub(super) unreachable: bool,
 }
 
+/// The error of a call that Redis did not answer within `timeout`.
+pub(super) fn timeout_error(timeout: Duration) -> StoreError {
+    StoreError::new(
+        format!("redis did not answer within {timeout:?}"),
+        "timeout",
+    )
+}
+
 impl Failure {
     /// Redis did not answer within `timeout`.
     pub(super) fn timed_out(timeout: Duration) -> Self {
         Failure {
             unreachable: true,
-            error: StoreError::new(
-                format!("redis did not answer within {timeout:?}"),
-                "timeout",
-            ),
+            error: timeout_error(timeout),
         }
     }
 

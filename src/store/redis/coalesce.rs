@@ -15,7 +15,7 @@
 //! out waiting for a place in one counts not at all: the calls in flight tell how Redis
 //! answers. A Redis Cluster's requests are not batched: one call's keys must share a slot.
 
-use super::call::{Arg, Failure};
+use super::call::{timeout_error, Arg, Failure};
 use super::program::Entry;
 use super::Inner;
 use crate::store::StoreError;
@@ -109,7 +109,8 @@ pub(super) async fn call(
             "the request's batch was dropped before it was sent",
             "batch dropped",
         ))),
-        Err(_) => Err(Failure::other(Failure::timed_out(inner.timeout).error)),
+        // Redis's health is told by the calls in flight, not by a wait for a place.
+        Err(_) => Err(Failure::other(timeout_error(inner.timeout))),
     }
 }
 

@@ -32,6 +32,14 @@ local function now_in_base_units(given, time)
   return time or clock()
 end
 
+-- Now in ticks of the base unit and ticks per ms, for one of the functions that decide one
+-- limit: its arguments from args[a] are now ("" for Redis's clock: `time` when a batch read
+-- it already), `count` numbers, then, with a given now, ticks per ms.
+local function now_and_per_ms(args, a, time, count)
+  if args[a] == '' then return time or clock(), 1000 end
+  return tonumber(args[a]), tonumber(args[a + count + 1])
+end
+
 -- An integer read from Redis, or nil for anything else (garbage, an old format, a float).
 local function int(text)
   local n = tonumber(text)
@@ -603,12 +611,8 @@ end
 --          (at most limit), else limit + 1 + the count before it.
 local function acquire_counter(keys, args, time, k, a)
   k, a = k or 1, a or 1
-  local key, now, per_ms = keys[k], args[a], 1000
-  if now == '' then
-    now = time or clock()
-  else
-    now, per_ms = tonumber(now), tonumber(args[a + 4])
-  end
+  local key = keys[k]
+  local now, per_ms = now_and_per_ms(args, a, time, 3)
   local period, limit, cost = tonumber(args[a + 1]), tonumber(args[a + 2]), tonumber(args[a + 3])
   local scale = limit * 2 + 2
   -- idiv, inline: a call costs Redis more than the division.
@@ -650,12 +654,8 @@ end
 -- Returns  { remaining (admitted), or -1 - remaining (refused), reset_after, retry_after }
 local function acquire_token_bucket(keys, args, time, k, a)
   k, a = k or 1, a or 1
-  local key, now, per_ms = keys[k], args[a], 1000
-  if now == '' then
-    now = time or clock()
-  else
-    now, per_ms = tonumber(now), tonumber(args[a + 5])
-  end
+  local key = keys[k]
+  local now, per_ms = now_and_per_ms(args, a, time, 4)
   local period, limit = tonumber(args[a + 1]), tonumber(args[a + 2])
   local burst, cost = tonumber(args[a + 3]), tonumber(args[a + 4])
   local anchor, level = now, burst
@@ -700,12 +700,8 @@ end
 -- Returns  { remaining (admitted), or -1 - remaining (refused), reset_after, retry_after }
 local function acquire_log(keys, args, time, k, a)
   k, a = k or 1, a or 1
-  local key, now, per_ms = keys[k], args[a], 1000
-  if now == '' then
-    now = time or clock()
-  else
-    now, per_ms = tonumber(now), tonumber(args[a + 4])
-  end
+  local key = keys[k]
+  local now, per_ms = now_and_per_ms(args, a, time, 3)
   local period, limit, cost = tonumber(args[a + 1]), tonumber(args[a + 2]), tonumber(args[a + 3])
   local s = read_log_set(key, now, { period = period })
   local total, newest = s.total, s.newest
