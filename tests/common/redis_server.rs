@@ -19,15 +19,45 @@ pub fn free_port() -> u16 {
     free_ports(1)[0]
 }
 
-/// `n` distinct free TCP ports on 127.0.0.1 (all held at once while chosen, so they differ).
+/// `n` distinct free TCP ports on 127.0.0.1, all held at once while chosen, so they differ.
+///
+/// They come from below the kernel's ephemeral range: a port the kernel hands out
+/// (`bind` to port 0) may be handed out again as the source port of an outgoing connection
+/// (a `redis-cli`, a client of another test) before the server binds it, and the server
+/// then fails to start.
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port on 127.0.0.1"))
-        .collect();
+    let mut listeners = Vec::with_capacity(n);
+    while listeners.len() < n {
+        if let Ok(listener) = TcpListener::bind(("127.0.0.1", next_candidate_port())) {
+            listeners.push(listener);
+        }
+    }
     listeners
         .iter()
         .map(|listener| listener.local_addr().expect("a bound address").port())
         .collect()
+}
+
+/// The next port to try, walking the ports below the ephemeral range from a point that
+/// differs between processes, so test binaries running side by side rarely try the same.
+fn next_candidate_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOWEST: u32 = 10_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let end = ephemeral_range_start().max(LOWEST + 1_000);
+    let span = end - LOWEST;
+    let start = std::process::id().wrapping_mul(7_919) % span;
+    let step = NEXT.fetch_add(1, Ordering::Relaxed);
+    let port = LOWEST + (start + step) % span;
+    u16::try_from(port).expect("ports below the ephemeral range fit in 16 bits")
+}
+
+/// The first port of the kernel's ephemeral range (Linux's default when it cannot be read).
+fn ephemeral_range_start() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 impl RedisServer {
@@ -69,11 +99,13 @@ impl RedisServer {
             "no",
         ];
         args.extend(self.extra.iter().map(String::as_str));
+        let log = std::fs::File::create(self.dir.join("redis-server.log"))
+            .expect("a log file in the server's directory");
         let child = Command::new("redis-server")
             .args(&args)
             .current_dir(&self.dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(log.try_clone().expect("a second handle on the log file"))
+            .stderr(log)
             .spawn()
             .unwrap_or_else(|error| {
                 panic!("cannot start redis-server ({error}): install it (scripts/test.sh does) to run the Redis tests")
@@ -81,10 +113,16 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.answers() {
+            let exited = self
+                .child
+                .as_mut()
+                .and_then(|child| child.try_wait().ok().flatten());
             assert!(
-                Instant::now() < deadline,
-                "redis-server on port {} did not come up",
-                self.port
+                exited.is_none() && Instant::now() < deadline,
+                "redis-server on port {} did not come up ({}); its log:\n{}",
+                self.port,
+                exited.map_or("no answer in 10 s".to_owned(), |status| status.to_string()),
+                std::fs::read_to_string(self.dir.join("redis-server.log")).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(20));
         }
