@@ -3,16 +3,18 @@
 use super::InFlight;
 use crate::observe::InFlightGauge;
 use crate::rules::Bounds;
+use crate::store::Leases;
 use smallvec::SmallVec;
 use std::fmt;
 use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// One slot taken: the key it was taken of, its `tollgate_in_flight` series, and, for the
-/// server's slot under an adaptive limit, what the limit learns from it.
+/// One slot taken: the key it was taken of in this process's table (`None` when the store
+/// holds it), its `tollgate_in_flight` series, and, for the server's slot under an adaptive
+/// limit, what the limit learns from it.
 pub(crate) struct Slot {
-    fingerprint: u64,
+    fingerprint: Option<u64>,
     gauge: InFlightGauge,
     sample: Option<Sample>,
 }
@@ -26,10 +28,19 @@ struct Sample {
 }
 
 impl Slot {
-    /// A slot of the key `fingerprint`, counted on `gauge`.
-    pub(crate) fn new(fingerprint: u64, gauge: InFlightGauge) -> Self {
+    /// A slot of the key `fingerprint` in this process's table, counted on `gauge`.
+    pub(crate) fn here(fingerprint: u64, gauge: InFlightGauge) -> Self {
         Slot {
-            fingerprint,
+            fingerprint: Some(fingerprint),
+            gauge,
+            sample: None,
+        }
+    }
+
+    /// A slot the store holds (in the [`Leases`] of the same [`Slots`]), counted on `gauge`.
+    pub(crate) fn in_store(gauge: InFlightGauge) -> Self {
+        Slot {
+            fingerprint: None,
             gauge,
             sample: None,
         }
@@ -56,6 +67,8 @@ pub(crate) struct Slots(Box<Held>);
 struct Held {
     table: Arc<InFlight>,
     slots: SmallVec<[Slot; 2]>,
+    /// What the store holds of them, given back when dropped.
+    leases: Leases,
 }
 
 impl Slots {
@@ -64,12 +77,19 @@ impl Slots {
         Slots(Box::new(Held {
             table,
             slots: SmallVec::new(),
+            leases: Leases::none(),
         }))
     }
 
     /// Holds `slot` until these slots are dropped.
     pub(crate) fn hold(&mut self, slot: Slot) {
         self.0.slots.push(slot);
+    }
+
+    /// Holds the store's `leases` (of slots held [in the store](Slot::in_store)) until these
+    /// slots are dropped.
+    pub(crate) fn hold_leases(&mut self, leases: Leases) {
+        self.0.leases = leases;
     }
 
     /// The request goes ahead now: the adaptive limit times it from here, leaving out its
@@ -105,7 +125,9 @@ impl Slots {
 impl Drop for Held {
     fn drop(&mut self) {
         for slot in &self.slots {
-            self.table.give_back(slot.fingerprint);
+            if let Some(fingerprint) = slot.fingerprint {
+                self.table.give_back(fingerprint);
+            }
             slot.gauge.given_back();
         }
     }

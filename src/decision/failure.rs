@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 use std::time::Duration;
 
 /// What a client that was denied because the store failed is told to wait.
-const STORE_ERROR_RETRY: Duration = Duration::from_secs(1);
+pub(crate) const STORE_ERROR_RETRY: Duration = Duration::from_secs(1);
 
 /// What a limit's `on_store_error` policy makes of a request the store could not decide:
 /// the one reading of the policy, for the ruling and for what is reported.

@@ -22,7 +22,7 @@ mod slot;
 mod verdict;
 
 pub(crate) use booking::{Booking, Bookings, Queued, Weight, INLINE_LIMITS};
-pub(crate) use failure::{StoreFailure, StoreFailures};
+pub(crate) use failure::{StoreFailure, StoreFailures, STORE_ERROR_RETRY};
 pub use limit_decision::LimitDecision;
 pub(crate) use ruling::{Ruling, SlotRuling};
 pub(crate) use slot::slot_decision;

@@ -2,7 +2,7 @@
 //! [`Ruling`], and report it.
 
 use super::active::Active;
-use super::slots::Taking;
+use super::slots::{AskedSlots, Taking};
 use super::Limiter;
 use crate::concurrency::Slots;
 use crate::decision::{
@@ -21,10 +21,14 @@ use tracing::Instrument;
 /// A decision begun: its stage, and the slots its concurrency limits took.
 pub(super) type Started<F> = (Stage<F>, Option<Slots>);
 
-/// A decision under way: settled, or waiting for a networked store's answer.
+/// A decision under way: settled, waiting for the slots a store keeps, or waiting for a
+/// networked store's answer.
 pub(super) enum Stage<F> {
     /// Settled: the ruling, and the queue places it booked.
     Settled { ruling: Ruling, queued: Queued },
+    /// The store is taking the slots of the request's concurrency limits: then its rate
+    /// limits, `bookings`, are asked. Boxed, as `Waiting`.
+    TakingSlots(Box<(AskedSlots, Bookings)>),
     /// Boxed: a networked store's future is large, and a request decided at once should not
     /// carry its size from step to step.
     Waiting(Box<PendingRuling<F>>),
@@ -51,31 +55,42 @@ impl<St: Store> Limiter<St> {
             });
             return Ok((self.acquire(active, bookings, each), None));
         }
-        let (slots, slot_ruling) =
-            match self.take_slots(active, values, &matches, each.as_deref_mut())? {
-                Taking::Taken(slots, ruling) => (slots, ruling),
-                Taking::Refused(ruling) => {
-                    let stage = Stage::Settled {
-                        ruling,
-                        queued: None,
-                    };
-                    return Ok((stage, None));
-                }
-            };
+        let taking = self.take_slots(active, values, &matches, each.as_deref_mut())?;
         let bookings = self.book(active, &mut matches, |_, limit| {
             Weight::Charged(limit.cost(values, default_cost))
         });
-        let stage = match self.acquire(active, bookings, each) {
-            Stage::Settled { ruling, queued } => Stage::Settled {
-                ruling: ruling.with_slots(&slot_ruling),
-                queued,
-            },
-            Stage::Waiting(mut pending) => {
-                pending.slots = slot_ruling;
-                Stage::Waiting(pending)
+        Ok(match taking {
+            Taking::Taken(slots, slot_ruling) => {
+                (self.acquire_after_slots(active, bookings, slot_ruling, each), slots)
             }
-        };
-        Ok((stage, slots))
+            Taking::Refused(ruling) => {
+                let stage = Stage::Settled {
+                    ruling,
+                    queued: None,
+                };
+                (stage, None)
+            }
+            Taking::Asked(slots, asked) => (Stage::TakingSlots(Box::new((asked, bookings))), slots),
+        })
+    }
+
+    /// Asks the store about `bookings` under `active`, as [`acquire`](Self::acquire), for a
+    /// request whose slots made `slot_ruling` of it.
+    pub(super) fn acquire_after_slots(
+        &self,
+        active: &Active,
+        bookings: Bookings,
+        slot_ruling: SlotRuling,
+        each: Option<&mut Each>,
+    ) -> Stage<St::Pending> {
+        let mut stage = self.acquire(active, bookings, each);
+        match &mut stage {
+            Stage::Settled { ruling, .. } => *ruling = ruling.with_slots(&slot_ruling),
+            Stage::Waiting(pending) => pending.slots = slot_ruling,
+            // Rate limits take no slot.
+            Stage::TakingSlots(_) => {}
+        }
+        stage
     }
 
     /// The bookings of `matches` under `active` (their keys taken out), each limit's weight

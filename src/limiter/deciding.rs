@@ -97,7 +97,7 @@ impl<'l, St: Store> Deciding<'l, St> {
     pub(crate) fn ruling(&self) -> Option<&Ruling> {
         match &self.stage {
             Stage::Settled { ruling, .. } => Some(ruling),
-            Stage::Waiting(_) => None,
+            Stage::TakingSlots(_) | Stage::Waiting(_) => None,
         }
     }
 
@@ -108,19 +108,36 @@ impl<'l, St: Store> Deciding<'l, St> {
 
     /// [`settle`](Self::settle), each limit's decision put in `each` if the store's answer
     /// was still to come.
-    pub(crate) async fn settle_each(&mut self, each: Option<&mut Each>) -> Ruling {
+    pub(crate) async fn settle_each(&mut self, mut each: Option<&mut Each>) -> Ruling {
         // Dropped while waiting, the decision is left settled as unlimited, holding nothing.
         let placeholder = Stage::Settled {
             ruling: Ruling::unlimited(),
             queued: None,
         };
-        let (ruling, queued) = match std::mem::replace(&mut self.stage, placeholder) {
-            Stage::Waiting(pending) => {
-                pending
-                    .finish(self.active.active(), self.limiter.fallback(), each)
-                    .await
-            }
-            Stage::Settled { ruling, queued } => (ruling, queued),
+        let active = self.active.active();
+        let mut stage = std::mem::replace(&mut self.stage, placeholder);
+        let (ruling, queued) = loop {
+            stage = match stage {
+                Stage::TakingSlots(taking) => {
+                    let (asked, bookings) = *taking;
+                    let table = &self.limiter.shared.in_flight;
+                    let slots = &mut self.slots;
+                    match asked.finish(active, table, slots, each.as_deref_mut()).await {
+                        Ok(slot_ruling) => self.limiter.acquire_after_slots(
+                            active,
+                            bookings,
+                            slot_ruling,
+                            each.as_deref_mut(),
+                        ),
+                        Err(ruling) => break (ruling, None),
+                    }
+                }
+                Stage::Waiting(pending) => {
+                    let fallback = self.limiter.fallback();
+                    break pending.finish(active, fallback, each).await;
+                }
+                Stage::Settled { ruling, queued } => break (ruling, queued),
+            };
         };
         self.stage = Stage::Settled { ruling, queued };
         self.release_slots_if_denied();

@@ -142,6 +142,20 @@ impl Observer {
         }
     }
 
+    /// Reports that the store failed to take a slot of concurrency limit `limit` (an index
+    /// into the rules' limits): its `on_store_error` decides.
+    pub(crate) fn slot_store_failed(&self, rules: &Rules, limit: usize, error: &StoreError) {
+        // At debug: the store reports its own failures, once per outage.
+        tracing::debug!(
+            domain = rules.domain(),
+            limit = rules.limits[limit].label(),
+            %error,
+            "the store failed to take a slot; on_store_error decides"
+        );
+        #[cfg(feature = "metrics")]
+        self.instruments.count_store_error(limit);
+    }
+
     /// Reports that concurrency limit `limit` (an index into the rules' limits) took a slot
     /// for a request: one more on its `tollgate_in_flight`, whose handle it returns.
     pub(crate) fn slot_taken(&self, limit: usize) -> InFlightGauge {

@@ -236,6 +236,7 @@ impl DescriptorSpec {
         self.0.concurrency = Some(Box::new(unlocated(RawConcurrency {
             name: None,
             max_in_flight: unlocated(max_in_flight),
+            lease: None,
         })));
         self
     }

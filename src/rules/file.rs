@@ -276,6 +276,9 @@ pub(crate) struct RawConcurrency {
     #[serde(default)]
     pub(crate) name: Option<Located<String>>,
     pub(crate) max_in_flight: Located<u64>,
+    /// How long a slot is held in a shared store unless renewed, e.g. `30s`.
+    #[serde(default)]
+    pub(crate) lease: Option<Located<String>>,
 }
 
 impl RawRateLimit {

@@ -25,6 +25,9 @@ pub struct Limit {
     pub(super) sync_every: Option<Duration>,
     pub(super) approximate: Option<Approximate>,
     pub(super) replaces: Vec<String>,
+    /// How long a slot of a `concurrency` limit is held in a store shared by a fleet unless
+    /// renewed.
+    pub(super) lease: Option<Duration>,
     /// Whether this is the server's `load_shedding` limit: its refusals say the server is
     /// busy (`503`), not that the client asked too much.
     pub(super) sheds: bool,
@@ -144,6 +147,14 @@ impl Limit {
             Rate::Concurrency { max_in_flight } => Some(max_in_flight),
             Rate::Limited { .. } | Rate::Unlimited => None,
         }
+    }
+
+    /// How long a slot of this `concurrency` limit is held in a store shared by a fleet
+    /// unless its server renews it (`lease`, 30 s by default): a server that dies frees its
+    /// slots after this. `None` for other limits, and for the server's `load_shedding`,
+    /// which each server counts alone.
+    pub fn lease(&self) -> Option<Duration> {
+        self.lease
     }
 
     /// Whether a request this limit matches skips every limit: an `unlimited` entry that is

@@ -18,6 +18,7 @@ pub mod decisions;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
+mod shared_slots;
 mod sketch;
 #[cfg(feature = "redis")]
 pub(crate) mod sync;
@@ -26,6 +27,7 @@ pub(crate) mod sync;
 pub use self::redis::{RedisPending, RedisStore, RedisStoreBuilder};
 pub use decisions::Decisions;
 pub use memory::MemoryStore;
+pub use shared_slots::{Leases, SlotCheck, SlotCount, TakenSlots, TakingSlots};
 
 use crate::algorithm::{Algorithm, Quota};
 use crate::clock::Nanos;
@@ -223,6 +225,20 @@ pub trait Store: Send + Sync + 'static {
     /// nothing.
     fn limits_in_force(&self, limits: &[LimitCheck<'_>]) {
         let _ = limits;
+    }
+
+    /// Takes a slot of each of `slots` for one request, counted in the store so that every
+    /// process using it shares the counts (see the guide's
+    /// [concurrency limits](crate::guide::rules#concurrency)): all or nothing (none is taken
+    /// when an enforced slot is full; a shadow slot is taken whatever the count), each held
+    /// as a lease that the store renews until the answer's [`Leases`] are dropped and that
+    /// expires otherwise, so that a process that dies frees its slots.
+    ///
+    /// `None`, the default: the store keeps no slots, and each process counts its own
+    /// requests in flight.
+    fn take_slots(&self, slots: &[SlotCheck<'_>]) -> Option<TakingSlots> {
+        let _ = slots;
+        None
     }
 
     /// Forgets what the keys of `checks` (and the keys they are carried from) have used, as

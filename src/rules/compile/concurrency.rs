@@ -4,7 +4,9 @@ use super::Compiler;
 use crate::rules::file::{Located, RawDescriptor};
 use crate::rules::state_id::state_id;
 use crate::rules::tree::NodeLimit;
-use crate::rules::{KeySources, Limit, Rate};
+use crate::rules::period::parse_period;
+use crate::rules::{KeySources, Limit, Rate, Unit};
+use std::time::Duration;
 
 impl Compiler {
     /// The `concurrency` limit of `descriptor`, at `path`, reached by the entries `chain`
@@ -43,6 +45,7 @@ impl Compiler {
                 return None;
             }
         };
+        let lease = self.lease(raw.value.lease.as_ref(), &path)?;
         let name = raw.value.name.as_ref().map(|n| n.value.clone());
         let label = name
             .clone()
@@ -62,11 +65,42 @@ impl Compiler {
             sync_every: None,
             approximate: None,
             replaces: Vec::new(),
+            lease: Some(lease),
             sheds: false,
         });
         Some(NodeLimit {
             index: self.limits.len() - 1,
             state_id: state_id(chain, &rate),
         })
+    }
+}
+
+/// How long a slot is held in a shared store unless renewed, when `lease` is not written.
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// The shortest `lease`: its server renews it every third of it, over the network.
+const MIN_LEASE: Duration = Duration::from_secs(1);
+
+impl Compiler {
+    /// The `lease` of the concurrency entry at `path`, as written (`DEFAULT_LEASE` when
+    /// not); `None` when it is wrong (recorded).
+    fn lease(&mut self, written: Option<&Located<String>>, path: &str) -> Option<Duration> {
+        let Some(written) = written else {
+            return Some(DEFAULT_LEASE);
+        };
+        let message = match parse_period(&written.value) {
+            Some(lease) if lease >= MIN_LEASE => return Some(lease),
+            Some(lease) => format!(
+                "{} is too short: a lease must be at least {} (its server renews it every third of it)",
+                Unit::format_period(lease),
+                Unit::format_period(MIN_LEASE),
+            ),
+            None => format!(
+                "`{}` is not a duration: write a positive number and ms, s, m, h or d (e.g. 30s)",
+                written.value
+            ),
+        };
+        self.error(written.referenced, format!("{path}.lease"), message);
+        None
     }
 }

@@ -75,6 +75,7 @@ impl Compiler {
             sync_every: None,
             approximate: None,
             replaces: Vec::new(),
+            lease: None,
             sheds: true,
         });
         Some(LoadShedding::new(

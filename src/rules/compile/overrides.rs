@@ -34,6 +34,7 @@ impl Compiler {
                 sync_every: None,
                 approximate: None,
                 replaces: Vec::new(),
+                lease: None,
                 sheds: false,
             });
         }

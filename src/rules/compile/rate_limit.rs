@@ -148,6 +148,7 @@ impl Compiler {
                 .iter()
                 .map(|r| r.value.name.clone())
                 .collect(),
+            lease: None,
             sheds: false,
         });
         Some(NodeLimit {

@@ -3,6 +3,7 @@
 use super::breaker::Breaker;
 use super::coalesce::Coalescer;
 use super::denials::Denials;
+use super::leases::LeaseBook;
 use super::program::{self, Program};
 use super::synced::Synced;
 use super::{Connection, Inner, RedisStore};
@@ -214,6 +215,7 @@ impl RedisStoreBuilder {
                 clock_overrides_redis,
                 reported_unfit: AtomicBool::new(false),
                 synced: Synced::new(self.max_keys),
+                leases: LeaseBook::new(),
             }),
         })
     }

@@ -9,14 +9,15 @@
 //!   values), so a key is about 60 bytes plus prefix and domain, whatever a client sends;
 //! - `<unit>` is the tick the state is kept in (another tick is another state), followed by
 //!   `:n` for a fixed window kept as one integer (see `layout.rs`), or, for the fleet's
-//!   totals of a local-first limit, `sync` and the period in nanoseconds.
+//!   totals of a local-first limit, `sync` and the period in nanoseconds; or `c` for the
+//!   leases of a concurrency limit's slots.
 //!
 //! SHA-256 rather than a faster hash: clients choose the values hashed, and must not be able
 //! to find two that share a state.
 
 use super::layout::Layout;
 use crate::store::sync::Limit;
-use crate::store::{CarriedFrom, LimitCheck};
+use crate::store::{CarriedFrom, LimitCheck, SlotCheck};
 use arrayvec::ArrayVec;
 use sha2::{Digest, Sha256};
 
@@ -40,14 +41,17 @@ pub(super) struct Digests {
 
 impl Digests {
     pub(super) fn of(check: &LimitCheck<'_>) -> Digests {
+        Digests::of_parts(check.tag, check.key)
+    }
+
+    /// The digests of a key `key` tagged `tag`.
+    fn of_parts(tag: &[u8], key: &[u8]) -> Digests {
         let mut digests = Digests {
             tag: [0; 8],
             state: [0; 16],
         };
-        digests.tag.copy_from_slice(&Sha256::digest(check.tag)[..8]);
-        digests
-            .state
-            .copy_from_slice(&Sha256::digest(check.key)[..16]);
+        digests.tag.copy_from_slice(&Sha256::digest(tag)[..8]);
+        digests.state.copy_from_slice(&Sha256::digest(key)[..16]);
         digests
     }
 
@@ -90,6 +94,13 @@ impl RedisKey {
     fn synced_in(prefix: &str, domain: &str, period: u64, key: &Digests) -> RedisKey {
         let suffix = format!("sync{period}");
         RedisKey::named(prefix, key, domain, &[&suffix])
+    }
+
+    /// The key of the leases of `slot`'s key, the slots of a concurrency limit, under
+    /// `prefix`: suffixed `c`, where a rate limit's state is suffixed by its unit.
+    pub(super) fn lease(prefix: &str, slot: &SlotCheck<'_>) -> RedisKey {
+        let digests = Digests::of_parts(slot.tag, slot.key);
+        RedisKey::named(prefix, &digests, slot.domain, &["c"])
     }
 
     /// The registry of the servers that sync local-first limits under `prefix`.

@@ -941,3 +941,64 @@ local function sync(keys, args)
 
   return reply
 end
+
+-- The slots of concurrency limits: a key's sorted set of leases, one member a request in
+-- flight (`<server>:<n>`), scored by when it expires (ms of Redis's clock). A lease not
+-- renewed in time is dropped by the next call that counts the key, so that a server that
+-- died frees its slots.
+
+-- Keeps `key` at least `lease` ms: as long as its newest lease.
+local function keep_leases(key, lease)
+  if redis.call('PTTL', key) < lease then redis.call('PEXPIRE', key, digits(lease)) end
+end
+
+-- Takes a slot of each key for one request, all or nothing: none when an enforced key is
+-- full; a shadow key's whatever its count.
+--
+-- keys     per slot, its key's leases
+-- args[1]  "" (leases expire on Redis's clock)
+-- args     then 4 per key: max_in_flight, flags (1: shadow), lease (ms), member
+-- Returns  { 1 when taken (else 0), then per key the leases held before }
+local function take_slots(keys, args)
+  local now = idiv(clock(), 1000)
+  local reply = { 1 }
+  for i, key in ipairs(keys) do
+    local a = 2 + (i - 1) * 4
+    local kept = redis.call('TYPE', key).ok
+    if kept ~= 'zset' and kept ~= 'none' then redis.call('DEL', key) end
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', digits(now))
+    local held = redis.call('ZCARD', key)
+    reply[i + 1] = held
+    if held >= tonumber(args[a]) and args[a + 1] ~= '1' then reply[1] = 0 end
+  end
+  if reply[1] == 1 then
+    for i, key in ipairs(keys) do
+      local a = 2 + (i - 1) * 4
+      local lease = tonumber(args[a + 2])
+      redis.call('ZADD', key, digits(now + lease), args[a + 3])
+      keep_leases(key, lease)
+    end
+  end
+  return reply
+end
+
+-- Renews leases still held: each expires `lease` ms from now. A lease that expired already
+-- stays gone (its slot may have been taken since).
+--
+-- keys     per lease, its key
+-- args[1]  "" (leases expire on Redis's clock)
+-- args     then 2 per key: lease (ms), member
+-- Returns  how many leases were renewed.
+local function renew_slots(keys, args)
+  local now = idiv(clock(), 1000)
+  local renewed = 0
+  for i, key in ipairs(keys) do
+    local lease, member = tonumber(args[2 * i]), args[2 * i + 1]
+    if redis.call('ZSCORE', key, member) then
+      redis.call('ZADD', key, 'XX', digits(now + lease), member)
+      keep_leases(key, lease)
+      renewed = renewed + 1
+    end
+  end
+  return renewed
+end

@@ -7,12 +7,16 @@ mod coalesce;
 mod denials;
 mod keys;
 mod layout;
+mod leases;
 mod program;
 mod slots;
 mod synced;
 mod ticks;
 
-use super::{Acquisition, CarriedFrom, Decisions, LimitCheck, Resetting, Store, StoreError};
+use super::{
+    Acquisition, CarriedFrom, Decisions, LimitCheck, Resetting, SlotCheck, Store, StoreError,
+    TakingSlots,
+};
 use crate::algorithm::{Algorithm, Decision, Quota};
 use crate::clock::{saturating_nanos, Clock, Nanos};
 use breaker::Breaker;
@@ -90,6 +94,8 @@ struct Inner {
     reported_unfit: AtomicBool,
     /// The local-first limits.
     synced: synced::Synced,
+    /// The slots of concurrency limits this store holds.
+    leases: leases::LeaseBook,
 }
 
 impl Inner {
@@ -607,6 +613,10 @@ impl Store for RedisStore {
                 tracing::debug!(%error, "could not give a queue place back");
             }
         });
+    }
+
+    fn take_slots(&self, slots: &[SlotCheck<'_>]) -> Option<TakingSlots> {
+        Some(self.take_leases(slots))
     }
 
     fn reset(&self, checks: &[LimitCheck<'_>]) -> Resetting {

@@ -31,10 +31,14 @@ pub(super) enum Entry {
     Refund,
     /// Sends a server's counts of local-first limits and takes the fleet's totals.
     Sync,
+    /// Takes the slots of a request's concurrency limits, as leases.
+    TakeSlots,
+    /// Renews leases still held.
+    RenewSlots,
 }
 
 impl Entry {
-    const ALL: [Entry; 7] = [
+    const ALL: [Entry; 9] = [
         Entry::Acquire,
         Entry::AcquireCounter,
         Entry::AcquireTokenBucket,
@@ -42,6 +46,8 @@ impl Entry {
         Entry::AcquireBatch,
         Entry::Refund,
         Entry::Sync,
+        Entry::TakeSlots,
+        Entry::RenewSlots,
     ];
 
     /// The function's name in `library.lua`.
@@ -54,6 +60,8 @@ impl Entry {
             Entry::AcquireBatch => "acquire_batch",
             Entry::Refund => "refund",
             Entry::Sync => "sync",
+            Entry::TakeSlots => "take_slots",
+            Entry::RenewSlots => "renew_slots",
         }
     }
 
@@ -64,7 +72,11 @@ impl Entry {
             Entry::AcquireCounter => Some(2),
             Entry::AcquireTokenBucket => Some(3),
             Entry::AcquireLog => Some(4),
-            Entry::AcquireBatch | Entry::Refund | Entry::Sync => None,
+            Entry::AcquireBatch
+            | Entry::Refund
+            | Entry::Sync
+            | Entry::TakeSlots
+            | Entry::RenewSlots => None,
         }
     }
 }
@@ -74,9 +86,9 @@ pub(super) struct Program {
     /// The text `FUNCTION LOAD` takes.
     library: String,
     /// By [`Entry`], in [`Entry::ALL`]'s order: the function's name in Redis.
-    names: [String; 7],
+    names: [String; 9],
     /// By [`Entry`]: the script of the same text, for a Redis without functions.
-    scripts: [Script; 7],
+    scripts: [Script; 9],
     /// Whether the Redis has functions (else the scripts run).
     functions: AtomicBool,
 }
