@@ -60,9 +60,10 @@ impl<St: Store> Limiter<St> {
             Weight::Charged(limit.cost(values, default_cost))
         });
         Ok(match taking {
-            Taking::Taken(slots, slot_ruling) => {
-                (self.acquire_after_slots(active, bookings, slot_ruling, each), slots)
-            }
+            Taking::Taken(slots, slot_ruling) => (
+                self.acquire_after_slots(active, bookings, slot_ruling, each),
+                slots,
+            ),
             Taking::Refused(ruling) => {
                 let stage = Stage::Settled {
                     ruling,

@@ -122,7 +122,10 @@ impl<'l, St: Store> Deciding<'l, St> {
                     let (asked, bookings) = *taking;
                     let table = &self.limiter.shared.in_flight;
                     let slots = &mut self.slots;
-                    match asked.finish(active, table, slots, each.as_deref_mut()).await {
+                    match asked
+                        .finish(active, table, slots, each.as_deref_mut())
+                        .await
+                    {
                         Ok(slot_ruling) => self.limiter.acquire_after_slots(
                             active,
                             bookings,

@@ -207,7 +207,8 @@ impl SlotTaking {
         for (want, count) in wanted.iter().zip(&counts) {
             let SlotCount { in_flight, taken } = *count;
             let had_room = taken || want.shadow || in_flight < want.ceiling;
-            if let Some(refused) = self.record(active, want, in_flight, had_room, each.as_deref_mut())
+            if let Some(refused) =
+                self.record(active, want, in_flight, had_room, each.as_deref_mut())
             {
                 return Some(refused);
             }
@@ -253,7 +254,9 @@ impl SlotTaking {
                     decision.retry_after = STORE_ERROR_RETRY;
                     let refused = Ruling::store_denied(want.limit, decision)
                         .with_shadow_denied(self.ruling.shadow_denied);
-                    active.observer.finished(rules, &refused, DecisionStart::now());
+                    active
+                        .observer
+                        .finished(rules, &refused, DecisionStart::now());
                     return Some(refused);
                 }
                 OnStoreError::Allow => {}

@@ -1,7 +1,13 @@
 #![allow(dead_code)]
 
+pub mod demo;
+#[cfg(not(feature = "redis"))]
+pub mod ports;
 #[cfg(feature = "redis")]
 pub mod redis_server;
+// One copy of the ports' file: `redis_server` holds it, for the command's tests too.
+#[cfg(feature = "redis")]
+pub use redis_server::ports;
 pub mod reference;
 pub mod server;
 pub mod stores;

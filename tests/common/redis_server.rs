@@ -1,6 +1,5 @@
 //! Real `redis-server` processes for tests, each on a free loopback port.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,51 +13,11 @@ pub struct RedisServer {
     extra: Vec<String>,
 }
 
-/// A free TCP port on 127.0.0.1 (free when asked; the server binds it right after).
-pub fn free_port() -> u16 {
-    free_ports(1)[0]
-}
-
-/// `n` distinct free TCP ports on 127.0.0.1, all held at once while chosen, so they differ.
-///
-/// They come from below the kernel's ephemeral range: a port the kernel hands out
-/// (`bind` to port 0) may be handed out again as the source port of an outgoing connection
-/// (a `redis-cli`, a client of another test) before the server binds it, and the server
-/// then fails to start.
-pub fn free_ports(n: usize) -> Vec<u16> {
-    let mut listeners = Vec::with_capacity(n);
-    while listeners.len() < n {
-        if let Ok(listener) = TcpListener::bind(("127.0.0.1", next_candidate_port())) {
-            listeners.push(listener);
-        }
-    }
-    listeners
-        .iter()
-        .map(|listener| listener.local_addr().expect("a bound address").port())
-        .collect()
-}
-
-/// The next port to try, walking the ports below the ephemeral range from a point that
-/// differs between processes, so test binaries running side by side rarely try the same.
-fn next_candidate_port() -> u16 {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    const LOWEST: u32 = 10_000;
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let end = ephemeral_range_start().max(LOWEST + 1_000);
-    let span = end - LOWEST;
-    let start = std::process::id().wrapping_mul(7_919) % span;
-    let step = NEXT.fetch_add(1, Ordering::Relaxed);
-    let port = LOWEST + (start + step) % span;
-    u16::try_from(port).expect("ports below the ephemeral range fit in 16 bits")
-}
-
-/// The first port of the kernel's ephemeral range (Linux's default when it cannot be read).
-fn ephemeral_range_start() -> u32 {
-    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|range| range.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32_768)
-}
+// A file of its own, so that the tests without Redis pick their ports as these do; by path,
+// so that the command's tests, which include this file by path, find it too.
+#[path = "ports.rs"]
+pub mod ports;
+pub use ports::{free_port, free_ports};
 
 impl RedisServer {
     /// Starts a server on a free port and waits until it answers.

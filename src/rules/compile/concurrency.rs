@@ -2,9 +2,9 @@
 
 use super::Compiler;
 use crate::rules::file::{Located, RawDescriptor};
+use crate::rules::period::parse_period;
 use crate::rules::state_id::state_id;
 use crate::rules::tree::NodeLimit;
-use crate::rules::period::parse_period;
 use crate::rules::{KeySources, Limit, Rate, Unit};
 use std::time::Duration;
 

@@ -268,8 +268,7 @@ impl RedisStore {
     /// Starts the task that renews this store's leases, unless it runs.
     fn start_renewing(&self) {
         let leases = &self.inner.leases;
-        if leases.renewing.load(Ordering::Relaxed) || leases.renewing.swap(true, Ordering::AcqRel)
-        {
+        if leases.renewing.load(Ordering::Relaxed) || leases.renewing.swap(true, Ordering::AcqRel) {
             return;
         }
         match tokio::runtime::Handle::try_current() {
