@@ -13,12 +13,21 @@ pub(crate) fn algorithm(limit: &Limit) -> &'static str {
     }
 }
 
-/// E.g. `10 per 1m, burst 20`, `5 per 1s, queue 10, max delay 3s`, `5 in flight`, or
-/// `unlimited`.
+/// E.g. `10 per 1m, burst 20`, `5 per 1s, queue 10, max delay 3s`, `5 in flight, lease
+/// 30s` (the server's `load_shedding`: `64 in flight`), or `unlimited`.
 pub(crate) fn quota(limit: &Limit) -> String {
     let (quota, algorithm) = match limit.rate() {
         Rate::Limited { quota, algorithm } => (quota, algorithm),
-        Rate::Concurrency { max_in_flight } => return format!("{max_in_flight} in flight"),
+        Rate::Concurrency { max_in_flight } => {
+            return match limit.lease() {
+                Some(lease) => format!(
+                    "{max_in_flight} in flight, lease {}",
+                    Unit::format_period(lease)
+                ),
+                // The server's load shedding, counted by each server alone.
+                None => format!("{max_in_flight} in flight"),
+            };
+        }
         _ => return "unlimited".to_owned(),
     };
     let period = Unit::format_period(quota.period());

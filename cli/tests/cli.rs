@@ -118,7 +118,7 @@ fn check_and_explain_show_concurrency_limits_which_serve_refuses() {
     assert_eq!(code, Some(0), "{errors}");
     assert!(
         text.contains(
-            "remote_address (concurrency)  remote_address=203.0.113.9  concurrency   5 in flight"
+            "remote_address (concurrency)  remote_address=203.0.113.9  concurrency   5 in flight, lease 30s"
         ),
         "{text}"
     );

@@ -7,6 +7,11 @@
 //! response future and then in the response body, and gives them back when the body ends or
 //! is dropped: whether the response completes, the client goes away, or the handler fails,
 //! panics or is cancelled, since each of those drops the future or the body.
+//!
+//! The slots are counted in this process ([`InFlight`]), or, when the store keeps slots for
+//! a fleet ([`Store::take_slots`](crate::store::Store::take_slots), Redis), in the store,
+//! whose [`Leases`](crate::store::Leases) the request's [`Slots`] hold. The server's slot of
+//! `load_shedding` is always this process's.
 
 mod adaptive;
 mod slots;

@@ -172,7 +172,10 @@
 //!   functions, the same text runs as scripts, `EVALSHA`),
 //!   atomically and all or nothing, with the same arithmetic as the in-memory store: the same
 //!   reference suite passes on both with identical decisions. (On a cluster: one call per
-//!   slot, [below](#on-a-redis-cluster).)
+//!   slot, [below](#on-a-redis-cluster).) A request with
+//!   [concurrency limits](super::rules#concurrency) takes its slots first, in a call of their
+//!   own (leases in Redis, shared by the fleet), and gives them back with a `ZREM` when its
+//!   response ends; long requests renew their leases every third of their `lease`.
 //! - **Busy, requests go together.** Redis runs one call at a time and each costs it a
 //!   dispatch and a reply whatever it decides. On a single server, a request that finds
 //!   four calls in flight on the store's connection waits for the first to end, and goes
@@ -361,7 +364,7 @@
 //! | `tollgate_decision_seconds` | histogram | `domain` | time to decide a request, Redis round trip included (the Prometheus exporter renders a summary unless given buckets) |
 //! | `tollgate_tracked_keys` | gauge | `domain` | keys in the in-memory store, set by `Limiter::record_tracked_keys()` |
 //! | `tollgate_adaptive_limit` | gauge | `domain` | the most requests in flight that [`load_shedding`](crate::guide::rules#load_shedding)'s adaptive limit admits now, as found from latency |
-//! | `tollgate_in_flight` | gauge | `domain`, `limit` | requests holding a slot of a [`concurrency`](crate::guide::rules#concurrency) limit in this process, over its keys; back to 0 when they end |
+//! | `tollgate_in_flight` | gauge | `domain`, `limit` | requests of this process holding a slot of a [`concurrency`](crate::guide::rules#concurrency) limit (in memory or in Redis), over its keys; back to 0 when they end |
 //! | `tollgate_reloads_total` | counter | `result` | reloads of the rules file: `success` or `failure` |
 //! | `tollgate_sketch_bytes` | gauge | `domain`, `limit` | the memory of an [approximate](crate::guide::rules#approximate-limits) limit's sketch |
 //! | `tollgate_sketch_requests` | gauge | `domain`, `limit` | requests an approximate limit counted in its last finished window, over every client |

@@ -384,12 +384,16 @@
 //!
 //! let rules = Rules::from_yaml(r#"
 //! domain: demo
+//! sources: { user: { header: x-user-id } }
 //! descriptors:
 //!   - key: remote_address
 //!     rate_limit: { unit: second, requests_per_unit: 20 }
 //!     concurrency: { max_in_flight: 5 }    # and at most 5 at once per client
+//!   - key: user
+//!     concurrency: { max_in_flight: 2, lease: 10s }   # lease: see below
 //! "#)?;
 //! assert_eq!(rules.limits()[1].max_in_flight(), Some(5));
+//! assert_eq!(rules.limits()[2].lease(), Some(std::time::Duration::from_secs(10)));
 //! assert_eq!(rules.limits()[1].label(), "remote_address (concurrency)");
 //! # Ok::<(), tollgate::rules::RuleErrors>(())
 //! ```
@@ -410,8 +414,18 @@
 //!   own requests.
 //! - **Admitted responses** report the rate limits as always; a request that only
 //!   concurrency limits apply to reports the slots left (`X-Ratelimit-Remaining`).
-//! - **Counted per process**: each server of a fleet allows `max_in_flight` of a client.
-//!   `tollgate_in_flight{domain,limit}` (feature `metrics`) shows the slots held.
+//! - **Counted where the state lives.** In memory, each server counts its own requests: a
+//!   fleet of 3 allows 3 × `max_in_flight` of a client. On Redis (or a Redis Cluster), the
+//!   fleet shares the count: each slot is a lease in Redis, taken in one call with the
+//!   request's other slots (one call per cluster slot, all or nothing), renewed by its server
+//!   every third of `lease` while the request runs, and given back when it ends. A server
+//!   killed with requests in flight frees their slots when their leases end (`lease: 30s` by
+//!   default, at least `1s`: a shorter lease frees sooner and costs more renewals). When
+//!   Redis fails, the limit's `on_store_error` decides: `deny` refuses, `local` counts in
+//!   the process, `allow` admits. A request with concurrency limits costs one call more than
+//!   its rate limits (the slots, then the rate limits), and one command (`ZREM`) when it
+//!   ends. `tollgate_in_flight{domain,limit}` (feature `metrics`) shows the slots this
+//!   server holds.
 //! - **A request that waits holds its slots**: in a shaping leaky bucket's queue, or for a
 //!   networked store's answer. An upgraded connection (`101 Switching Protocols`, a
 //!   WebSocket) gives its slot back with the response that upgrades it.

@@ -104,3 +104,49 @@ impl Compiler {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::rules::Rules;
+    use std::time::Duration;
+
+    /// The rules of one concurrency limit whose settings are `settings`.
+    fn rules(settings: &str) -> Result<Rules, String> {
+        let yaml = format!(
+            "domain: d\ndescriptors:\n  - key: remote_address\n    concurrency: {settings}\n"
+        );
+        Rules::from_yaml(&yaml).map_err(|errors| errors.to_string())
+    }
+
+    #[test]
+    fn a_lease_is_thirty_seconds_unless_written() {
+        let lease = |settings| rules(settings).expect("valid").limits()[0].lease();
+        assert_eq!(lease("{ max_in_flight: 2 }"), Some(Duration::from_secs(30)));
+        assert_eq!(
+            lease("{ max_in_flight: 2, lease: 2m }"),
+            Some(Duration::from_secs(120))
+        );
+    }
+
+    #[test]
+    fn mistaken_concurrency_is_refused_with_its_place() {
+        let cases = [
+            (
+                "{ max_in_flight: 0 }",
+                "concurrency.max_in_flight: max_in_flight must be from 1",
+            ),
+            (
+                "{ max_in_flight: 2, lease: 500ms }",
+                "500ms is too short: a lease must be at least 1s",
+            ),
+            (
+                "{ max_in_flight: 2, lease: soon }",
+                "concurrency.lease: `soon` is not a duration",
+            ),
+        ];
+        for (settings, expected) in cases {
+            let errors = rules(settings).expect_err("refused");
+            assert!(errors.contains(expected), "{settings}: {errors}");
+        }
+    }
+}

@@ -52,6 +52,10 @@ use ticks::{clamped_cost, Tick};
 /// together, and stays all or nothing: when one slot denies, what the others charged is given
 /// back before the request is answered (see the [operations guide](crate::guide::operations)).
 ///
+/// The slots of [concurrency limits](crate::guide::rules#concurrency) are leases in Redis,
+/// shared by the fleet: renewed by the store while their requests run, given back when
+/// they end, expired when their server dies.
+///
 /// Every call has a timeout (50 ms by default). After a run of failures a circuit breaker
 /// stops calling Redis for a while, so a Redis outage costs each request at most the timeout,
 /// then nothing; what happens to the request is each limit's `on_store_error` policy. Keys
