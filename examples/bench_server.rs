@@ -23,6 +23,7 @@
 //! | `swc-memory` | tollgate, one per-IP `sliding_window_counter` of 1,000,000,000 per second, in memory: nothing is limited |
 //! | `swc-redis` | the same limit in Redis (`TOLLGATE_REDIS_URL`, default `redis://127.0.0.1:6379`; feature `redis`), exact: one round trip a request |
 //! | `swc-sync` | the same limit in Redis with `sync_every: 100ms`: local-first |
+//! | `swc-concurrency-redis` | the `swc-redis` limit and a per-IP `concurrency: { max_in_flight: 1000 }` beside it, both in Redis: a call for the slot, one for the limit, a `ZREM` when the body ends |
 //!
 //! Both limiters key by the peer address, so the server is served with
 //! `into_make_service_with_connect_info::<SocketAddr>()` in every mode (bare included, so
@@ -40,7 +41,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use tollgate::response::{X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING};
 
-const MODES: &str = "bare, bare-headers, tollgate, tollgate-limited, governor, governor-headers, governor-limited, tollgate-concurrency, tower-concurrency, swc-memory, swc-redis, swc-sync";
+const MODES: &str = "bare, bare-headers, tollgate, tollgate-limited, governor, governor-headers, governor-limited, tollgate-concurrency, tower-concurrency, swc-memory, swc-redis, swc-sync, swc-concurrency-redis";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -105,6 +106,8 @@ async fn app(mode: &str) -> Option<Router> {
         "swc-redis" => router.layer(on_redis(swc_rules(None)).await),
         #[cfg(feature = "redis")]
         "swc-sync" => router.layer(on_redis(swc_rules(Some(SYNC_EVERY))).await),
+        #[cfg(feature = "redis")]
+        "swc-concurrency-redis" => router.layer(on_redis(swc_and_concurrency_rules()).await),
         _ => return None,
     };
     Some(app)
@@ -126,6 +129,22 @@ fn swc_rules(sync_every: Option<std::time::Duration>) -> tollgate::rules::Rules 
     };
     Rules::builder("bench")
         .descriptor(DescriptorSpec::key("remote_address").rate_limit(limit))
+        .build()
+        .expect("valid bench rules")
+}
+
+/// The limit of `swc_rules(None)`, and a per-IP concurrency limit of 1000 beside it.
+#[cfg(feature = "redis")]
+fn swc_and_concurrency_rules() -> tollgate::rules::Rules {
+    use tollgate::algorithm::Algorithm;
+    use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, Unit};
+    let limit = LimitSpec::per(Unit::Second, layers::UNLIMITED_PER_SECOND)
+        .algorithm(Algorithm::SlidingWindowCounter);
+    let descriptor = DescriptorSpec::key("remote_address")
+        .rate_limit(limit)
+        .concurrency(1_000);
+    Rules::builder("bench")
+        .descriptor(descriptor)
         .build()
         .expect("valid bench rules")
 }
