@@ -331,3 +331,83 @@ descriptors:
     allow.release(1);
     assert_eq!(held.await.expect("joined").status, StatusCode::OK);
 }
+
+/// Many requests over two servers, some held and let go, some abandoned midway, many at
+/// once (so that takes and releases go in batches): after them, no lease is left in Redis
+/// and each client has every slot again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_many_requests_that_end_every_way_no_lease_is_left() {
+    let redis = RedisServer::start();
+    let rules = TWO_PER_CLIENT.replace(", lease: 1s", "");
+    let members = Arc::new([
+        Member::start(&rules, store(&redis).await).await,
+        Member::start(&rules, store(&redis).await).await,
+    ]);
+    let releasing = {
+        let members = Arc::clone(&members);
+        tokio::spawn(async move {
+            loop {
+                members.iter().for_each(|member| member.release(1));
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    const CLIENTS: usize = 8;
+    const ROUNDS: usize = 150;
+    let mut tasks = tokio::task::JoinSet::new();
+    for round in 0..ROUNDS {
+        for client in 0..CLIENTS {
+            let name: &'static str = Box::leak(format!("c{client}").into_boxed_str());
+            let addr = members[(round + client) % 2].addr;
+            // A fixed mix by round and client: nothing random to reproduce.
+            let way = (round * 7 + client * 3) % 3;
+            tasks.spawn(async move {
+                let headers = [("x-client", name)];
+                match way {
+                    0 => drop(server::get(addr, "/", &headers).await),
+                    1 => {
+                        let held =
+                            tokio::spawn(async move { server::get(addr, "/hold", &headers).await });
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        held.abort();
+                        let _ = held.await;
+                    }
+                    _ => drop(server::get(addr, "/hold", &headers).await),
+                }
+            });
+        }
+        while tasks.len() > 64 {
+            tasks.join_next().await;
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+    releasing.abort();
+    members.iter().for_each(|member| member.release(10_000));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while leases(&redis) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} leases left (the lease is 30 s: only giving back frees them)",
+            leases(&redis)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for member in members.iter() {
+        member.gate.forget_permits(usize::MAX);
+    }
+    let [a, b] = &*members;
+    for client in 0..CLIENTS {
+        let name: &'static str = Box::leak(format!("c{client}").into_boxed_str());
+        let held = [a.hold(name).await, b.hold(name).await];
+        assert_eq!(
+            a.status(name).await,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{name}: two slots free, then full"
+        );
+        a.release(1);
+        b.release(1);
+        for held in held {
+            assert_eq!(held.await.expect("joined").status, StatusCode::OK, "{name}");
+        }
+    }
+}

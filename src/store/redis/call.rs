@@ -74,17 +74,6 @@ impl Inner {
         self.accounted(result)
     }
 
-    /// Runs `entry` with `keys` and `args` (now among them), as [`invoke`](Self::invoke).
-    pub(super) async fn call<T: FromRedisValue>(
-        &self,
-        entry: Entry,
-        keys: &[&[u8]],
-        args: &[Arg<'_>],
-    ) -> Result<T, StoreError> {
-        let result = self.run_with(entry, keys, args, self.timeout).await;
-        self.accounted(result)
-    }
-
     /// Decides a request: as [`invoke`](Self::invoke), in a batch with others when the
     /// connection is busy (see [`coalesce`]).
     pub(super) async fn decide<'k, T: FromRedisValue>(

@@ -6,10 +6,10 @@
 //! single server), all or nothing: when one call refuses or fails, the leases the others
 //! took are given back. The leases a request holds are renewed by a task of the store, every
 //! third of their lease, until the request's [`Leases`] are dropped, which gives them back
-//! (`ZREM`). A server that dies stops renewing: its leases expire, and the next request of
-//! their keys drops them.
+//! (`release_slots`). A server that dies stops renewing: its leases expire, and the next
+//! request of their keys drops them. Taking and giving back go in a batch with other calls
+//! when the connection is busy (see [`coalesce`](super::coalesce)), as decisions do.
 
-use super::call::Arg;
 use super::keys::RedisKey;
 use super::program::Entry;
 use super::{Inner, RedisStore};
@@ -32,8 +32,9 @@ const LEASES_PER_CALL: usize = 500;
 
 /// The leases this store holds, by number.
 pub(super) struct LeaseBook {
-    /// This store's part of its leases' members: random, so two servers' never meet.
-    server: u64,
+    /// This store's part of its leases' members (the high 31 bits): random, so that two
+    /// servers' rarely meet.
+    server: i64,
     next: AtomicU64,
     held: Mutex<HashMap<u64, Held>>,
     /// Whether the renewing task runs.
@@ -44,7 +45,7 @@ pub(super) struct LeaseBook {
 /// last renewed.
 struct Held {
     key: Arc<RedisKey>,
-    member: String,
+    member: i64,
     lease: Duration,
     renewed: Instant,
 }
@@ -53,20 +54,21 @@ impl LeaseBook {
     pub(super) fn new() -> Self {
         LeaseBook {
             // Random: two servers started at once must not share a name.
-            server: RandomState::new().hash_one(std::process::id()),
+            server: (RandomState::new().hash_one(std::process::id()) & 0x7fff_ffff) as i64,
             next: AtomicU64::new(0),
             held: Mutex::default(),
             renewing: AtomicBool::new(false),
         }
     }
 
-    /// A new lease of `key`, held from now: its number and member.
-    fn hold(&self, key: &Arc<RedisKey>, lease: Duration) -> (u64, String) {
+    /// A new lease of `key`, held from now: its number and member (this server's part, and
+    /// the number's low 32 bits: a number comes back after 2^32 leases).
+    fn hold(&self, key: &Arc<RedisKey>, lease: Duration) -> (u64, i64) {
         let number = self.next.fetch_add(1, Ordering::Relaxed);
-        let member = format!("{:016x}:{number}", self.server);
+        let member = (self.server << 32) | (number & 0xffff_ffff) as i64;
         let held = Held {
             key: Arc::clone(key),
-            member: member.clone(),
+            member,
             lease,
             renewed: Instant::now(),
         };
@@ -75,7 +77,7 @@ impl LeaseBook {
     }
 
     /// Forgets the leases `numbers`; their keys and members.
-    fn forget(&self, numbers: &[u64]) -> Vec<(Arc<RedisKey>, String)> {
+    fn forget(&self, numbers: &[u64]) -> Vec<(Arc<RedisKey>, i64)> {
         let mut held = self.held.lock();
         numbers
             .iter()
@@ -85,19 +87,12 @@ impl LeaseBook {
     }
 
     /// The leases a third of their lease old or more, at `now`.
-    fn due(&self, now: Instant) -> Vec<(u64, Arc<RedisKey>, String, Duration)> {
+    fn due(&self, now: Instant) -> Vec<(u64, Arc<RedisKey>, i64, Duration)> {
         self.held
             .lock()
             .iter()
             .filter(|(_, lease)| now.duration_since(lease.renewed) >= lease.lease / 3)
-            .map(|(&number, lease)| {
-                (
-                    number,
-                    Arc::clone(&lease.key),
-                    lease.member.clone(),
-                    lease.lease,
-                )
-            })
+            .map(|(&number, lease)| (number, Arc::clone(&lease.key), lease.member, lease.lease))
             .collect()
     }
 
@@ -138,23 +133,25 @@ impl Drop for Holder {
         };
         let inner = Arc::clone(&self.inner);
         runtime.spawn(async move {
-            for (key, member) in leases {
-                let mut command = redis::cmd("ZREM");
-                command.arg(&key.name).arg(&member);
-                if let Err(error) = inner.command::<u64>(command).await {
-                    tracing::debug!(%error, "could not give a slot back: its lease expires");
-                }
+            // The leases of one call: of one cluster slot.
+            let keys = leases.iter().map(|(key, _)| &key.name[..]);
+            let members = leases.iter().map(|&(_, member)| member);
+            let released = inner.decide::<i64>(Entry::ReleaseSlots, keys, "", members);
+            if let Err(error) = released.await {
+                tracing::debug!(%error, "could not give slots back: their leases expire");
             }
         });
     }
 }
 
-/// The slots of one call: their keys' positions among the request's, and their leases.
+/// The slots of one call, of one cluster slot: their positions among the request's, their
+/// leases, keys and arguments.
 struct Call {
+    cluster_slot: u16,
     positions: SmallVec<[usize; 2]>,
     holder: Holder,
     keys: SmallVec<[Arc<RedisKey>; 2]>,
-    args: Vec<String>,
+    args: SmallVec<[i64; 8]>,
 }
 
 impl RedisStore {
@@ -167,37 +164,34 @@ impl RedisStore {
             ))));
         }
         self.start_renewing();
-        let mut calls: Vec<(u16, Call)> = Vec::new();
+        let mut calls: SmallVec<[Call; 1]> = SmallVec::new();
         for (position, slot) in slots.iter().enumerate() {
             let key = Arc::new(RedisKey::lease(&self.inner.prefix, slot));
             let cluster_slot = if self.inner.is_cluster() { key.slot } else { 0 };
-            let at = match calls.iter().position(|(s, _)| *s == cluster_slot) {
+            let at = match calls.iter().position(|c| c.cluster_slot == cluster_slot) {
                 Some(at) => at,
                 None => {
-                    calls.push((
+                    calls.push(Call {
                         cluster_slot,
-                        Call {
-                            positions: SmallVec::new(),
-                            holder: Holder {
-                                inner: Arc::clone(&self.inner),
-                                numbers: SmallVec::new(),
-                            },
-                            keys: SmallVec::new(),
-                            args: Vec::new(),
+                        positions: SmallVec::new(),
+                        holder: Holder {
+                            inner: Arc::clone(&self.inner),
+                            numbers: SmallVec::new(),
                         },
-                    ));
+                        keys: SmallVec::new(),
+                        args: SmallVec::new(),
+                    });
                     calls.len() - 1
                 }
             };
-            let call = &mut calls[at].1;
+            let call = &mut calls[at];
             let (number, member) = self.inner.leases.hold(&key, slot.lease);
-            let lease_ms = u64::try_from(slot.lease.as_millis()).unwrap_or(u64::MAX);
             call.positions.push(position);
             call.holder.numbers.push(number);
             call.args.extend([
-                slot.max_in_flight.to_string(),
-                u8::from(slot.shadow).to_string(),
-                lease_ms.to_string(),
+                i64::from(slot.max_in_flight),
+                i64::from(slot.shadow),
+                millis(slot.lease),
                 member,
             ]);
             call.keys.push(key);
@@ -205,63 +199,13 @@ impl RedisStore {
         let inner = Arc::clone(&self.inner);
         let count = slots.len();
         Box::pin(async move {
-            let replies = futures_util::future::join_all(calls.iter().map(|(_, call)| {
-                let keys: SmallVec<[&[u8]; 2]> =
-                    call.keys.iter().map(|key| &key.name[..]).collect();
-                let args: Vec<Arg<'_>> = std::iter::once(Arg::Text(""))
-                    .chain(call.args.iter().map(|arg| Arg::Text(arg)))
-                    .collect();
-                let inner = &inner;
-                async move { inner.call::<Vec<i64>>(Entry::TakeSlots, &keys, &args).await }
+            let replies = futures_util::future::join_all(calls.iter().map(|call| {
+                let keys = call.keys.iter().map(|key| &key.name[..]);
+                let args = call.args.iter().copied();
+                inner.decide::<Vec<i64>>(Entry::TakeSlots, keys, "", args)
             }))
             .await;
-            let mut counts = vec![
-                SlotCount {
-                    in_flight: 0,
-                    taken: false,
-                };
-                count
-            ];
-            let mut all_taken = true;
-            let mut failure = None;
-            for ((_, call), reply) in calls.iter().zip(&replies) {
-                match reply {
-                    Ok(reply) if reply.len() == call.positions.len() + 1 => {
-                        all_taken &= reply[0] == 1;
-                        for (&position, &held) in call.positions.iter().zip(&reply[1..]) {
-                            counts[position].in_flight = u32::try_from(held).unwrap_or(u32::MAX);
-                        }
-                    }
-                    Ok(reply) => {
-                        failure = Some(StoreError::new(
-                            format!("take_slots answered {} numbers", reply.len()),
-                            "bad reply",
-                        ));
-                    }
-                    Err(error) => failure = Some(error.copied()),
-                }
-            }
-            let mut holders = Vec::with_capacity(calls.len());
-            for ((_, call), reply) in calls.into_iter().zip(&replies) {
-                match reply {
-                    Ok(reply) if reply.first() == Some(&0) => call.holder.forget(),
-                    // Taken, or failed: it may have taken them before its answer was lost.
-                    _ => holders.push(call.holder),
-                }
-            }
-            if let Some(error) = failure {
-                // Dropped, the holders give back what they may hold.
-                drop(holders);
-                return Err(error);
-            }
-            if !all_taken {
-                drop(holders);
-                return Ok(TakenSlots::new(counts, Leases::none()));
-            }
-            for count in &mut counts {
-                count.taken = true;
-            }
-            Ok(TakenSlots::new(counts, Leases::new(holders)))
+            rule(calls, &replies, count)
         })
     }
 
@@ -278,6 +222,58 @@ impl RedisStore {
             Err(_) => leases.renewing.store(false, Ordering::Release),
         }
     }
+}
+
+/// What the `replies` of `calls` make of a request of `count` slots: taken all (their
+/// holders kept), or none (what a call took given back when another refused or failed).
+fn rule(
+    calls: SmallVec<[Call; 1]>,
+    replies: &[Result<Vec<i64>, StoreError>],
+    count: usize,
+) -> Result<TakenSlots, StoreError> {
+    let mut counts = vec![
+        SlotCount {
+            in_flight: 0,
+            taken: false,
+        };
+        count
+    ];
+    let mut all_taken = true;
+    let mut failure = None;
+    for (call, reply) in calls.iter().zip(replies) {
+        match reply {
+            Ok(reply) if reply.len() == call.positions.len() + 1 => {
+                all_taken &= reply[0] == 1;
+                for (&position, &held) in call.positions.iter().zip(&reply[1..]) {
+                    counts[position].in_flight = u32::try_from(held).unwrap_or(u32::MAX);
+                }
+            }
+            Ok(reply) => {
+                let message = format!("take_slots answered {} numbers", reply.len());
+                failure = Some(StoreError::new(message, "bad reply"));
+            }
+            Err(error) => failure = Some(error.copied()),
+        }
+    }
+    let mut holders = Vec::with_capacity(calls.len());
+    for (call, reply) in calls.into_iter().zip(replies) {
+        match reply {
+            Ok(reply) if reply.first() == Some(&0) => call.holder.forget(),
+            // Taken, or failed: it may have taken them before its answer was lost.
+            _ => holders.push(call.holder),
+        }
+    }
+    // Dropped, the holders give back what they hold.
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    if !all_taken {
+        return Ok(TakenSlots::new(counts, Leases::none()));
+    }
+    for count in &mut counts {
+        count.taken = true;
+    }
+    Ok(TakenSlots::new(counts, Leases::new(holders)))
 }
 
 /// The renewing task: every tick, renews the leases due, while the store lives.
@@ -306,18 +302,11 @@ async fn renew(inner: Weak<Inner>) {
             };
             let (batch, after) = rest.split_at(same_call);
             rest = after;
-            let keys: Vec<&[u8]> = batch.iter().map(|(_, key, ..)| &key.name[..]).collect();
-            let texts: Vec<String> = batch
+            let keys = batch.iter().map(|(_, key, ..)| &key.name[..]);
+            let args = batch
                 .iter()
-                .flat_map(|(_, _, member, lease)| {
-                    let ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX);
-                    [ms.to_string(), member.clone()]
-                })
-                .collect();
-            let args: Vec<Arg<'_>> = std::iter::once(Arg::Text(""))
-                .chain(texts.iter().map(|text| Arg::Text(text)))
-                .collect();
-            match inner.call::<i64>(Entry::RenewSlots, &keys, &args).await {
+                .flat_map(|&(_, _, member, lease)| [millis(lease), member]);
+            match inner.invoke::<i64>(Entry::RenewSlots, keys, "", args).await {
                 Ok(_) => {
                     let numbers: Vec<u64> = batch.iter().map(|(number, ..)| *number).collect();
                     inner.leases.renewed(&numbers, now);
@@ -340,4 +329,9 @@ impl Drop for Stopped {
             inner.leases.renewing.store(false, Ordering::Release);
         }
     }
+}
+
+/// `duration` in whole milliseconds, as the library takes a lease.
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }

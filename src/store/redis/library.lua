@@ -729,24 +729,102 @@ local function acquire_log(keys, args, time, k, a)
   return { limit - total - cost, reset, 0 }
 end
 
--- Decides the requests of several clients, each as its own call of `acquire`,
--- `acquire_counter`, `acquire_token_bucket` or `acquire_log` would, in one call: the store sends together
--- the requests that arrive while its calls are in flight (src/store/redis/coalesce.rs).
--- Redis's clock is read once.
+-- The slots of concurrency limits: a key's sorted set of leases, one member a request in
+-- flight (a number its server chose), scored by when it expires (ms of Redis's clock). A
+-- lease not renewed in time is dropped by the next call that counts the key, so that a
+-- server that died frees its slots.
+
+-- Keeps `key` at least `lease` ms: as long as its newest lease.
+local function keep_leases(key, lease)
+  if redis.call('PTTL', key) < lease then redis.call('PEXPIRE', key, digits(lease)) end
+end
+
+-- Takes a slot of each key for one request, all or nothing: none when an enforced key is
+-- full; a shadow key's whatever its count.
 --
--- keys     each request's keys, in order
--- args     per request: its function (1: acquire, 2: acquire_counter, 3:
---          acquire_token_bucket, 4: acquire_log), its number of keys and of arguments
---          after now, then now and its arguments, as its own call takes them
--- Returns  per request, what its own call returns, or the text of its error: a request that
+-- keys     per slot, its key's leases
+-- args     "" (leases expire on Redis's clock), then 4 numbers per key: max_in_flight, flags
+--          (1: shadow), lease (ms), member
+-- Returns  { 1 when taken (else 0), then per key the leases held before }
+local function take_slots(keys, args, time, k, a, last_key)
+  k, a, last_key = k or 1, a or 1, last_key or #keys
+  local now = idiv(time or clock(), 1000)
+  local reply = { 1 }
+  for i = k, last_key do
+    local key, b = keys[i], a + 1 + (i - k) * 4
+    -- A key of another type (written by hand) is replaced.
+    local expired = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', digits(now))
+    if type(expired) == 'table' and expired.err then redis.call('DEL', key) end
+    local held = redis.call('ZCARD', key)
+    reply[#reply + 1] = held
+    if held >= tonumber(args[b]) and args[b + 1] ~= '1' then reply[1] = 0 end
+  end
+  if reply[1] == 1 then
+    for i = k, last_key do
+      local key, b = keys[i], a + 1 + (i - k) * 4
+      local lease = tonumber(args[b + 2])
+      redis.call('ZADD', key, digits(now + lease), args[b + 3])
+      keep_leases(key, lease)
+    end
+  end
+  return reply
+end
+
+-- Gives slots back: each key's lease is removed.
+--
+-- keys     per lease, its key
+-- args     "", then per key its lease's member
+-- Returns  how many leases were held.
+local function release_slots(keys, args, time, k, a, last_key)
+  k, a, last_key = k or 1, a or 1, last_key or #keys
+  local released = 0
+  for i = k, last_key do
+    released = released + redis.call('ZREM', keys[i], args[a + 1 + i - k])
+  end
+  return released
+end
+
+-- Renews leases still held: each expires `lease` ms from now. A lease that expired already
+-- stays gone (its slot may have been taken since).
+--
+-- keys     per lease, its key
+-- args     "", then 2 numbers per key: lease (ms), member
+-- Returns  how many leases were renewed.
+local function renew_slots(keys, args)
+  local now = idiv(clock(), 1000)
+  local renewed = 0
+  for i, key in ipairs(keys) do
+    local lease, member = tonumber(args[2 * i]), args[2 * i + 1]
+    if redis.call('ZSCORE', key, member) then
+      redis.call('ZADD', key, 'XX', digits(now + lease), member)
+      keep_leases(key, lease)
+      renewed = renewed + 1
+    end
+  end
+  return renewed
+end
+
+-- Runs the calls of several requests, each as its own call of `acquire`, `acquire_counter`,
+-- `acquire_token_bucket`, `acquire_log`, `take_slots` or `release_slots` would, in one call:
+-- the store sends together the calls that arrive while its calls are in flight
+-- (src/store/redis/coalesce.rs). Redis's clock is read once.
+--
+-- keys     each call's keys, in order
+-- args     per call: its function (1: acquire, 2: acquire_counter, 3: acquire_token_bucket,
+--          4: acquire_log, 5: take_slots, 6: release_slots), its number of keys and of
+--          arguments after now, then now and its arguments, as its own call takes them
+-- Returns  per call, what its own call returns, or the text of its error: a call that
 --          fails (a bug, or arguments its function does not take) fails no other.
-local batched = { acquire, acquire_counter, acquire_token_bucket, acquire_log }
+local batched = { acquire, acquire_counter, acquire_token_bucket, acquire_log, take_slots, release_slots }
 -- The keys and the arguments after now that each function takes (`acquire`: any).
 local batched_shapes = { [2] = { 1, 4 }, [3] = { 1, 5 }, [4] = { 1, 4 } }
+-- The arguments after now per key, of the functions that take any number of keys.
+local batched_per_key = { [5] = 4, [6] = 1 }
 
 local function batched_reply(entry, key_count, arg_count, keys, args, time, k, a)
-  local decide, shape = batched[entry], batched_shapes[entry]
-  if not decide or (shape and (shape[1] ~= key_count or shape[2] ~= arg_count)) then
+  local decide, shape, per_key = batched[entry], batched_shapes[entry], batched_per_key[entry]
+  if not decide or (shape and (shape[1] ~= key_count or shape[2] ~= arg_count))
+    or (per_key and arg_count ~= per_key * key_count) then
     return string.format('no function %s of %d keys and %d arguments', tostring(entry),
       key_count, arg_count)
   end
@@ -942,63 +1020,3 @@ local function sync(keys, args)
   return reply
 end
 
--- The slots of concurrency limits: a key's sorted set of leases, one member a request in
--- flight (`<server>:<n>`), scored by when it expires (ms of Redis's clock). A lease not
--- renewed in time is dropped by the next call that counts the key, so that a server that
--- died frees its slots.
-
--- Keeps `key` at least `lease` ms: as long as its newest lease.
-local function keep_leases(key, lease)
-  if redis.call('PTTL', key) < lease then redis.call('PEXPIRE', key, digits(lease)) end
-end
-
--- Takes a slot of each key for one request, all or nothing: none when an enforced key is
--- full; a shadow key's whatever its count.
---
--- keys     per slot, its key's leases
--- args[1]  "" (leases expire on Redis's clock)
--- args     then 4 per key: max_in_flight, flags (1: shadow), lease (ms), member
--- Returns  { 1 when taken (else 0), then per key the leases held before }
-local function take_slots(keys, args)
-  local now = idiv(clock(), 1000)
-  local reply = { 1 }
-  for i, key in ipairs(keys) do
-    local a = 2 + (i - 1) * 4
-    local kept = redis.call('TYPE', key).ok
-    if kept ~= 'zset' and kept ~= 'none' then redis.call('DEL', key) end
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', digits(now))
-    local held = redis.call('ZCARD', key)
-    reply[i + 1] = held
-    if held >= tonumber(args[a]) and args[a + 1] ~= '1' then reply[1] = 0 end
-  end
-  if reply[1] == 1 then
-    for i, key in ipairs(keys) do
-      local a = 2 + (i - 1) * 4
-      local lease = tonumber(args[a + 2])
-      redis.call('ZADD', key, digits(now + lease), args[a + 3])
-      keep_leases(key, lease)
-    end
-  end
-  return reply
-end
-
--- Renews leases still held: each expires `lease` ms from now. A lease that expired already
--- stays gone (its slot may have been taken since).
---
--- keys     per lease, its key
--- args[1]  "" (leases expire on Redis's clock)
--- args     then 2 per key: lease (ms), member
--- Returns  how many leases were renewed.
-local function renew_slots(keys, args)
-  local now = idiv(clock(), 1000)
-  local renewed = 0
-  for i, key in ipairs(keys) do
-    local lease, member = tonumber(args[2 * i]), args[2 * i + 1]
-    if redis.call('ZSCORE', key, member) then
-      redis.call('ZADD', key, 'XX', digits(now + lease), member)
-      keep_leases(key, lease)
-      renewed = renewed + 1
-    end
-  end
-  return renewed
-end

@@ -33,12 +33,14 @@ pub(super) enum Entry {
     Sync,
     /// Takes the slots of a request's concurrency limits, as leases.
     TakeSlots,
+    /// Gives slots back.
+    ReleaseSlots,
     /// Renews leases still held.
     RenewSlots,
 }
 
 impl Entry {
-    const ALL: [Entry; 9] = [
+    const ALL: [Entry; 10] = [
         Entry::Acquire,
         Entry::AcquireCounter,
         Entry::AcquireTokenBucket,
@@ -47,6 +49,7 @@ impl Entry {
         Entry::Refund,
         Entry::Sync,
         Entry::TakeSlots,
+        Entry::ReleaseSlots,
         Entry::RenewSlots,
     ];
 
@@ -61,22 +64,21 @@ impl Entry {
             Entry::Refund => "refund",
             Entry::Sync => "sync",
             Entry::TakeSlots => "take_slots",
+            Entry::ReleaseSlots => "release_slots",
             Entry::RenewSlots => "renew_slots",
         }
     }
 
-    /// How `acquire_batch` names this entry, when it takes it: the decisions.
+    /// How `acquire_batch` names this entry, when it takes it: the decisions and the slots.
     pub(super) fn batch_code(self) -> Option<i64> {
         match self {
             Entry::Acquire => Some(1),
             Entry::AcquireCounter => Some(2),
             Entry::AcquireTokenBucket => Some(3),
             Entry::AcquireLog => Some(4),
-            Entry::AcquireBatch
-            | Entry::Refund
-            | Entry::Sync
-            | Entry::TakeSlots
-            | Entry::RenewSlots => None,
+            Entry::TakeSlots => Some(5),
+            Entry::ReleaseSlots => Some(6),
+            Entry::AcquireBatch | Entry::Refund | Entry::Sync | Entry::RenewSlots => None,
         }
     }
 }
@@ -86,9 +88,9 @@ pub(super) struct Program {
     /// The text `FUNCTION LOAD` takes.
     library: String,
     /// By [`Entry`], in [`Entry::ALL`]'s order: the function's name in Redis.
-    names: [String; 9],
+    names: [String; 10],
     /// By [`Entry`]: the script of the same text, for a Redis without functions.
-    scripts: [Script; 9],
+    scripts: [Script; 10],
     /// Whether the Redis has functions (else the scripts run).
     functions: AtomicBool,
 }
