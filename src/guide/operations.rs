@@ -174,7 +174,7 @@
 //!   reference suite passes on both with identical decisions. (On a cluster: one call per
 //!   slot, [below](#on-a-redis-cluster).) A request with
 //!   [concurrency limits](super::rules#concurrency) takes its slots first, in a call of their
-//!   own (leases in Redis, shared by the fleet), and gives them back with a `ZREM` when its
+//!   own (leases in Redis, shared by the fleet), and gives them back in another when its
 //!   response ends; long requests renew their leases every third of their `lease`.
 //! - **Busy, requests go together.** Redis runs one call at a time and each costs it a
 //!   dispatch and a reply whatever it decides. On a single server, a request that finds

@@ -422,10 +422,11 @@
 //!   killed with requests in flight frees their slots when their leases end (`lease: 30s` by
 //!   default, at least `1s`: a shorter lease frees sooner and costs more renewals). When
 //!   Redis fails, the limit's `on_store_error` decides: `deny` refuses, `local` counts in
-//!   the process, `allow` admits. A request with concurrency limits costs one call more than
-//!   its rate limits (the slots, then the rate limits), and one command (`ZREM`) when it
-//!   ends. `tollgate_in_flight{domain,limit}` (feature `metrics`) shows the slots this
-//!   server holds.
+//!   the process, `allow` admits. A request with concurrency limits costs Redis a call for
+//!   its slots before its rate limits, and one to give them back when it ends (batched with
+//!   others on a busy server): about twice Redis's time of a rate limit alone
+//!   (`BENCHMARKS.md`). `tollgate_in_flight{domain,limit}` (feature `metrics`) shows the
+//!   slots this server holds.
 //! - **A request that waits holds its slots**: in a shaping leaky bucket's queue, or for a
 //!   networked store's answer. An upgraded connection (`101 Switching Protocols`, a
 //!   WebSocket) gives its slot back with the response that upgrades it.
