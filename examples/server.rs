@@ -12,7 +12,9 @@
 //! Every path and method answers 200 (so any rule can be tried with curl); `?delay_ms=N`
 //! answers after N ms, and `?work_ms=N` runs the request on a backend of 4 workers (it waits
 //! for one, then holds it N ms; both at most 10 s), so that requests stay in flight for the
-//! concurrency limits and load shedding to see. The limits come from `TOLLGATE_RULES`
+//! concurrency limits and load shedding to see. `?status=N` answers that status, and
+//! `?header=name:value` (repeatable) adds that response header, so that limits on what a
+//! response says can be tried too. The limits come from `TOLLGATE_RULES`
 //! (default `rules.example.yaml`). A bad rules file stops the server
 //! with the compiler's messages. The file is watched: save a change and it takes effect
 //! within a second; a bad edit is logged and the previous rules keep serving. With
@@ -22,7 +24,7 @@
 //! local-first (`sync_every: 100ms`): in memory, agreed through Redis every 100 ms. `/metrics` exists only in builds with the `metrics` feature: without it tollgate
 //! measures nothing, and the plain `cargo run --example server` stays lean.
 
-use axum::http::{Method, Uri};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::Router;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -226,8 +228,20 @@ static WORKERS: Semaphore = Semaphore::const_new(4);
 const LONGEST: Duration = Duration::from_secs(10);
 
 /// Answers every request with what was asked: after `delay_ms`, and after holding one of the
-/// backend's workers for `work_ms`.
-async fn echo(method: Method, uri: Uri) -> String {
+/// backend's workers for `work_ms`; with the status `status` (200 by default) and each
+/// `header=name:value` as a response header. A status or header that cannot be sent is a
+/// `400` that says why.
+async fn echo(method: Method, uri: Uri) -> (StatusCode, HeaderMap, String) {
+    let (status, headers) = match asked_response(&uri) {
+        Ok(asked) => asked,
+        Err(error) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                HeaderMap::new(),
+                format!("{error}\n"),
+            )
+        }
+    };
     if let Some(delay) = millis(&uri, "delay_ms") {
         tokio::time::sleep(delay).await;
     }
@@ -236,15 +250,49 @@ async fn echo(method: Method, uri: Uri) -> String {
         let _worker = WORKERS.acquire().await.ok();
         tokio::time::sleep(work).await;
     }
-    format!("{method} {uri}: ok\n")
+    (status, headers, format!("{method} {uri}: {status}\n"))
+}
+
+/// The status and headers `uri`'s query asks for (`status=N`, `header=name:value`).
+fn asked_response(uri: &Uri) -> Result<(StatusCode, HeaderMap), String> {
+    let mut status = StatusCode::OK;
+    let mut headers = HeaderMap::new();
+    for (name, value) in query_pairs(uri) {
+        match name {
+            "status" => {
+                status = value
+                    .parse::<u16>()
+                    .ok()
+                    .and_then(|code| StatusCode::from_u16(code).ok())
+                    .ok_or_else(|| format!("status={value}: not a status from 100 to 999"))?;
+            }
+            "header" => {
+                let (header, text) = value
+                    .split_once(':')
+                    .ok_or_else(|| format!("header={value}: write header=name:value"))?;
+                let header = HeaderName::try_from(header.trim())
+                    .map_err(|_| format!("header={value}: `{header}` is not a header name"))?;
+                let text = HeaderValue::try_from(text.trim())
+                    .map_err(|_| format!("header={value}: not a header value"))?;
+                headers.append(header, text);
+            }
+            _ => {}
+        }
+    }
+    Ok((status, headers))
+}
+
+/// The `name=value` pairs of `uri`'s query, as written.
+fn query_pairs(uri: &Uri) -> impl Iterator<Item = (&str, &str)> {
+    uri.query()
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
 }
 
 /// The query parameter `name` of `uri` as milliseconds, at most [`LONGEST`].
 fn millis(uri: &Uri, name: &str) -> Option<Duration> {
-    let query = uri.query()?;
-    let value = query
-        .split('&')
-        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))?;
+    let (_, value) = query_pairs(uri).find(|&(key, _)| key == name)?;
     let millis = value.parse().ok()?;
     Some(Duration::from_millis(millis).min(LONGEST))
 }
