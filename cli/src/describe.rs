@@ -13,7 +13,8 @@ pub(crate) fn algorithm(limit: &Limit) -> &'static str {
     }
 }
 
-/// E.g. `10 per 1m, burst 20`, `5 per 1s, queue 10, max delay 3s`, `5 in flight, lease
+/// E.g. `10 per 1m, burst 20`, `5 per 1s, queue 10, max delay 3s`, `3 per 1m, block 15m`
+/// (with `block_for`), `5 in flight, lease
 /// 30s` (the server's `load_shedding`: `64 in flight`), or `unlimited`.
 pub(crate) fn quota(limit: &Limit) -> String {
     let (quota, algorithm) = match limit.rate() {
@@ -47,6 +48,9 @@ pub(crate) fn quota(limit: &Limit) -> String {
             }
         }
         _ => {}
+    }
+    if let Some(block) = limit.block_for() {
+        let _ = write!(text, ", block {}", Unit::format_period(block));
     }
     text
 }

@@ -378,3 +378,23 @@ descriptors:
         "{text}"
     );
 }
+
+#[test]
+fn check_and_explain_show_a_block() {
+    const BLOCKED: &str = r#"
+domain: shop
+sources: { user: { header: x-user-id } }
+descriptors:
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 3, block_for: 15m }
+"#;
+    let (code, text, errors) = tollgate_on("check", BLOCKED, &[]);
+    assert_eq!(code, Some(0), "{errors}");
+    assert!(text.contains("3 per 1m, block 15m"), "{text}");
+    let (code, text, errors) = tollgate_on("explain", BLOCKED, &["--header", "x-user-id:ann"]);
+    assert_eq!(code, Some(0), "{errors}");
+    assert!(text.contains("3 per 1m, block 15m"), "{text}");
+    let (code, _, errors) = tollgate_on("check", BLOCKED, &["--service"]);
+    assert_ne!(code, Some(0));
+    assert!(errors.contains("block_for works in the layer"), "{errors}");
+}

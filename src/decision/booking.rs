@@ -29,6 +29,9 @@ pub(crate) struct Booking {
     /// has none (see [`LimitCheck::carried_from`](crate::store::LimitCheck::carried_from)):
     /// its limit replaced some lately.
     pub(crate) carries: bool,
+    /// Whether it only checks another limit's block (`block_for`): reported when it refuses,
+    /// never for its room.
+    pub(crate) penalty: bool,
 }
 
 /// A request's weight under one limit.
@@ -82,6 +85,7 @@ impl Booking {
             quota: None,
             booked_until: None,
             carries: false,
+            penalty: false,
         }
     }
 }

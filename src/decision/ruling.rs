@@ -54,6 +54,8 @@ impl Ruling {
         for (booking, decision) in bookings.iter().zip(decisions) {
             if booking.shadow {
                 ruling.shadow_denied |= !decision.allowed;
+            } else if decision.allowed && booking.penalty {
+                // A block not in force has no room to report.
             } else if decision.allowed {
                 ruling.delay = ruling.delay.max(decision.delay);
                 let room = |d: &Decision| (d.remaining, d.capacity);
@@ -120,6 +122,27 @@ impl Ruling {
     /// `shadow_denied`.
     pub(crate) fn with_shadow_denied(mut self, shadow_denied: bool) -> Self {
         self.shadow_denied |= shadow_denied;
+        self
+    }
+
+    /// This refusal, which starts a block of `duration` (`block_for`): its reported
+    /// decision says to retry no sooner than the block ends.
+    pub(crate) fn blocked_for(mut self, duration: Duration) -> Self {
+        if let Some((_, decision)) = &mut self.reported {
+            decision.retry_after = decision.retry_after.max(duration);
+            decision.reset_after = decision.reset_after.max(duration);
+            decision.remaining = 0;
+        }
+        self
+    }
+
+    /// This ruling, its decision said to allow `capacity` when the limit `limit` reports it.
+    pub(crate) fn with_capacity_of(mut self, limit: usize, capacity: u64) -> Self {
+        if let Some((reported, decision)) = &mut self.reported {
+            if *reported == limit {
+                decision.capacity = capacity;
+            }
+        }
         self
     }
 

@@ -268,6 +268,7 @@
 //! | `unlimited: true` | a matching request is not limited at all ([exemptions](#unlimited-and-replaces)); takes no other setting but `name` and `replaces` (a `sync_every` or `approximate` is ignored) |
 //! | `name` | names the limit for `replaces`, logs, metrics and headers; names are unique |
 //! | `replaces: [{name: x}]` | when this limit applies, the limit named `x` does not |
+//! | `block_for` | a penalty, e.g. `15m`: a key this limit refuses stays refused that long ([below](#block_for-a-penalty)) |
 //!
 //! A limit gives either `unit` (with an optional `unit_multiplier`) or `period`, not both,
 //! and a `requests_per_unit` unless it is `unlimited`. Periods are at most 100 years. A
@@ -324,6 +325,40 @@
 //!   - key: tenant
 //!     rate_limit: { period: 30s, requests_per_unit: 100, cost: weight }
 //! ```
+//!
+//! # `block_for`: a penalty
+//!
+//! `block_for: 15m` shuts a client out once it goes over: when the limit refuses a key, every
+//! request of that key is refused for the next 15 minutes, whatever the limit's own count
+//! (a new window, refilled tokens), and admitted again after. The refusal that starts the
+//! block says `Retry-After` the whole block, and each refusal during it the time left
+//! (`X-Ratelimit-Remaining: 0`, `X-Ratelimit-Limit` the limit's), named `<limit> (blocked)`
+//! in the problem document, logs and metrics. A request refused during a block charges
+//! nothing and does not lengthen it.
+//!
+//! ```rust
+//! use tollgate::rules::Rules;
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: shop
+//! sources: { user: { header: x-user-id } }
+//! descriptors:
+//!   - key: user                       # 100 searches a minute; over that, 15 minutes out
+//!     rate_limit: { unit: minute, requests_per_unit: 100, block_for: 15m }
+//! "#)?;
+//! assert_eq!(rules.limits()[0].block_for(), Some(std::time::Duration::from_secs(900)));
+//! # Ok::<(), tollgate::rules::RuleErrors>(())
+//! ```
+//!
+//! A block is kept as any limit's state: a limit of one request per `block_for` (GCRA, burst
+//! 1) that the refused key is charged once, and that each request checks with its other
+//! limits, all or nothing. So it lives where the limit's state lives and is shared as that
+//! is: in memory, in Redis and a Redis Cluster (in the key's slot; the refusal is answered
+//! once the block is kept), local-first with the limit's `sync_every`. It survives reloads
+//! that keep the limit's descriptor. In `shadow_mode` a block is kept and reported
+//! (`tollgate_requests_total{outcome="shadow_denied"}`, and logs) but refuses nothing.
+//! `block_for` is at least `1s`; it is refused on an `unlimited` entry, and by `tollgate
+//! serve` (Envoy's protocol has no penalty).
 //!
 //! # `unlimited` and `replaces`
 //!

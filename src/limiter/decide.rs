@@ -2,6 +2,7 @@
 //! [`Ruling`], and report it.
 
 use super::active::Active;
+use super::block::{kept, start_blocks};
 use super::slots::{AskedSlots, Taking};
 use super::Limiter;
 use crate::concurrency::Slots;
@@ -10,7 +11,7 @@ use crate::decision::{
     INLINE_LIMITS,
 };
 use crate::observe::{self, DecisionStart};
-use crate::rules::tree::{Matches, Values};
+use crate::rules::tree::{rekeyed, Matches, Values};
 use crate::rules::{Limit, Rules};
 use crate::source::MissingPeerAddr;
 use crate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, StoreError};
@@ -117,6 +118,22 @@ impl<St: Store> Limiter<St> {
                 Weight::Checked(cost) => (cost, true),
             };
             let carries = active.carries(m.limit_index, || self.shared.clock.now());
+            let shadow = shadow_all || limit.is_shadow();
+            if let Some(block) = limit.block {
+                // Checked with the limit, never charged here: see `Limiter::start_blocks`.
+                bookings.push(Booking {
+                    cost: 1,
+                    check_only: true,
+                    quota: None,
+                    limit_index: block.limit,
+                    key: rekeyed(&m.key, block.state_id),
+                    tag: m.tag.clone(),
+                    shadow,
+                    booked_until: None,
+                    carries: active.carries(block.limit, || self.shared.clock.now()),
+                    penalty: true,
+                });
+            }
             bookings.push(Booking {
                 cost,
                 check_only,
@@ -124,9 +141,10 @@ impl<St: Store> Limiter<St> {
                 limit_index: m.limit_index,
                 key: std::mem::take(&mut m.key),
                 tag: m.tag.clone(),
-                shadow: shadow_all || limit.is_shadow(),
+                shadow,
                 booked_until: None,
                 carries,
+                penalty: false,
             });
         }
         bookings
@@ -158,8 +176,21 @@ impl<St: Store> Limiter<St> {
         };
         match acquisition {
             Acquisition::Ready(result) => {
-                let (ruling, queued) =
-                    settle(active, &mut bookings, result, self.fallback(), start, each);
+                let (ruling, queued, blocked) = settle(
+                    self.store(),
+                    active,
+                    &mut bookings,
+                    result,
+                    self.fallback(),
+                    start,
+                    each,
+                );
+                if let Some(blocked) = blocked {
+                    // Answered at once (the over-limit cache): the block is kept meanwhile.
+                    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                        runtime.spawn(kept(blocked));
+                    }
+                }
                 Stage::Settled { ruling, queued }
             }
             Acquisition::Pending(future) => {
@@ -262,9 +293,10 @@ impl<F> PendingRuling<F>
 where
     F: Future<Output = Result<Decisions, StoreError>>,
 {
-    /// Waits for the store's answer and settles it, each limit's decision put in `each`.
-    pub(super) async fn finish(
+    /// Waits for the answer of `store` and settles it, each limit's decision put in `each`.
+    pub(super) async fn finish<St: Store>(
         self: Box<Self>,
+        store: &St,
         active: &Active,
         fallback: &MemoryStore,
         each: Option<&mut Each>,
@@ -277,33 +309,46 @@ where
             span,
         } = *self;
         let result = future.instrument(span.clone()).await;
-        let (ruling, queued) =
-            span.in_scope(|| settle(active, &mut bookings, result, fallback, start, each));
+        let (ruling, queued, blocked) =
+            span.in_scope(|| settle(store, active, &mut bookings, result, fallback, start, each));
+        if let Some(blocked) = blocked {
+            kept(blocked).instrument(span).await;
+        }
         (ruling.with_slots(&slots), queued)
     }
 }
 
-/// The ruling on `bookings` from the store's `result`, and the bookings that hold queue
+/// The ruling on `bookings` from the `store`'s `result`, and the bookings that hold queue
 /// places (admitted by an enforced shaping leaky bucket), taken out of `bookings`. Reports
-/// the decision begun at `start`, and puts each limit's decision in `each` (none when the
-/// store failed).
-fn settle(
+/// the decision begun at `start`, puts each limit's decision in `each` (none when the
+/// store failed), and starts the blocks of the limits with `block_for` that refused: the
+/// store's answer to them, when it is still to come.
+fn settle<St: Store>(
+    store: &St,
     active: &Active,
     bookings: &mut Bookings,
     result: Result<Decisions, StoreError>,
     fallback: &MemoryStore,
     start: DecisionStart,
     each: Option<&mut Each>,
-) -> (Ruling, Queued) {
+) -> (Ruling, Queued, Option<St::Pending>) {
     let Active {
         rules, observer, ..
     } = active;
     // Read where they are: moving the decisions copies them.
     let decisions = match &result {
         Ok(decisions) if decisions.len() == bookings.len() => decisions,
-        failed => return after_store_error(active, bookings, failed, fallback, start, each),
+        failed => {
+            let (ruling, queued) =
+                after_store_error(active, bookings, failed, fallback, start, each);
+            return (ruling, queued, None);
+        }
     };
-    let ruling = Ruling::of(bookings, decisions);
+    let mut ruling = Ruling::of(bookings, decisions);
+    let mut blocked = None;
+    if !ruling.is_allowed() || ruling.is_shadow_denied() {
+        (ruling, blocked) = start_blocks(store, active, bookings, decisions, ruling);
+    }
     observer.decided(rules, bookings, decisions, &ruling);
     if let Some(each) = each {
         let decided = bookings.iter().zip(decisions.iter());
@@ -322,7 +367,7 @@ fn settle(
         None
     };
     observer.finished(rules, &ruling, start);
-    (ruling, queued)
+    (ruling, queued, blocked)
 }
 
 /// [`settle`] when the store could not decide (`failed` is its error, or a wrong number of

@@ -136,8 +136,8 @@ impl<'l, St: Store> Deciding<'l, St> {
                     }
                 }
                 Stage::Waiting(pending) => {
-                    let fallback = self.limiter.fallback();
-                    break pending.finish(active, fallback, each).await;
+                    let (store, fallback) = (self.limiter.store(), self.limiter.fallback());
+                    break pending.finish(store, active, fallback, each).await;
                 }
                 Stage::Settled { ruling, queued } => break (ruling, queued),
             };

@@ -1,6 +1,7 @@
 //! The limiter: rules, a store, and the decision for one request, without HTTP.
 
 mod active;
+mod block;
 mod decide;
 mod deciding;
 mod descriptors;

@@ -267,6 +267,9 @@ pub(crate) struct RawRateLimit {
     pub(crate) approximate: Option<Located<RawApproximate>>,
     #[serde(default)]
     pub(crate) replaces: Vec<Located<RawReplaces>>,
+    /// How long a key this limit refuses stays refused, e.g. `15m`.
+    #[serde(default)]
+    pub(crate) block_for: Option<Located<String>>,
 }
 
 /// A `concurrency` entry: how many of a client's requests may run at once.

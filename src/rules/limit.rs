@@ -31,6 +31,22 @@ pub struct Limit {
     /// Whether this is the server's `load_shedding` limit: its refusals say the server is
     /// busy (`503`), not that the client asked too much.
     pub(super) sheds: bool,
+    /// `block_for`: how long a key this limit refuses stays refused, kept by another limit.
+    pub(crate) block: Option<Block>,
+}
+
+/// A limit's penalty (`block_for`). A key the limit refuses is charged once to a limit of
+/// one request per `duration` (GCRA, burst 1) that keeps the block: each request checks it
+/// with the limit's others, and is refused, its `Retry-After` the time left, until
+/// `duration` has passed. Kept as any limit's state, the blocks are shared as the store
+/// shares them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Block {
+    pub(crate) duration: Duration,
+    /// The index of the limit that keeps the blocks, past [`Rules::limits`](super::Rules::limits).
+    pub(crate) limit: usize,
+    /// Its identity in stores.
+    pub(crate) state_id: u64,
 }
 
 /// Where a limit's request weight comes from.
@@ -155,6 +171,13 @@ impl Limit {
     /// which each server counts alone.
     pub fn lease(&self) -> Option<Duration> {
         self.lease
+    }
+
+    /// How long a key this limit refuses stays refused from then on (`block_for`): later
+    /// requests of the key are refused, whatever the limit's own count, with a `Retry-After`
+    /// that counts down the block. `None` without a penalty.
+    pub fn block_for(&self) -> Option<Duration> {
+        self.block.map(|block| block.duration)
     }
 
     /// Whether a request this limit matches skips every limit: an `unlimited` entry that is

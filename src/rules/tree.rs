@@ -150,11 +150,17 @@ impl Tag {
 /// The bytes of a state id at the front of a [`StateKey`].
 const STATE_ID_BYTES: usize = std::mem::size_of::<u64>();
 
+/// `key` as the limit of `state_id` keeps it: the same values under another identity.
+pub(crate) fn rekeyed(key: &StateKey, state_id: u64) -> StateKey {
+    let mut key = key.clone();
+    key[..STATE_ID_BYTES].copy_from_slice(&state_id.to_le_bytes());
+    key
+}
+
 impl NodeLimit {
     /// This limit's match by a walk that reached it by `path`, tagged by `tag`.
     fn matched(self, path: &StateKey, tag: &Tag) -> Matched {
-        let mut key = StateKey::from_slice(path);
-        key[..STATE_ID_BYTES].copy_from_slice(&self.state_id.to_le_bytes());
+        let key = rekeyed(path, self.state_id);
         Matched {
             limit_index: self.index,
             tag: tag.range(key.len()),

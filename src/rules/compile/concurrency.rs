@@ -67,6 +67,7 @@ impl Compiler {
             replaces: Vec::new(),
             lease: Some(lease),
             sheds: false,
+            block: None,
         });
         Some(NodeLimit {
             index: self.limits.len() - 1,

@@ -77,6 +77,7 @@ impl Compiler {
             replaces: Vec::new(),
             lease: None,
             sheds: true,
+            block: None,
         });
         Some(LoadShedding::new(
             self.limits.len() - 1,

@@ -3,6 +3,7 @@
 //! Each check is a small function that records what is wrong and carries on, so one run
 //! reports all the mistakes in a file.
 
+mod block;
 mod concurrency;
 mod load_shedding;
 mod overrides;
@@ -40,6 +41,7 @@ pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErro
         on_store_error: raw.defaults.on_store_error.unwrap_or_default(),
         default_sync_every: None,
         default_approximate: None,
+        blocked: Vec::new(),
     };
     if let Some(written) = &raw.defaults.sync_every {
         compiler.default_sync_every = compiler
@@ -68,6 +70,7 @@ pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErro
     if keys == KeySources::Given {
         compiler.add_override_limits();
     }
+    compiler.add_block_limits();
     let response = response_options::compile(&raw.response, &mut compiler.errors);
     if !compiler.errors.is_empty() {
         // Checks run in passes; report in the order of the file (stable for rules without lines).
@@ -109,6 +112,9 @@ struct Compiler {
     replaced: Vec<(Located<String>, String)>,
     default_algorithm: Algorithm,
     on_store_error: OnStoreError,
+    /// The limits with a `block_for`, by index, and its duration: each gets a limit that
+    /// keeps its blocks once the file's are compiled.
+    blocked: Vec<(usize, Duration)>,
     /// `defaults.sync_every`; `None` also when it is `none` or wrong (reported once, there).
     default_sync_every: Option<Duration>,
     /// `defaults.approximate`; `None` also when it is `none` or wrong (reported once, there).

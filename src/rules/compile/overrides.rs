@@ -36,6 +36,7 @@ impl Compiler {
                 replaces: Vec::new(),
                 lease: None,
                 sheds: false,
+                block: None,
             });
         }
     }

@@ -126,7 +126,9 @@ impl Compiler {
         let cost = self.cost(&raw.value, &path);
         let sync_every = self.sync_every(&raw.value, raw.referenced, &path);
         let approximate = self.approximate(&raw.value, raw.referenced, &path, label);
+        let block_for = self.block_for(&raw.value, &path);
         let (rate, cost, sync_every, approximate) = (rate?, cost?, sync_every?, approximate?);
+        let block_for = block_for?;
         let checked_approximate =
             self.check_approximate(approximate, sync_every, &rate, label, &path);
         let sync_every = self.check_sync_every(sync_every, &rate, label, &path);
@@ -150,9 +152,14 @@ impl Compiler {
                 .collect(),
             lease: None,
             sheds: false,
+            block: None,
         });
+        let index = self.limits.len() - 1;
+        if let Some(duration) = block_for {
+            self.blocked.push((index, duration));
+        }
         Some(NodeLimit {
-            index: self.limits.len() - 1,
+            index,
             state_id: state_id(chain, &rate),
         })
     }
