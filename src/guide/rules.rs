@@ -350,9 +350,9 @@
 //! # Ok::<(), tollgate::rules::RuleErrors>(())
 //! ```
 //!
-//! A block is kept as any limit's state: a limit of one request per `block_for` (GCRA, burst
-//! 1) that the refused key is charged once, and that each request checks with its other
-//! limits, all or nothing. So it lives where the limit's state lives and is shared as that
+//! A block is kept as any limit's state: a limit of one request per `block_for` (GCRA, a
+//! burst of one) that the refused key is charged once, and that each request checks with
+//! its other limits, all or nothing. So it lives where the limit's state lives and is shared as that
 //! is: in memory, in Redis and a Redis Cluster (in the key's slot; the refusal is answered
 //! once the block is kept), local-first with the limit's `sync_every`. It survives reloads
 //! that keep the limit's descriptor. In `shadow_mode` a block is kept and reported
