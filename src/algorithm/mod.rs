@@ -23,6 +23,7 @@
 //! # Ok::<(), tollgate::algorithm::QuotaError>(())
 //! ```
 
+mod calendar;
 mod carry;
 mod decision;
 mod divisor;
@@ -35,6 +36,7 @@ mod sliding_window_counter;
 mod sliding_window_log;
 mod token_bucket;
 
+pub use calendar::{Calendar, CalendarUnit, UnknownTimeZone};
 pub(crate) use carry::Carry;
 pub use decision::Decision;
 pub use fixed_window::FixedWindow;
