@@ -32,7 +32,8 @@ pub(crate) enum Carry {
 impl Algorithm {
     /// How a state of `from` under `from_quota` carries into this algorithm under `quota`.
     pub(crate) fn carry_from(self, quota: &Quota, from: Algorithm, from_quota: &Quota) -> Carry {
-        let same_period = quota.period_nanos() == from_quota.period_nanos();
+        let same_period = quota.period_nanos() == from_quota.period_nanos()
+            && quota.calendar() == from_quota.calendar();
         match (from, self) {
             (Algorithm::SlidingWindowLog, Algorithm::SlidingWindowLog) => Carry::AsIs,
             (Algorithm::FixedWindow, Algorithm::FixedWindow)
@@ -63,9 +64,14 @@ impl Algorithm {
 
     /// How long after its last request a state of this algorithm under `quota` may still
     /// differ from a fresh one: a window's period (two for the sliding window counter, whose
-    /// previous window still counts), a bucket's capacity of intervals.
+    /// previous window still counts; a day more for a calendar's, whose months and years
+    /// run a day past their nominal length), a bucket's capacity of intervals.
     pub(crate) fn horizon(self, quota: &Quota) -> u64 {
-        let period = quota.period_nanos();
+        const DAY: u64 = 86_400_000_000_000;
+        let period = match quota.calendar() {
+            None => quota.period_nanos(),
+            Some(_) => quota.period_nanos().saturating_add(DAY),
+        };
         match self {
             Algorithm::FixedWindow | Algorithm::SlidingWindowLog => period,
             Algorithm::SlidingWindowCounter => period.saturating_mul(2),

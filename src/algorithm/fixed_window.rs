@@ -6,7 +6,8 @@ use std::time::Duration;
 /// Fixed window state: the count of requests in the current window.
 ///
 /// Windows are aligned to multiples of the period since the Unix epoch, so a minute window
-/// starts at `:00` on every server and a day window at midnight UTC. 16 bytes per key.
+/// starts at `:00` on every server and a day window at midnight UTC; or, with a
+/// [calendar](super::Calendar), they are its days, weeks, months or years. 16 bytes per key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedWindow {
     window: u64,
@@ -46,17 +47,15 @@ impl CopyTransition for FixedWindow {
         quota: &Quota,
         cost: u64,
     ) -> (FixedWindow, Decision) {
-        let period = quota.period_nanos();
         // A wall clock stepped back into an earlier window still decides in the stored one:
         // going back in time must not hand out a fresh window.
-        let current = quota.period_divisor().div_u64(now.as_u64());
+        let current = quota.window_at(now);
         let window = current.max(state.map_or(0, |s| s.window));
         let count = match state {
             Some(s) if s.window == window => s.count,
             _ => 0,
         };
-        let window_end = Nanos::new(window.saturating_add(1).saturating_mul(period));
-        let until_next_window = window_end.since(now);
+        let until_next_window = quota.window_end(window).since(now);
         let allowed = count.saturating_add(cost) <= quota.requests_per_period();
         let count = if allowed { count + cost } else { count };
         let retry_after = if allowed {

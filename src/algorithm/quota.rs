@@ -1,4 +1,6 @@
 use super::divisor::Divisor;
+use super::Calendar;
+use crate::clock::Nanos;
 use std::fmt;
 use std::time::Duration;
 
@@ -28,6 +30,8 @@ pub struct Quota {
     queue: u64,
     max_delay: Option<Duration>,
     shaping: bool,
+    /// Windows of the calendar instead of multiples of the period (a fixed window's).
+    calendar: Option<Calendar>,
 }
 
 /// The longest an empty token bucket may take to refill, in nanoseconds, for it to be kept as
@@ -83,6 +87,7 @@ impl Quota {
             queue: 0,
             max_delay: None,
             shaping: true,
+            calendar: None,
         })
     }
 
@@ -107,6 +112,47 @@ impl Quota {
     pub fn with_max_delay(mut self, max_delay: Duration) -> Self {
         self.max_delay = Some(max_delay);
         self
+    }
+
+    /// The same quota counted in windows of `calendar` (a fixed window's): each day, week,
+    /// month or year of a time zone rather than each multiple of the period since the Unix
+    /// epoch. The period stays the nominal length of a window (a month's is 30 days), which
+    /// only the other algorithms read.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::{Calendar, CalendarUnit, Quota};
+    ///
+    /// let month = Calendar::new(CalendarUnit::Month, "Europe/Paris")?;
+    /// let quota = Quota::new(10_000, Duration::from_secs(30 * 86_400))?.with_calendar(month);
+    /// assert_eq!(quota.calendar(), Some(month));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_calendar(mut self, calendar: Calendar) -> Self {
+        self.calendar = Some(calendar);
+        self
+    }
+
+    /// The calendar whose windows a fixed window counts in, if any.
+    pub fn calendar(&self) -> Option<Calendar> {
+        self.calendar
+    }
+
+    /// The number of the fixed window that `now` falls in.
+    pub(crate) fn window_at(&self, now: Nanos) -> u64 {
+        match &self.calendar {
+            None => self.period.div_u64(now.as_u64()),
+            Some(calendar) => calendar.window(now),
+        }
+    }
+
+    /// When the fixed window numbered `window` ends.
+    pub(crate) fn window_end(&self, window: u64) -> Nanos {
+        match &self.calendar {
+            None => Nanos::new(window.saturating_add(1).saturating_mul(self.period.get())),
+            Some(calendar) => calendar.end(window),
+        }
     }
 
     /// The same quota, admitting queued requests at once instead of delaying them (leaky

@@ -270,6 +270,12 @@ pub(crate) struct RawRateLimit {
     /// How long a key this limit refuses stays refused, e.g. `15m`.
     #[serde(default)]
     pub(crate) block_for: Option<Located<String>>,
+    /// Windows on calendar boundaries (`day`, `week`, `month`, `year`).
+    #[serde(default)]
+    pub(crate) calendar: Option<Located<bool>>,
+    /// The time zone of the calendar, e.g. `Europe/Paris` (default UTC).
+    #[serde(default)]
+    pub(crate) time_zone: Option<Located<String>>,
 }
 
 /// A `concurrency` entry: how many of a client's requests may run at once.

@@ -4,6 +4,7 @@
 //! reports all the mistakes in a file.
 
 mod block;
+mod calendar;
 mod concurrency;
 mod load_shedding;
 mod overrides;

@@ -177,6 +177,8 @@ impl Compiler {
                 raw.mode.is_some(),
                 raw.max_delay.is_some(),
                 raw.cost.is_some(),
+                raw.calendar.is_some(),
+                raw.time_zone.is_some(),
             ];
             if extra.contains(&true) {
                 let message = "`unlimited: true` takes no other setting but `name` and `replaces`";
@@ -205,6 +207,7 @@ impl Compiler {
             .as_ref()
             .map_or(self.default_algorithm, |a| a.value);
         let options_fit = self.check_options_fit(raw, algorithm, path);
+        let calendar = self.calendar(raw, algorithm, path);
         let burst = self.burst(raw, limit.value, path)?;
         let mut quota = match Quota::new(limit.value, period?) {
             Ok(quota) => quota.with_burst(burst),
@@ -231,6 +234,9 @@ impl Compiler {
         }
         if raw.is_policing() {
             quota = quota.policing();
+        }
+        if let Some(calendar) = calendar? {
+            quota = quota.with_calendar(calendar);
         }
         let horizon_fits = self.check_horizon(raw, algorithm, &quota, path);
         (options_fit && horizon_fits).then_some(Rate::Limited { quota, algorithm })
@@ -370,6 +376,13 @@ impl Compiler {
             self.error(sync.location, &path, message);
             fits = false;
         }
+        if quota.calendar().is_some() {
+            let message = format!(
+                "limit `{label}` counts in calendar windows, which are decided exactly: remove sync_every{opt_out}"
+            );
+            self.error(sync.location, &path, message);
+            fits = false;
+        }
         if sync.value > quota.period() {
             let message = format!(
                 "limit `{label}`: sync_every {} is longer than its period, {}{opt_out}",
@@ -472,6 +485,14 @@ impl Compiler {
         if !APPROXIMABLE.contains(algorithm) {
             let message = format!(
                 "limit `{label}` uses {algorithm}: approximate works with fixed_window and sliding_window_counter; choose one of those or remove approximate{}",
+                approximate.opt_out("approximate"),
+            );
+            self.error(approximate.location, format!("{path}.approximate"), message);
+            fits = false;
+        }
+        if quota.calendar().is_some() {
+            let message = format!(
+                "limit `{label}` counts in calendar windows, which are counted exactly: remove approximate{}",
                 approximate.opt_out("approximate"),
             );
             self.error(approximate.location, format!("{path}.approximate"), message);

@@ -58,6 +58,11 @@ impl Layout {
         Layout { code, scale, tick }
     }
 
+    /// Whether this is a fixed window's layout (as text or as one integer).
+    pub(super) fn is_window(self) -> bool {
+        matches!(self.code, FIXED_WINDOW | COUNTER)
+    }
+
     /// Whether `acquire_counter` can decide this limit, of a period of `period` ticks,
     /// alone: a counter in ticks of the base unit, whose answer, `until_next × scale +
     /// code`, stays below 2^53.

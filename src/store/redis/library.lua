@@ -194,13 +194,21 @@ local function leaky_bucket(s, now, q, cost)
   return schedule(s, now, q, cost, q.queue + 1, max_delay, q.shaping)
 end
 
--- The window of `now` and the requests counted in it, from a fixed window's state.
+-- The window of `now` and the requests counted in it, from a fixed window's state: a
+-- multiple of the period since the epoch, or a calendar's, numbered and bounded by the
+-- server (q.window, q.window_end; src/algorithm/calendar.rs).
 local function fixed_window(s, now, q, cost)
   local limit, period = q.limit, q.period
-  local window = math.max(idiv(now, period), s[1] or 0)
+  local window, until_next
+  if q.window and q.window >= 0 then
+    window = math.max(q.window, s[1] or 0)
+    until_next = math.max(0, q.window_end - now)
+  else
+    window = math.max(idiv(now, period), s[1] or 0)
+    until_next = math.max(0, (window + 1) * period - now)
+  end
   local count = 0
   if s[1] == window then count = s[2] end
-  local until_next = math.max(0, (window + 1) * period - now)
   local allowed = count + cost <= limit
   if allowed then count = count + cost end
   local retry = 0
@@ -424,6 +432,10 @@ local function quota(args, a)
   elseif algorithm == LEAKY_BUCKET then
     q.queue, q.max_delay, q.shaping = tonumber(args[a + 6]), tonumber(args[a + 7]), args[a + 8] == '1'
   end
+  if windows[algorithm] then
+    -- In place of a queue and a delay: a calendar's window and its end (-1: none).
+    q.window, q.window_end = tonumber(args[a + 6]), tonumber(args[a + 7])
+  end
   return q
 end
 
@@ -453,7 +465,9 @@ local function carried(q, c, fields, now_base)
     end
     return entries
   end
-  local same_period = c.period * c.div == q.period * q.div
+  -- A calendar's windows (numbered by the server) carry as the requests they counted.
+  local calendar = (q.window or -1) >= 0 or (c.window or -1) >= 0
+  local same_period = c.period * c.div == q.period * q.div and not calendar
   local same_algorithm = c.algorithm == q.algorithm or (windows[c.algorithm] and windows[q.algorithm])
   if same_algorithm and same_period and (windows[q.algorithm] or q.algorithm == SLIDING_WINDOW_COUNTER) then
     return fields

@@ -233,6 +233,10 @@ impl Planned {
         if self.shadow() || self.check_only() || !self.carried.is_empty() {
             return None;
         }
+        if self.layout.is_window() && a[5] >= 0 {
+            // A calendar's window, which `acquire_counter` does not take.
+            return None;
+        }
         let period = u64::try_from(a[3]).unwrap_or(u64::MAX);
         if self.layout.counter_answers_in_one_number(period) {
             return Some((
@@ -452,8 +456,9 @@ impl RedisStore {
             // One call holds keys of one slot: a key elsewhere is not carried.
             .filter(|carry| !self.inner.is_cluster() || carry.key.slot == key.slot)
             .collect();
+        let now = self.inner.clock.now();
         let [code, per_base, limit, period, burst, queue, max_delay, shaping] =
-            quota_args(layout, quota);
+            quota_args(layout, quota, now);
         let args = [
             code,
             per_base,
@@ -488,26 +493,43 @@ impl RedisStore {
         let layout = self.layout(from.algorithm(), from.quota()).ok()?;
         Some(PlannedCarry {
             key: RedisKey::carried(&self.inner.prefix, check, from, layout),
-            args: quota_args(layout, from.quota()),
+            args: quota_args(layout, from.quota(), self.inner.clock.now()),
         })
     }
 }
 
 /// What `library.lua` takes of a limit under `quota`, kept as `layout` says: its algorithm's
 /// code, ticks per base unit, limit, period, burst (a counter's scale), queue, max_delay
-/// (-1: none), shaping.
-fn quota_args(layout: Layout, quota: &Quota) -> [i64; 8] {
+/// (-1: none), shaping. A fixed window takes no queue or delay: in their place, the number
+/// of its calendar's window at `now` and that window's end in ticks (-1 and -1 without a
+/// calendar: the window is Redis's, of its own clock). The server's clock numbers a
+/// calendar's window, as it alone knows the time zone: at a window's edge, servers whose
+/// clocks disagree may count one request in either window.
+fn quota_args(layout: Layout, quota: &Quota, now: Nanos) -> [i64; 8] {
     let tick = layout.tick;
-    let max_delay = quota
-        .max_delay()
-        .map_or(-1, |d| int(tick.count(saturating_nanos(d))));
+    let (queue, max_delay) = match (layout.is_window(), quota.calendar()) {
+        (true, Some(_)) => {
+            let window = quota.window_at(now);
+            (
+                int(window),
+                int(tick.count(quota.window_end(window).as_u64())),
+            )
+        }
+        (true, None) => (-1, -1),
+        (false, _) => (
+            int(quota.queue()),
+            quota
+                .max_delay()
+                .map_or(-1, |d| int(tick.count(saturating_nanos(d)))),
+        ),
+    };
     [
         layout.code,
         int(tick.per_base),
         int(quota.requests_per_period()),
         int(tick.count(quota.period_nanos())),
         int(layout.scale.unwrap_or(quota.burst())),
-        int(quota.queue()),
+        queue,
         max_delay,
         i64::from(quota.is_shaping()),
     ]
