@@ -25,7 +25,11 @@ fn at(rfc3339: &str) -> Nanos {
 }
 
 /// How many of `attempts` requests of `user` are admitted, and the last one's retry_after.
-async fn admitted<St: Store>(limiter: &Limiter<St>, user: &str, attempts: usize) -> (usize, Duration) {
+async fn admitted<St: Store>(
+    limiter: &Limiter<St>,
+    user: &str,
+    attempts: usize,
+) -> (usize, Duration) {
     let mut admitted = 0;
     let mut retry_after = Duration::ZERO;
     for _ in 0..attempts {
@@ -45,10 +49,17 @@ async fn a_month_ends_at_local_midnight<St: Store>(
 ) {
     let end = at(month_end);
     let clock = ManualClock::starting_at(Nanos::new(end.as_u64() - 30 * 60 * 1_000_000_000));
-    let limiter = Limiter::with_store(per_user(10, "month", "Europe/Paris"), make(clock.clone()).await);
+    let limiter = Limiter::with_store(
+        per_user(10, "month", "Europe/Paris"),
+        make(clock.clone()).await,
+    );
     let (count, retry_after) = admitted(&limiter, "ann", 11).await;
     assert_eq!(count, 10);
-    assert_eq!(retry_after, Duration::from_secs(30 * 60), "until midnight in Paris");
+    assert_eq!(
+        retry_after,
+        Duration::from_secs(30 * 60),
+        "until midnight in Paris"
+    );
     clock.advance(Duration::from_secs(30 * 60 - 1));
     assert_eq!(admitted(&limiter, "ann", 1).await.0, 0, "a second before");
     clock.advance(Duration::from_secs(1));
@@ -66,10 +77,17 @@ async fn memory_counts_calendar_months_and_days_across_dst() {
 
     // The day the clocks go forward in Paris lasts 23 hours.
     let clock = ManualClock::starting_at(at("2026-03-29T00:30:00+01:00"));
-    let limiter = Limiter::with_store(per_user(3, "day", "Europe/Paris"), memory(clock.clone()).await);
+    let limiter = Limiter::with_store(
+        per_user(3, "day", "Europe/Paris"),
+        memory(clock.clone()).await,
+    );
     let (count, retry_after) = admitted(&limiter, "ann", 4).await;
     assert_eq!(count, 3);
-    assert_eq!(retry_after, Duration::from_secs(22 * 3600 + 30 * 60), "23 hours, less 30 minutes");
+    assert_eq!(
+        retry_after,
+        Duration::from_secs(22 * 3600 + 30 * 60),
+        "23 hours, less 30 minutes"
+    );
     clock.set(at("2026-03-30T00:00:00+02:00"));
     assert_eq!(admitted(&limiter, "ann", 4).await.0, 3, "the next day");
 }
@@ -82,7 +100,10 @@ async fn calendar_weeks_start_on_monday_in_their_zone() {
         per_user(2, "week", "America/New_York"),
         tollgate::store::MemoryStore::with_clock(clock.clone()),
     );
-    assert_eq!(admitted(&limiter, "ann", 3).await, (2, Duration::from_secs(3600)));
+    assert_eq!(
+        admitted(&limiter, "ann", 3).await,
+        (2, Duration::from_secs(3600))
+    );
     clock.advance(Duration::from_secs(3600));
     assert_eq!(admitted(&limiter, "ann", 3).await.0, 2);
 }
@@ -101,13 +122,22 @@ fn calendars_that_mean_nothing_are_refused() {
             "unit: month, requests_per_unit: 9, calendar: true, algorithm: token_bucket",
             "calendar windows are fixed windows: token_bucket does not count in windows",
         ),
-        ("unit: minute, requests_per_unit: 9, calendar: true", "not minutes"),
-        ("period: 30d, requests_per_unit: 9, calendar: true", "not `period`"),
+        (
+            "unit: minute, requests_per_unit: 9, calendar: true",
+            "not minutes",
+        ),
+        (
+            "period: 30d, requests_per_unit: 9, calendar: true",
+            "not `period`",
+        ),
         (
             "unit: day, unit_multiplier: 2, requests_per_unit: 9, calendar: true",
             "no unit_multiplier",
         ),
-        ("unit: day, requests_per_unit: 9, time_zone: UTC", "add `calendar: true`"),
+        (
+            "unit: day, requests_per_unit: 9, time_zone: UTC",
+            "add `calendar: true`",
+        ),
         (
             "unit: day, requests_per_unit: 9, calendar: true, time_zone: Mars/Olympus",
             "`Mars/Olympus` is not a time zone",

@@ -13,7 +13,8 @@ pub(crate) fn algorithm(limit: &Limit) -> &'static str {
     }
 }
 
-/// E.g. `10 per 1m, burst 20`, `5 per 1s, queue 10, max delay 3s`, `3 per 1m, block 15m`
+/// E.g. `10 per 1m, burst 20`, `5 per 1s, queue 10, max delay 3s`, `3 per 1m, block 15m`,
+/// `10000 per calendar month in Europe/Paris`
 /// (with `block_for`), `5 in flight, lease
 /// 30s` (the server's `load_shedding`: `64 in flight`), or `unlimited`.
 pub(crate) fn quota(limit: &Limit) -> String {
@@ -31,8 +32,18 @@ pub(crate) fn quota(limit: &Limit) -> String {
         }
         _ => return "unlimited".to_owned(),
     };
-    let period = Unit::format_period(quota.period());
-    let mut text = format!("{} per {period}", quota.requests_per_period());
+    let mut text = match quota.calendar() {
+        Some(calendar) => format!(
+            "{} per calendar {} in {}",
+            quota.requests_per_period(),
+            calendar.unit().name(),
+            calendar.time_zone()
+        ),
+        None => {
+            let period = Unit::format_period(quota.period());
+            format!("{} per {period}", quota.requests_per_period())
+        }
+    };
     // Writing to a String cannot fail.
     match algorithm {
         Algorithm::TokenBucket | Algorithm::Gcra => {

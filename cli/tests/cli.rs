@@ -398,3 +398,20 @@ descriptors:
     assert_ne!(code, Some(0));
     assert!(errors.contains("block_for works in the layer"), "{errors}");
 }
+
+#[test]
+fn check_shows_a_calendar_quota() {
+    const PLAN: &str = r#"
+domain: api
+sources: { customer: { header: x-customer-id } }
+descriptors:
+  - key: customer
+    rate_limit: { unit: month, requests_per_unit: 10000, calendar: true, time_zone: Europe/Paris }
+"#;
+    let (code, text, errors) = tollgate_on("check", PLAN, &[]);
+    assert_eq!(code, Some(0), "{errors}");
+    assert!(
+        text.contains("10000 per calendar month in Europe/Paris"),
+        "{text}"
+    );
+}

@@ -510,3 +510,24 @@ fn concurrency_limits_replay_the_durations_of_every_format() {
     let report = simulate_json(TWO_AT_ONCE, &instant, ".jsonl", &[]);
     assert_eq!(counts(limit(&report, "running", 0)), (5, 5, 0, 0));
 }
+
+#[test]
+fn a_block_and_a_calendar_month_replay_on_the_trace_s_time() {
+    // Three a second and a block of 5 s: the burst's fourth starts it, and the request
+    // 2.5 s later is still blocked though its second is new.
+    let blocked = simulate_json(
+        "domain: sim\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: second, requests_per_unit: 3, block_for: 5s }\n",
+        &json_trace(),
+        ".jsonl",
+        &[],
+    );
+    assert_eq!(counts(limit(&blocked, "remote_address", 0)), (11, 3, 8, 0));
+    // Ten a calendar day in Tokyo: 10:00 UTC is 19:00 there, all on one day.
+    let daily = simulate_json(
+        "domain: sim\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: day, requests_per_unit: 10, calendar: true, time_zone: Asia/Tokyo }\n",
+        &json_trace(),
+        ".jsonl",
+        &[],
+    );
+    assert_eq!(counts(limit(&daily, "remote_address", 0)), (11, 10, 1, 0));
+}

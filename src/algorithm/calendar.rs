@@ -20,6 +20,18 @@ pub enum CalendarUnit {
     Year,
 }
 
+impl CalendarUnit {
+    /// The unit as the rules file spells it: `day`, `week`, `month` or `year`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CalendarUnit::Day => "day",
+            CalendarUnit::Week => "week",
+            CalendarUnit::Month => "month",
+            CalendarUnit::Year => "year",
+        }
+    }
+}
+
 /// Windows on calendar boundaries: each [`CalendarUnit`] of the calendar in a time zone, its
 /// bounds at local midnight, across daylight-saving changes and months of 28 to 31 days.
 ///

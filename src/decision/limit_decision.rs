@@ -30,6 +30,21 @@ impl LimitDecision {
         }
     }
 
+    /// This limit's decision on a key whose block (`block_for`) is in force and refused it,
+    /// as `block` decided: refused until the block ends, whatever the limit's own count.
+    pub(crate) fn blocked(&self, block: &Decision) -> Self {
+        LimitDecision {
+            decision: Decision {
+                allowed: false,
+                remaining: 0,
+                reset_after: self.decision.reset_after.max(block.reset_after),
+                retry_after: block.retry_after,
+                ..self.decision
+            },
+            ..self.clone()
+        }
+    }
+
     /// The limit's [label](crate::rules::Limit::label).
     pub fn limit(&self) -> &str {
         &self.limit

@@ -269,6 +269,8 @@
 //! | `name` | names the limit for `replaces`, logs, metrics and headers; names are unique |
 //! | `replaces: [{name: x}]` | when this limit applies, the limit named `x` does not |
 //! | `block_for` | a penalty, e.g. `15m`: a key this limit refuses stays refused that long ([below](#block_for-a-penalty)) |
+//! | `calendar` | `true`: a `fixed_window` of a `day`, `week`, `month` or `year` counts in the calendar's, not in multiples of the unit since 1970 ([below](#calendar-quotas)) |
+//! | `time_zone` | with `calendar`: the calendar's time zone, e.g. `Europe/Paris` (default `UTC`) |
 //!
 //! A limit gives either `unit` (with an optional `unit_multiplier`) or `period`, not both,
 //! and a `requests_per_unit` unless it is `unlimited`. Periods are at most 100 years. A
@@ -325,6 +327,44 @@
 //!   - key: tenant
 //!     rate_limit: { period: 30s, requests_per_unit: 100, cost: weight }
 //! ```
+//!
+//! # Calendar quotas
+//!
+//! A plan that sells 10,000 requests a month means a calendar month, in the customer's time
+//! zone: from the 1st at midnight to the next 1st, 28 to 31 days. `calendar: true` makes a
+//! fixed window count in the calendar's days, weeks (Monday to Monday), months or years in
+//! `time_zone`, each starting at local midnight, across daylight-saving changes (a day of
+//! 23 or 25 hours; where the clocks skip midnight, the day starts when it exists). Without
+//! it, a `month` is 30 days since 1970, as in Envoy.
+//!
+//! ```rust
+//! use tollgate::rules::Rules;
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: api
+//! sources: { customer: { header: x-customer-id } }
+//! descriptors:
+//!   - key: customer
+//!     rate_limit:
+//!       unit: month
+//!       requests_per_unit: 10000
+//!       calendar: true
+//!       time_zone: Europe/Paris     # months end at midnight in Paris
+//! "#)?;
+//! let quota = rules.limits()[0].quota().expect("a quota");
+//! assert_eq!(quota.calendar().map(|c| c.time_zone()), Some("Europe/Paris"));
+//! # Ok::<(), tollgate::rules::RuleErrors>(())
+//! ```
+//!
+//! A request refused on January 31 at 23:30 in Paris is told `Retry-After: 1800`; at
+//! midnight the customer has 10,000 again. Customers in several time zones take one entry
+//! each (a descriptor per region or plan, `value:` the region). Calendar windows are fixed
+//! windows: another algorithm, a unit under a day, a `period`, a `unit_multiplier`,
+//! `sync_every` or `approximate` with `calendar` is refused. On Redis, the server numbers
+//! the window and tells Redis when it ends, as only it knows the time zone: at a window's
+//! edge, servers whose clocks disagree may count a request in either window, by as much as
+//! their clocks differ. Changing a limit's `calendar` or `time_zone` starts its windows
+//! afresh.
 //!
 //! # `block_for`: a penalty
 //!

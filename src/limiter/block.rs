@@ -27,8 +27,8 @@ pub(super) fn start_blocks<St: Store>(
     let mut blocks = Bookings::new();
     for (at, (booking, decision)) in bookings.iter().zip(decisions).enumerate() {
         if booking.penalty && !decision.allowed {
-            // A block in force: reported with its limit's capacity (the limit follows it).
-            if let Some(limit) = decisions.get(at + 1) {
+            // A block in force: reported with its limit's capacity (the limit precedes it).
+            if let Some(limit) = at.checked_sub(1).map(|before| &decisions[before]) {
                 ruling = ruling.with_capacity_of(booking.limit_index, limit.capacity);
             }
             continue;
@@ -42,11 +42,10 @@ pub(super) fn start_blocks<St: Store>(
         if !booking.shadow {
             ruling = ruling.blocked_for(block.duration);
         }
-        // The booking that checked the block, just before the limit's (see
+        // The booking that checked the block, just after the limit's (see
         // `Limiter::book`), charged this time.
-        if let Some(check) = at
-            .checked_sub(1)
-            .map(|before| &bookings[before])
+        if let Some(check) = bookings
+            .get(at + 1)
             .filter(|check| check.penalty && check.limit_index == block.limit)
         {
             blocks.push(Booking {

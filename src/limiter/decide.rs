@@ -119,21 +119,9 @@ impl<St: Store> Limiter<St> {
             };
             let carries = active.carries(m.limit_index, || self.shared.clock.now());
             let shadow = shadow_all || limit.is_shadow();
-            if let Some(block) = limit.block {
-                // Checked with the limit, never charged here: see `Limiter::start_blocks`.
-                bookings.push(Booking {
-                    cost: 1,
-                    check_only: true,
-                    quota: None,
-                    limit_index: block.limit,
-                    key: rekeyed(&m.key, block.state_id),
-                    tag: m.tag.clone(),
-                    shadow,
-                    booked_until: None,
-                    carries: active.carries(block.limit, || self.shared.clock.now()),
-                    penalty: true,
-                });
-            }
+            let block = limit
+                .block
+                .map(|block| (block, rekeyed(&m.key, block.state_id)));
             bookings.push(Booking {
                 cost,
                 check_only,
@@ -146,6 +134,22 @@ impl<St: Store> Limiter<St> {
                 carries,
                 penalty: false,
             });
+            if let Some((block, key)) = block {
+                // Right after its limit, checked with it, never charged here (see
+                // `block::start_blocks`).
+                bookings.push(Booking {
+                    cost: 1,
+                    check_only: true,
+                    quota: None,
+                    limit_index: block.limit,
+                    key,
+                    tag: m.tag.clone(),
+                    shadow,
+                    booked_until: None,
+                    carries: active.carries(block.limit, || self.shared.clock.now()),
+                    penalty: true,
+                });
+            }
         }
         bookings
     }
@@ -351,15 +355,21 @@ fn settle<St: Store>(
     }
     observer.decided(rules, bookings, decisions, &ruling);
     if let Some(each) = each {
-        let decided = bookings.iter().zip(decisions.iter());
-        each.extend(decided.map(|(booking, decision)| {
-            Some(LimitDecision::new(
+        for (booking, decision) in bookings.iter().zip(decisions.iter()) {
+            if booking.penalty {
+                // A block in force is its limit's decision: the limit's, just put in.
+                if let (false, Some(Some(limit))) = (decision.allowed, each.last_mut()) {
+                    *limit = limit.blocked(decision);
+                }
+                continue;
+            }
+            each.push(Some(LimitDecision::new(
                 rules,
                 booking.limit_index,
                 booking.shadow,
                 *decision,
-            ))
-        }));
+            )));
+        }
     }
     let queued = if ruling.is_allowed() {
         Booking::take_queued(bookings, decisions)
@@ -420,7 +430,8 @@ fn on_store_error(
         if let (Some(each), Some((limit, decision))) = (each, denied.reported()) {
             // The denying limit's decision; the others decided nothing.
             let mut reported = false;
-            each.extend(bookings.iter().map(|booking| {
+            let limits = bookings.iter().filter(|booking| !booking.penalty);
+            each.extend(limits.map(|booking| {
                 let this = !reported && booking.limit_index == limit;
                 reported |= this;
                 this.then(|| LimitDecision::new(rules, limit, booking.shadow, *decision))
@@ -438,7 +449,8 @@ fn on_store_error(
                 if let Some(each) = each {
                     // The fallback's decisions, in the bookings' places; the others decided
                     // nothing.
-                    each.extend(bookings.iter().map(|booking| {
+                    let limits = bookings.iter().filter(|booking| !booking.penalty);
+                    each.extend(limits.map(|booking| {
                         let at = local.iter().position(|l| {
                             l.limit_index == booking.limit_index && l.key == booking.key
                         })?;

@@ -288,7 +288,8 @@ impl Rules {
     /// `tollgate simulate --compare-algorithms` does.
     ///
     /// A limit's `sync_every` is dropped where `algorithm` cannot be decided local-first,
-    /// and `approximate` where it cannot be counted in a sketch. `unlimited` entries stay.
+    /// and `approximate` where it cannot be counted in a sketch. `unlimited` entries stay,
+    /// and so do `block_for` and `calendar` (which only a fixed window reads).
     /// Each limit keeps its state apart from the original's in a shared store, as a limit
     /// whose algorithm changed in the file would.
     ///
@@ -316,7 +317,9 @@ impl Rules {
     pub fn with_algorithm(&self, algorithm: Algorithm) -> Result<Rules, RuleErrors> {
         let mut rules = self.clone();
         let mut errors = Vec::new();
-        for limit in &mut rules.limits {
+        // The file's limits: those past them keep blocks, or a service's own quotas, by
+        // their own algorithm.
+        for limit in &mut rules.limits[..self.declared] {
             match limit.with_algorithm(algorithm) {
                 Ok(changed) => *limit = changed,
                 Err(message) => {

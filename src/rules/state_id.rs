@@ -19,7 +19,7 @@ pub(super) fn state_id(chain: &str, rate: &Rate) -> u64 {
         // Only a calendar's limits say so: the others keep the identities they always had.
         if let Some(calendar) = quota.calendar() {
             bytes.extend_from_slice(
-                format!("\0{:?}\0{}", calendar.unit(), calendar.time_zone()).as_bytes(),
+                format!("\0{}\0{}", calendar.unit().name(), calendar.time_zone()).as_bytes(),
             );
         }
     }
