@@ -383,6 +383,54 @@ impl LimitSpec {
         self
     }
 
+    /// A penalty: a key this limit refuses stays refused for `block`, in whole milliseconds
+    /// (`block_for` in the [rules reference](crate::guide::rules#block_for-a-penalty)), at
+    /// least a second.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, Unit};
+    ///
+    /// let block = Duration::from_secs(15 * 60);
+    /// let rules = Rules::builder("api")
+    ///     .descriptor(DescriptorSpec::key("remote_address").rate_limit(
+    ///         LimitSpec::per(Unit::Minute, 5).block_for(block),
+    ///     ))
+    ///     .build()?;
+    /// assert_eq!(rules.limits()[0].block_for(), Some(block));
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    pub fn block_for(mut self, block: Duration) -> Self {
+        self.0.block_for = Some(unlocated(Unit::format_period(block)));
+        self
+    }
+
+    /// Counts in the calendar's days, weeks, months or years (this limit's unit) in the
+    /// time zone named `time_zone` (`calendar: true` in the
+    /// [rules reference](crate::guide::rules#calendar-quotas)). Checked as in a file when the
+    /// rules are built: a fixed window of a day, week, month or year, and a time zone of
+    /// the IANA database.
+    ///
+    /// ```
+    /// use tollgate::algorithm::Algorithm;
+    /// use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, Unit};
+    ///
+    /// let plan = LimitSpec::per(Unit::Month, 10_000)
+    ///     .algorithm(Algorithm::FixedWindow)
+    ///     .calendar("Europe/Paris");
+    /// let rules = Rules::builder("api")
+    ///     .descriptor(DescriptorSpec::key("remote_address").rate_limit(plan))
+    ///     .build()?;
+    /// let calendar = rules.limits()[0].quota().and_then(|quota| quota.calendar());
+    /// assert_eq!(calendar.map(|c| c.time_zone()), Some("Europe/Paris"));
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    pub fn calendar(mut self, time_zone: impl Into<String>) -> Self {
+        self.0.calendar = Some(unlocated(true));
+        self.0.time_zone = Some(unlocated(time_zone.into()));
+        self
+    }
+
     /// Counts this limit in a count-min sketch of `memory_bytes`: the memory store then keeps
     /// millions of clients in that fixed memory (`approximate` in the
     /// [rules reference](crate::guide::rules#rate_limit)). Checked as in a file when the
