@@ -57,12 +57,12 @@
 //! ```
 //!
 //! The repository's `rules.example.yaml` uses every feature, with comments; it compiles to
-//! 13 limits (the load shedder one of them):
+//! 14 limits (the load shedder one of them):
 //!
 //! ```rust
 //! # use tollgate::rules::Rules;
 //! let example = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/rules.example.yaml"));
-//! assert_eq!(Rules::from_yaml(example)?.limits().len(), 13);
+//! assert_eq!(Rules::from_yaml(example)?.limits().len(), 14);
 //! # Ok::<(), tollgate::rules::RuleErrors>(())
 //! ```
 //!

@@ -13,9 +13,9 @@ use std::future::Future;
 /// (by its own count, in `decisions`, not by a block in force; a shadow limit's too), and
 /// makes the refusal's `Retry-After` the longest block an enforced limit started, and a
 /// block in force reported with its limit's capacity: the ruling, so amended, and the
-/// store's answer still to come, if it answers later. Blocks are charged
-/// in the store apart from the request (which is charged nothing, being refused); a store
-/// that fails to keep one is not retried.
+/// store's answer still to come, if it answers later. Blocks are charged in the store apart
+/// from the request (which is charged nothing, being refused); a store that fails to keep
+/// one is not retried.
 pub(super) fn start_blocks<St: Store>(
     store: &St,
     active: &Active,

@@ -456,9 +456,8 @@ impl RedisStore {
             // One call holds keys of one slot: a key elsewhere is not carried.
             .filter(|carry| !self.inner.is_cluster() || carry.key.slot == key.slot)
             .collect();
-        let now = self.inner.clock.now();
         let [code, per_base, limit, period, burst, queue, max_delay, shaping] =
-            quota_args(layout, quota, now);
+            quota_args(layout, quota, || self.inner.clock.now());
         let args = [
             code,
             per_base,
@@ -493,7 +492,7 @@ impl RedisStore {
         let layout = self.layout(from.algorithm(), from.quota()).ok()?;
         Some(PlannedCarry {
             key: RedisKey::carried(&self.inner.prefix, check, from, layout),
-            args: quota_args(layout, from.quota(), self.inner.clock.now()),
+            args: quota_args(layout, from.quota(), || self.inner.clock.now()),
         })
     }
 }
@@ -502,14 +501,15 @@ impl RedisStore {
 /// code, ticks per base unit, limit, period, burst (a counter's scale), queue, max_delay
 /// (-1: none), shaping. A fixed window takes no queue or delay: in their place, the number
 /// of its calendar's window at `now` and that window's end in ticks (-1 and -1 without a
-/// calendar: the window is Redis's, of its own clock). The server's clock numbers a
+/// calendar: the window is Redis's, of its own clock). The server's clock (`now`, read only
+/// for a calendar) numbers a
 /// calendar's window, as it alone knows the time zone: at a window's edge, servers whose
 /// clocks disagree may count one request in either window.
-fn quota_args(layout: Layout, quota: &Quota, now: Nanos) -> [i64; 8] {
+fn quota_args(layout: Layout, quota: &Quota, now: impl FnOnce() -> Nanos) -> [i64; 8] {
     let tick = layout.tick;
     let (queue, max_delay) = match (layout.is_window(), quota.calendar()) {
         (true, Some(_)) => {
-            let window = quota.window_at(now);
+            let window = quota.window_at(now());
             (
                 int(window),
                 int(tick.count(quota.window_end(window).as_u64())),
