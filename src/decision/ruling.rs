@@ -47,6 +47,7 @@ impl Ruling {
     /// The ruling on `bookings` given one decision each, in one pass over them. Reported:
     /// when admitted, the first of the enforced limits with the least room left; when
     /// denied, the last of the denying limits that free up last.
+    #[inline]
     pub(crate) fn of(bookings: &[Booking], decisions: &[Decision]) -> Self {
         let mut ruling = Ruling::unlimited();
         let mut least_room: Option<(usize, &Decision)> = None;

@@ -8,6 +8,7 @@ use crate::algorithm::Decision;
 use crate::decision::{Booking, Bookings, Ruling};
 use crate::store::{Acquisition, Decisions, Store, StoreError};
 use std::future::Future;
+use std::pin::Pin;
 
 /// Starts the block of each limit with a `block_for` that refused `bookings`' request itself
 /// (by its own count, in `decisions`, not by a block in force; a shadow limit's too), and
@@ -22,7 +23,7 @@ pub(super) fn start_blocks<St: Store>(
     bookings: &[Booking],
     decisions: &[Decision],
     mut ruling: Ruling,
-) -> (Ruling, Option<St::Pending>) {
+) -> (Ruling, Option<Blocking<St>>) {
     let rules = &*active.rules;
     let mut blocks = Bookings::new();
     for (at, (booking, decision)) in bookings.iter().zip(decisions).enumerate() {
@@ -59,10 +60,14 @@ pub(super) fn start_blocks<St: Store>(
     }
     let blocked = match store.acquire(&checks(active, &blocks)) {
         Acquisition::Ready(_) => None,
-        Acquisition::Pending(blocked) => Some(blocked),
+        Acquisition::Pending(blocked) => Some(Box::pin(blocked)),
     };
     (ruling, blocked)
 }
+
+/// A store's answer to the blocks a refusal started, still to come; boxed, as blocks are
+/// rare and a store's future may be large (the memory store's holds its decisions).
+pub(super) type Blocking<St> = Pin<Box<<St as Store>::Pending>>;
 
 /// Waits for a store to keep a block: before the refusal that started it is answered, so
 /// that the client's next request finds it.

@@ -2,7 +2,7 @@
 //! [`Ruling`], and report it.
 
 use super::active::Active;
-use super::block::{kept, start_blocks};
+use super::block::{kept, start_blocks, Blocking};
 use super::slots::{AskedSlots, Taking};
 use super::Limiter;
 use crate::concurrency::Slots;
@@ -335,7 +335,7 @@ fn settle<St: Store>(
     fallback: &MemoryStore,
     start: DecisionStart,
     each: Option<&mut Each>,
-) -> (Ruling, Queued, Option<St::Pending>) {
+) -> (Ruling, Queued, Option<Blocking<St>>) {
     let Active {
         rules, observer, ..
     } = active;

@@ -151,8 +151,10 @@ impl Tag {
 const STATE_ID_BYTES: usize = std::mem::size_of::<u64>();
 
 /// `key` as the limit of `state_id` keeps it: the same values under another identity.
+#[inline]
 pub(crate) fn rekeyed(key: &StateKey, state_id: u64) -> StateKey {
-    let mut key = key.clone();
+    // Copied whole, not cloned byte by byte.
+    let mut key = StateKey::from_slice(key);
     key[..STATE_ID_BYTES].copy_from_slice(&state_id.to_le_bytes());
     key
 }
@@ -160,7 +162,8 @@ pub(crate) fn rekeyed(key: &StateKey, state_id: u64) -> StateKey {
 impl NodeLimit {
     /// This limit's match by a walk that reached it by `path`, tagged by `tag`.
     fn matched(self, path: &StateKey, tag: &Tag) -> Matched {
-        let key = rekeyed(path, self.state_id);
+        let mut key = StateKey::from_slice(path);
+        key[..STATE_ID_BYTES].copy_from_slice(&self.state_id.to_le_bytes());
         Matched {
             limit_index: self.index,
             tag: tag.range(key.len()),
