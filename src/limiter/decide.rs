@@ -350,7 +350,7 @@ fn settle<St: Store>(
     };
     let mut ruling = Ruling::of(bookings, decisions);
     let mut blocked = None;
-    if !ruling.is_allowed() || ruling.is_shadow_denied() {
+    if rules.has_blocks && (!ruling.is_allowed() || ruling.is_shadow_denied()) {
         (ruling, blocked) = start_blocks(store, active, bookings, decisions, ruling);
     }
     observer.decided(rules, bookings, decisions, &ruling);

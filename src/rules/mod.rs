@@ -98,6 +98,8 @@ pub struct Rules {
     /// Whether any limit is a `concurrency` limit or the load shedder (most rules have
     /// none: take no slots).
     pub(crate) has_concurrency: bool,
+    /// Whether any limit has a `block_for` (most rules have none: start no block).
+    pub(crate) has_blocks: bool,
     /// `load_shedding`, if set.
     pub(crate) load_shedding: Option<LoadShedding>,
     pub(crate) response: ResponseOptions,

@@ -86,6 +86,7 @@ pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErro
         client_ip,
         has_replaces: compiler.limits.iter().any(|l| !l.replaces().is_empty()),
         has_concurrency: compiler.limits.iter().any(|l| l.max_in_flight().is_some()),
+        has_blocks: compiler.limits.iter().any(|l| l.block.is_some()),
         load_shedding,
         limits: compiler.limits,
         declared,
