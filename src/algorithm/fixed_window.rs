@@ -81,6 +81,28 @@ impl CopyTransition for FixedWindow {
         };
         (FixedWindow { window, count }, decision)
     }
+
+    /// Counts `extra` more in the window of `now` (a window the count has not reached
+    /// starts with them), or takes `-extra` off its count.
+    fn settle(&mut self, now: Nanos, quota: &Quota, extra: i64) {
+        let current = quota.window_at(now);
+        if current > self.window {
+            *self = FixedWindow {
+                window: current,
+                count: 0,
+            };
+        }
+        self.count = settled(self.count, extra);
+    }
+}
+
+/// `count` with `extra` added, or `-extra` taken off (not below 0).
+pub(super) fn settled(count: u64, extra: i64) -> u64 {
+    if extra >= 0 {
+        count.saturating_add(extra.unsigned_abs())
+    } else {
+        count.saturating_sub(extra.unsigned_abs())
+    }
 }
 
 #[cfg(test)]

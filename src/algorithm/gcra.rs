@@ -51,6 +51,10 @@ impl CopyTransition for Gcra {
             tat,
         })
     }
+
+    fn settle(&mut self, now: Nanos, quota: &Quota, extra: i64) {
+        self.tat = Schedule::settled(self.tat, now, quota, extra);
+    }
 }
 
 /// The virtual-scheduling arithmetic shared by GCRA and the leaky bucket: requests take
@@ -68,6 +72,20 @@ pub(super) struct Schedule {
 }
 
 impl Schedule {
+    /// The schedule `tat` with `extra` more intervals booked from `now` on (past the slots
+    /// if need be), or `-extra` given back (not before `now`).
+    pub(super) fn settled(tat: Nanos, now: Nanos, quota: &Quota, extra: i64) -> Nanos {
+        let Some(interval) = quota.emission_interval() else {
+            return tat;
+        };
+        let span = super::to_u64(u128::from(extra.unsigned_abs()) * u128::from(interval.get()));
+        if extra >= 0 {
+            tat.max(now).plus(span)
+        } else {
+            Nanos::new(tat.as_u64().saturating_sub(span)).max(now)
+        }
+    }
+
     // Always inlined: callers read the decision at once, and a decision returned through
     // memory makes that read wait behind its writes (benches/hot_key.rs shows it).
     #[inline(always)]

@@ -57,6 +57,10 @@ impl CopyTransition for LeakyBucket {
         })
     }
 
+    fn settle(&mut self, now: Nanos, quota: &Quota, extra: i64) {
+        self.drained_at = Schedule::settled(self.drained_at, now, quota, extra);
+    }
+
     /// Gives back the places of a queued request whose client went away, if it is still the
     /// newest booking. An earlier request's places are not given back: the requests queued
     /// after it already have their times, and moving the end of the queue forward would

@@ -155,6 +155,46 @@ impl Algorithm {
         }
     }
 
+    /// Settles what an admitted request cost once its response said (see the
+    /// [rules reference](crate::guide::rules)): charges `extra` more at `now` whatever the
+    /// room left, or, `extra` negative, gives back `-extra` of what it was charged. A charge
+    /// past the limit is kept: later requests are refused until it has been paid back (the
+    /// window ends, the tokens refill, the schedule catches up), with an exact
+    /// `retry_after`. What is given back never makes a key fuller than a fresh one; a
+    /// window's charge is given back only in the window it was made in (`now`'s).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::algorithm::{Algorithm, Quota};
+    /// use tollgate::clock::Nanos;
+    ///
+    /// // 1,000 tokens a minute; each answer reserves 1 and turns out to use 300.
+    /// let quota = Quota::new(1_000, Duration::from_secs(60))?;
+    /// let window = Algorithm::FixedWindow;
+    /// let mut state = window.fresh(Nanos::new(0), &quota);
+    /// for _ in 0..4 {
+    ///     assert!(window.acquire(&mut state, Nanos::new(0), &quota, 1).allowed);
+    ///     window.settle(&mut state, Nanos::new(0), &quota, 299);
+    /// }
+    /// let fifth = window.acquire(&mut state, Nanos::new(0), &quota, 1);
+    /// assert!(!fifth.allowed);
+    /// assert_eq!(fifth.retry_after, Duration::from_secs(60));
+    /// # Ok::<(), tollgate::algorithm::QuotaError>(())
+    /// ```
+    pub fn settle(self, state: &mut State, now: Nanos, quota: &Quota, extra: i64) {
+        if state.algorithm() != self {
+            *state = self.fresh(now, quota);
+        }
+        match state {
+            State::TokenBucket(s) => Transition::settle(s, now, quota, extra),
+            State::LeakyBucket(s) => Transition::settle(s, now, quota, extra),
+            State::FixedWindow(s) => Transition::settle(s, now, quota, extra),
+            State::SlidingWindowLog(s) => Transition::settle(s, now, quota, extra),
+            State::SlidingWindowCounter(s) => Transition::settle(s, now, quota, extra),
+            State::Gcra(s) => Transition::settle(s, now, quota, extra),
+        }
+    }
+
     /// Gives back what an admitted request of `cost` booked but will not use: the place in
     /// the queue of a leaky bucket whose client went away before its turn, when it is still
     /// the newest booking (`booked_until`, from its [`Decision`]). Other algorithms keep the
@@ -219,6 +259,9 @@ trait Transition: Sized {
     fn acquire(&mut self, now: Nanos, quota: &Quota, cost: u64) -> Decision;
     /// Decides without charging.
     fn peek(&self, now: Nanos, quota: &Quota, cost: u64) -> Decision;
+    /// Charges `extra` more at `now` whatever the room, or gives back `-extra` (see
+    /// [`Algorithm::settle`]).
+    fn settle(&mut self, now: Nanos, quota: &Quota, extra: i64);
 }
 
 /// An algorithm whose small `Copy` state is replaced whole: one pure function gives the
@@ -230,6 +273,10 @@ trait CopyTransition: Copy {
 
     /// Gives back what an admitted request booked (see [`Algorithm::cancel`]).
     fn cancel(&mut self, _now: Nanos, _quota: &Quota, _cost: u64, _booked_until: Nanos) {}
+
+    /// Charges `extra` more at `now` whatever the room, or gives back `-extra` (see
+    /// [`Algorithm::settle`]).
+    fn settle(&mut self, now: Nanos, quota: &Quota, extra: i64);
 }
 
 impl<T: CopyTransition> Transition for T {
@@ -248,6 +295,10 @@ impl<T: CopyTransition> Transition for T {
 
     fn peek(&self, now: Nanos, quota: &Quota, cost: u64) -> Decision {
         T::transition(Some(self), now, quota, cost).1
+    }
+
+    fn settle(&mut self, now: Nanos, quota: &Quota, extra: i64) {
+        CopyTransition::settle(self, now, quota, extra);
     }
 }
 

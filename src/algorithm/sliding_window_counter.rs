@@ -97,6 +97,24 @@ impl CopyTransition for SlidingWindowCounter {
         };
         (next, decision)
     }
+
+    /// Counts `extra` more in the window of `now`, or takes `-extra` off its count.
+    fn settle(&mut self, now: Nanos, quota: &Quota, extra: i64) {
+        let current = quota.period_divisor().div_u64(now.as_u64());
+        if current > self.window {
+            let previous = if self.window.checked_add(1) == Some(current) {
+                self.current
+            } else {
+                0
+            };
+            *self = SlidingWindowCounter {
+                window: current,
+                current: 0,
+                previous,
+            };
+        }
+        self.current = super::fixed_window::settled(self.current, extra);
+    }
 }
 
 impl SlidingWindowCounter {

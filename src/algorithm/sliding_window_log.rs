@@ -104,6 +104,35 @@ impl Transition for SlidingWindowLog {
         let (expired, freed) = self.expired(now, quota);
         self.decide(now, quota, cost, expired, freed)
     }
+
+    /// Files `extra` more at `now` (with the newest entry when they share a time), or takes
+    /// `-extra` off the newest entries.
+    fn settle(&mut self, now: Nanos, quota: &Quota, extra: i64) {
+        let (expired, freed) = self.expired(now, quota);
+        self.entries.drain(..expired);
+        self.total -= freed;
+        let amount = extra.unsigned_abs();
+        if extra >= 0 {
+            let filed_at = self.filing_time(now);
+            match self.entries.back_mut() {
+                Some((at, entry_cost)) if *at == filed_at => *entry_cost += amount,
+                _ if amount == 0 => {}
+                _ => self.entries.push_back((filed_at, amount)),
+            }
+            self.total += amount;
+            return;
+        }
+        let mut left = amount;
+        while let Some((_, entry_cost)) = self.entries.back_mut().filter(|_| left > 0) {
+            let taken = left.min(*entry_cost);
+            *entry_cost -= taken;
+            self.total -= taken;
+            left -= taken;
+            if *entry_cost == 0 {
+                self.entries.pop_back();
+            }
+        }
+    }
 }
 
 #[cfg(test)]

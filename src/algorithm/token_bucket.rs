@@ -96,6 +96,19 @@ impl CopyTransition for TokenBucket {
         };
         (bucket, decision)
     }
+
+    /// Takes `extra` more tokens (the level may go below zero: a debt the refill pays
+    /// back), or puts `-extra` back (never above the burst).
+    fn settle(&mut self, now: Nanos, quota: &Quota, extra: i64) {
+        let burst = i128::from(quota.burst());
+        let tokens = self.tokens_at(now, quota).min(burst);
+        let after = (tokens - i128::from(extra)).min(burst);
+        // Anchored at now: the count there is exactly `after`, whole periods or not.
+        *self = TokenBucket {
+            anchor: now,
+            level: i64::try_from(after).unwrap_or(if after < 0 { i64::MIN } else { i64::MAX }),
+        };
+    }
 }
 
 impl TokenBucket {

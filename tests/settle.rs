@@ -1,0 +1,100 @@
+//! `Algorithm::settle`: what an admitted request turned out to cost, charged after the fact
+//! (past the limit if need be, then paid back) or given back; every algorithm, on a manual
+//! clock's numbers.
+
+use std::time::Duration;
+use tollgate::algorithm::{Algorithm, Quota, State};
+use tollgate::clock::Nanos;
+
+/// 1,000 a minute, all at once where the algorithm has a burst or a queue.
+fn quota(algorithm: Algorithm) -> Quota {
+    let quota = Quota::new(1_000, Duration::from_secs(60)).expect("a quota");
+    match algorithm {
+        Algorithm::LeakyBucket => quota.with_queue(999).policing(),
+        _ => quota,
+    }
+}
+
+fn at(nanos: u64) -> Nanos {
+    Nanos::new(nanos)
+}
+
+#[test]
+fn a_charge_past_the_limit_is_kept_until_paid_back_and_retried_exactly() {
+    for algorithm in Algorithm::ALL {
+        let quota = quota(algorithm);
+        let mut state: State = algorithm.fresh(at(0), &quota);
+        // The guide's example: each answer reserves 1 and turns out to use 300 tokens.
+        for answer in 0..4 {
+            let admitted = algorithm.acquire(&mut state, at(0), &quota, 1);
+            assert!(admitted.allowed, "{algorithm}: answer {answer}");
+            algorithm.settle(&mut state, at(0), &quota, 299);
+        }
+        let fifth = algorithm.acquire(&mut state, at(0), &quota, 1);
+        assert!(!fifth.allowed, "{algorithm}: 1,200 used of 1,000");
+        assert_eq!(fifth.remaining, 0, "{algorithm}");
+        let retry = u64::try_from(fifth.retry_after.as_nanos()).expect("short");
+        assert!(retry > 0, "{algorithm}");
+        let mut early = state.clone();
+        assert!(
+            !algorithm
+                .acquire(&mut early, at(retry - 1), &quota, 1)
+                .allowed,
+            "{algorithm}: a nanosecond early"
+        );
+        assert!(
+            algorithm.acquire(&mut state, at(retry), &quota, 1).allowed,
+            "{algorithm}: at retry_after exactly ({retry} ns)"
+        );
+    }
+}
+
+#[test]
+fn what_a_response_did_not_use_is_given_back() {
+    for algorithm in Algorithm::ALL {
+        let quota = quota(algorithm);
+        let mut state = algorithm.fresh(at(0), &quota);
+        // Four requests reserve 300 each and use 100.
+        for _ in 0..4 {
+            assert!(
+                algorithm.acquire(&mut state, at(0), &quota, 300).allowed,
+                "{algorithm}"
+            );
+            algorithm.settle(&mut state, at(0), &quota, -200);
+        }
+        let room = algorithm.peek(&state, at(0), &quota, 0).remaining;
+        assert_eq!(room, 600, "{algorithm}: 400 used");
+        // Giving back more than was charged leaves a fresh key, never a fuller one.
+        algorithm.settle(&mut state, at(0), &quota, -5_000);
+        let fresh = algorithm.peek(&algorithm.fresh(at(0), &quota), at(0), &quota, 0);
+        assert_eq!(
+            algorithm.peek(&state, at(0), &quota, 0).remaining,
+            fresh.remaining,
+            "{algorithm}"
+        );
+    }
+}
+
+#[test]
+fn a_window_s_charge_is_given_back_only_in_its_own_window() {
+    let quota = quota(Algorithm::FixedWindow);
+    let minute = 60_000_000_000;
+    let mut state = Algorithm::FixedWindow.fresh(at(0), &quota);
+    assert!(
+        Algorithm::FixedWindow
+            .acquire(&mut state, at(0), &quota, 500)
+            .allowed
+    );
+    // The response ended in the next window: that window owes nothing back.
+    Algorithm::FixedWindow.settle(&mut state, at(minute), &quota, -500);
+    let next = Algorithm::FixedWindow.peek(&state, at(minute), &quota, 0);
+    assert_eq!(next.remaining, 1_000);
+    // A charge made late lands in the window of its settlement.
+    Algorithm::FixedWindow.settle(&mut state, at(minute), &quota, 700);
+    assert_eq!(
+        Algorithm::FixedWindow
+            .peek(&state, at(minute), &quota, 0)
+            .remaining,
+        300
+    );
+}
