@@ -8,9 +8,14 @@ use tollgate::clock::Nanos;
 
 /// 1,000 a minute, all at once where the algorithm has a burst or a queue.
 fn quota(algorithm: Algorithm) -> Quota {
-    let quota = Quota::new(1_000, Duration::from_secs(60)).expect("a quota");
+    per_minute(algorithm, 1_000)
+}
+
+/// `limit` a minute, all at once where the algorithm has a burst or a queue.
+fn per_minute(algorithm: Algorithm, limit: u64) -> Quota {
+    let quota = Quota::new(limit, Duration::from_secs(60)).expect("a quota");
     match algorithm {
-        Algorithm::LeakyBucket => quota.with_queue(999).policing(),
+        Algorithm::LeakyBucket => quota.with_queue(limit - 1).policing(),
         _ => quota,
     }
 }
@@ -97,4 +102,74 @@ fn a_window_s_charge_is_given_back_only_in_its_own_window() {
             .remaining,
         300
     );
+}
+
+mod stores {
+    use super::*;
+    use tollgate::clock::ManualClock;
+    use tollgate::store::{Acquisition, LimitCheck, MemoryStore, Store};
+
+    fn check<'a>(algorithm: Algorithm, quota: &'a Quota, cost: u64) -> LimitCheck<'a> {
+        LimitCheck {
+            domain: "settle",
+            key: b"\x01user=ann",
+            tag: b"ann",
+            algorithm,
+            quota,
+            cost,
+            shadow: false,
+            check_only: false,
+            sync_every: None,
+            limit: "tokens",
+            approximate: None,
+            carried_from: &[],
+        }
+    }
+
+    async fn decide<St: Store>(
+        store: &St,
+        check: &LimitCheck<'_>,
+    ) -> tollgate::algorithm::Decision {
+        let decisions = match store.acquire(std::slice::from_ref(check)) {
+            Acquisition::Ready(result) => result,
+            Acquisition::Pending(future) => future.await,
+        };
+        decisions.expect("decided")[0]
+    }
+
+    /// The guide's example through the store `make` builds, for every algorithm (each in
+    /// the form the store keeps it: packed, a timestamp, whole): four answers of 300
+    /// tokens, the fifth refused until it has been paid back, then admitted exactly.
+    pub(super) async fn settles<St: Store>(make: impl AsyncFn(ManualClock) -> St) {
+        for algorithm in Algorithm::ALL {
+            // A token bucket of a whole interval is kept as a timestamp; 7 a minute is not.
+            for quota in [quota(algorithm), per_minute(algorithm, 7)] {
+                let clock = ManualClock::new();
+                let store = make(clock.clone()).await;
+                let per_answer = quota.requests_per_period() * 3 / 10;
+                for answer in 0..4 {
+                    let admitted = decide(&store, &check(algorithm, &quota, 1)).await;
+                    assert!(admitted.allowed, "{algorithm} {quota:?}: answer {answer}");
+                    let extra = i64::try_from(per_answer).expect("small") - 1;
+                    store
+                        .settle(&check(algorithm, &quota, 1), extra)
+                        .await
+                        .expect("settled");
+                }
+                let fifth = decide(&store, &check(algorithm, &quota, 1)).await;
+                assert!(!fifth.allowed, "{algorithm} {quota:?}: over the limit");
+                clock.advance(fifth.retry_after - Duration::from_nanos(1));
+                let early = decide(&store, &check(algorithm, &quota, 1)).await;
+                assert!(!early.allowed, "{algorithm} {quota:?}: a nanosecond early");
+                clock.advance(Duration::from_nanos(1));
+                let paid = decide(&store, &check(algorithm, &quota, 1)).await;
+                assert!(paid.allowed, "{algorithm} {quota:?}: paid back");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn the_memory_store_settles_every_algorithm() {
+        settles(async |clock| MemoryStore::with_clock(clock)).await;
+    }
 }

@@ -82,6 +82,16 @@ impl PackedAlgorithm {
         }
     }
 
+    /// [`Algorithm::settle`] on a packed state.
+    pub(crate) fn settle(self, state: &mut Words, now: Nanos, quota: &Quota, extra: i64) {
+        match self {
+            PackedAlgorithm::TokenBucket => settle::<TokenBucket>(state, now, quota, extra),
+            PackedAlgorithm::LeakyBucket => settle::<LeakyBucket>(state, now, quota, extra),
+            PackedAlgorithm::FixedWindow => settle::<FixedWindow>(state, now, quota, extra),
+            PackedAlgorithm::Gcra => settle::<Gcra>(state, now, quota, extra),
+        }
+    }
+
     /// [`Algorithm::cancel`] on a packed state.
     pub(crate) fn cancel(
         self,
@@ -111,6 +121,13 @@ fn transition<T: Pack>(
     let state = state.map(|words| T::unpack(*words));
     let (next, decision) = T::transition(state.as_ref(), now, quota, cost);
     (next.pack(), decision)
+}
+
+/// [`Algorithm::settle`] on the packed `state` of a `T`.
+fn settle<T: Pack>(state: &mut Words, now: Nanos, quota: &Quota, extra: i64) {
+    let mut unpacked = T::unpack(*state);
+    unpacked.settle(now, quota, extra);
+    *state = unpacked.pack();
 }
 
 /// A state that converts to and from [`Words`] without loss.

@@ -241,6 +241,21 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// Settles what a request admitted under `check` turned out to cost, once its response
+    /// said: charges its key `extra` more, past the limit if need be, or gives back
+    /// `-extra` of what the request was charged, as
+    /// [`Algorithm::settle`](crate::algorithm::Algorithm::settle) does, atomically with the
+    /// key's other requests. `check` is the request's own (its cost the one charged).
+    ///
+    /// The default answers an error: a store that cannot settle.
+    fn settle(&self, check: &LimitCheck<'_>, extra: i64) -> Settling {
+        let _ = (check, extra);
+        Box::pin(std::future::ready(Err(StoreError::new(
+            "this store cannot settle costs",
+            "settle not supported",
+        ))))
+    }
+
     /// Forgets what the keys of `checks` (and the keys they are carried from) have used, as
     /// if their clients had never been seen, and a fleet's shared totals of them too:
     /// support's "reset this customer" ([`Limiter::reset`](crate::Limiter::reset)).
@@ -255,6 +270,9 @@ pub trait Store: Send + Sync + 'static {
         ))))
     }
 }
+
+/// The future of a [`Store::settle`].
+pub type Settling = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
 
 /// The future of a [`Store::reset`]: how many keys held state.
 pub type Resetting = Pin<Box<dyn Future<Output = Result<u64, StoreError>> + Send>>;

@@ -137,7 +137,7 @@ impl Generations {
 
     /// Puts `kept`, a state of `algorithm` under `quota`, under the key with `fingerprint`,
     /// unless it is the same as a key never seen.
-    fn put_kept(
+    pub(super) fn put_kept(
         &mut self,
         fingerprint: NonZeroU64,
         kept: Kept,

@@ -6,6 +6,7 @@ mod fingerprint;
 mod generations;
 mod probe_table;
 mod reset;
+mod settle;
 mod sketches;
 mod tables;
 
@@ -13,7 +14,7 @@ use self::fingerprint::Fingerprinter;
 use self::generations::{decide_shared, Charge, Generations};
 use self::sketches::Sketches;
 use self::tables::{PackedSlot, Timestamp};
-use super::{Acquisition, Decisions, LimitCheck, Resetting, Store, StoreError};
+use super::{Acquisition, Decisions, LimitCheck, Resetting, Settling, Store, StoreError};
 use crate::algorithm::{Algorithm, Decision};
 use crate::clock::{Clock, Nanos, SystemClock};
 use parking_lot::{RwLock, RwLockWriteGuard};
@@ -393,6 +394,11 @@ impl<C: Clock> Store for MemoryStore<C> {
 
     fn reset(&self, checks: &[LimitCheck<'_>]) -> Resetting {
         Box::pin(std::future::ready(Ok(self.forget(checks))))
+    }
+
+    fn settle(&self, check: &LimitCheck<'_>, extra: i64) -> Settling {
+        self.settle_key(check, extra);
+        Box::pin(std::future::ready(Ok(())))
     }
 }
 
