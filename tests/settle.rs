@@ -2,6 +2,8 @@
 //! (past the limit if need be, then paid back) or given back; every algorithm, on a manual
 //! clock's numbers.
 
+mod common;
+
 use std::time::Duration;
 use tollgate::algorithm::{Algorithm, Quota, State};
 use tollgate::clock::Nanos;
@@ -109,11 +111,16 @@ mod stores {
     use tollgate::clock::ManualClock;
     use tollgate::store::{Acquisition, LimitCheck, MemoryStore, Store};
 
-    fn check<'a>(algorithm: Algorithm, quota: &'a Quota, cost: u64) -> LimitCheck<'a> {
+    fn check<'a>(
+        key: &'a [u8],
+        algorithm: Algorithm,
+        quota: &'a Quota,
+        cost: u64,
+    ) -> LimitCheck<'a> {
         LimitCheck {
             domain: "settle",
-            key: b"\x01user=ann",
-            tag: b"ann",
+            key,
+            tag: key,
             algorithm,
             quota,
             cost,
@@ -140,36 +147,128 @@ mod stores {
     /// The guide's example through the store `make` builds, for every algorithm (each in
     /// the form the store keeps it: packed, a timestamp, whole): four answers of 300
     /// tokens, the fifth refused until it has been paid back, then admitted exactly.
-    pub(super) async fn settles<St: Store>(make: impl AsyncFn(ManualClock) -> St) {
+    pub(crate) async fn settles<St: Store>(make: impl AsyncFn(ManualClock) -> St) {
         for algorithm in Algorithm::ALL {
             // A token bucket of a whole interval is kept as a timestamp; 7 a minute is not.
             for quota in [quota(algorithm), per_minute(algorithm, 7)] {
                 let clock = ManualClock::new();
                 let store = make(clock.clone()).await;
+                // A key of its own: a store shared by the runs keeps each apart.
+                let key = format!("{algorithm} {}", quota.requests_per_period()).into_bytes();
+                let check = |cost| check(&key, algorithm, &quota, cost);
                 let per_answer = quota.requests_per_period() * 3 / 10;
                 for answer in 0..4 {
-                    let admitted = decide(&store, &check(algorithm, &quota, 1)).await;
+                    let admitted = decide(&store, &check(1)).await;
                     assert!(admitted.allowed, "{algorithm} {quota:?}: answer {answer}");
                     let extra = i64::try_from(per_answer).expect("small") - 1;
-                    store
-                        .settle(&check(algorithm, &quota, 1), extra)
-                        .await
-                        .expect("settled");
+                    store.settle(&check(1), extra).await.expect("settled");
                 }
-                let fifth = decide(&store, &check(algorithm, &quota, 1)).await;
+                let fifth = decide(&store, &check(1)).await;
                 assert!(!fifth.allowed, "{algorithm} {quota:?}: over the limit");
                 clock.advance(fifth.retry_after - Duration::from_nanos(1));
-                let early = decide(&store, &check(algorithm, &quota, 1)).await;
+                let early = decide(&store, &check(1)).await;
                 assert!(!early.allowed, "{algorithm} {quota:?}: a nanosecond early");
                 clock.advance(Duration::from_nanos(1));
-                let paid = decide(&store, &check(algorithm, &quota, 1)).await;
+                let paid = decide(&store, &check(1)).await;
                 assert!(paid.allowed, "{algorithm} {quota:?}: paid back");
             }
+        }
+    }
+
+    /// Through the store `make` builds: four requests reserve 300 and use 100; the 600 they
+    /// gave back are admitted, and nothing more.
+    pub(crate) async fn gives_back<St: Store>(make: impl AsyncFn(ManualClock) -> St) {
+        for algorithm in Algorithm::ALL {
+            let quota = quota(algorithm);
+            let store = make(ManualClock::new()).await;
+            let key = format!("{algorithm} back").into_bytes();
+            let check = |cost| check(&key, algorithm, &quota, cost);
+            for _ in 0..4 {
+                assert!(decide(&store, &check(300)).await.allowed, "{algorithm}");
+                store.settle(&check(300), -200).await.expect("settled");
+            }
+            assert!(
+                decide(&store, &check(600)).await.allowed,
+                "{algorithm}: 600 given back"
+            );
+            assert!(
+                !decide(&store, &check(1)).await.allowed,
+                "{algorithm}: and no more"
+            );
         }
     }
 
     #[tokio::test]
     async fn the_memory_store_settles_every_algorithm() {
         settles(async |clock| MemoryStore::with_clock(clock)).await;
+        gives_back(async |clock| MemoryStore::with_clock(clock)).await;
+    }
+}
+
+#[cfg(feature = "redis")]
+mod redis {
+    use super::stores::{gives_back, settles};
+    use std::time::Duration;
+    use tollgate::store::RedisStore;
+
+    use crate::common::redis_server;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_settles_every_algorithm() {
+        let server = redis_server::RedisServer::start();
+        settles(async |clock| {
+            server.cli(&["FLUSHALL"]);
+            RedisStore::builder(server.url())
+                .clock(clock)
+                .timeout(Duration::from_secs(2))
+                .connect()
+                .await
+                .expect("connects")
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_gives_back_what_was_not_used() {
+        let server = redis_server::RedisServer::start();
+        gives_back(async |clock| {
+            RedisStore::builder(server.url())
+                .clock(clock)
+                .timeout(Duration::from_secs(2))
+                .connect()
+                .await
+                .expect("connects")
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_settles_every_algorithm_as_0_1_kept_them() {
+        let server = redis_server::RedisServer::start();
+        settles(async |clock| {
+            server.cli(&["FLUSHALL"]);
+            RedisStore::builder(server.url())
+                .clock(clock)
+                .legacy_layout(true)
+                .timeout(Duration::from_secs(2))
+                .connect()
+                .await
+                .expect("connects")
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_redis_cluster_settles_every_algorithm() {
+        let cluster = redis_server::RedisCluster::start(3);
+        settles(async |clock| {
+            RedisStore::cluster_builder(cluster.urls())
+                .clock(clock)
+                .timeout(Duration::from_secs(2))
+                .connect()
+                .await
+                .expect("connects")
+        })
+        .await;
     }
 }

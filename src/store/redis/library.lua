@@ -697,7 +697,8 @@ local function acquire_token_bucket(keys, args, time, k, a)
     if cost <= burst then retry = math.max(0, anchor + cdiv((cost - level) * period, limit) - now) end
     local reset = 0
     if burst > level then reset = math.max(0, anchor + cdiv((burst - level) * period, limit) - now) end
-    return { -1 - tokens, reset, retry }
+    -- A settled charge may leave the bucket in debt: nothing remains.
+    return { -1 - math.max(tokens, 0), reset, retry }
   end
   level = level - cost
   local reset = math.max(0, anchor + cdiv((burst - level) * period, limit) - now)
@@ -1034,3 +1035,103 @@ local function sync(keys, args)
   return reply
 end
 
+
+-- Settling what a request admitted earlier turned out to cost (src/algorithm/*.rs, settle):
+-- per algorithm, the state `s` at `now` with `extra` more charged, past the limit if need
+-- be, or `-extra` given back (never below a fresh key's).
+
+-- q, with room for any charge: a charge past the limit is kept.
+local function with_room(q)
+  local roomy = {}
+  for name, value in pairs(q) do roomy[name] = value end
+  roomy.limit = 4503599627370496
+  return roomy
+end
+
+local function settled_token_bucket(s, now, q, extra)
+  if q.limit == 0 then return s end
+  local _, at_now = token_bucket(s, now, q, 0)
+  local anchor, level = at_now[1], at_now[2]
+  local tokens = math.min(q.burst, level + idiv((now - anchor) * q.limit, q.period))
+  -- Anchored at now, as the memory store settles it.
+  return { now, math.min(q.burst, tokens - extra) }
+end
+
+local function settled_schedule(s, now, q, extra)
+  if q.limit == 0 then return s end
+  local interval = cdiv(q.period, q.limit)
+  local tat = s[1] or now
+  if extra >= 0 then return { math.max(tat, now) + extra * interval } end
+  return { math.max(now, tat + extra * interval) }
+end
+
+local function settled_fixed_window(s, now, q, extra)
+  local _, at_now = fixed_window(s, now, q, 0)
+  local count = math.max(0, at_now[2] + extra)
+  -- Kept as one integer, a count and a request's cost stay below its scale: a count past
+  -- the limit is kept as the limit, which refuses as much until the window ends.
+  if q.algorithm == COUNTER then count = math.min(count, q.limit) end
+  return { at_now[1], count }
+end
+
+local function settled_sliding_window_counter(s, now, q, extra)
+  local _, at_now = sliding_window_counter(s, now, q, 0)
+  return { at_now[1], math.max(0, at_now[2] + extra), at_now[3] }
+end
+
+local function settled_log(s, now, q, extra)
+  if extra >= 0 then
+    local _, charged = sliding_window_log(s, now, with_room(q), extra)
+    return charged
+  end
+  local _, log = sliding_window_log(s, now, q, 0)
+  local left = -extra
+  while left > 0 and #log >= 3 do
+    local last = #log
+    local taken = math.min(left, log[last])
+    log[last], log[1], left = log[last] - taken, log[1] - taken, left - taken
+    if log[last] == 0 then log[last], log[last - 1] = nil, nil end
+  end
+  return log
+end
+
+local settled = {
+  [TOKEN_BUCKET] = settled_token_bucket, [LEAKY_BUCKET] = settled_schedule,
+  [FIXED_WINDOW] = settled_fixed_window, [LOG] = settled_log,
+  [SLIDING_WINDOW_COUNTER] = settled_sliding_window_counter, [GCRA] = settled_schedule,
+  [COUNTER] = settled_fixed_window,
+}
+
+-- Settles one key: charges `extra` more, or gives `-extra` back.
+--
+-- keys[1]  the state key
+-- args     now ("" for TIME), the limit's 8 numbers as `acquire` takes them (algorithm,
+--          ticks per base unit, limit, period, burst or scale, queue or window, max_delay or
+--          window end, shaping), extra, ticks per ms
+-- Returns  1
+local function settle(keys, args)
+  local test_clock = args[1] ~= ''
+  local q = quota(args, 1)
+  local extra = tonumber(args[10])
+  q.key, q.per_ms = keys[1], tonumber(args[11])
+  local now = idiv(now_in_base_units(args[1]), q.div)
+  if q.algorithm == LOG_SET then
+    if extra < 0 then
+      -- The newest units, one a request unit.
+      redis.pcall('ZPOPMAX', q.key, digits(-extra))
+      return 1
+    end
+    local view = read_log_set(q.key, now, q)
+    local charged, units = sliding_window_log_set(view, now, with_room(q), extra)
+    keep_log_set(q, units, charged[4], test_clock)
+    return 1
+  end
+  local next = settled[q.algorithm](state_of(q.key, q, now), now, q, extra)
+  local reset = decide[q.algorithm](next, now, q, 0)[4]
+  if reset > 0 then
+    redis.call('SET', q.key, write[q.algorithm](next, q), 'PX', px(reset, q.per_ms, test_clock))
+  else
+    redis.call('DEL', q.key)
+  end
+  return 1
+end

@@ -14,8 +14,8 @@ mod synced;
 mod ticks;
 
 use super::{
-    Acquisition, CarriedFrom, Decisions, LimitCheck, Resetting, SlotCheck, Store, StoreError,
-    TakingSlots,
+    Acquisition, CarriedFrom, Decisions, LimitCheck, Resetting, Settling, SlotCheck, Store,
+    StoreError, TakingSlots,
 };
 use crate::algorithm::{Algorithm, Decision, Quota};
 use crate::clock::{saturating_nanos, Clock, Nanos};
@@ -639,6 +639,33 @@ impl Store for RedisStore {
                 tracing::debug!(%error, "could not give a queue place back");
             }
         });
+    }
+
+    fn settle(&self, check: &LimitCheck<'_>, extra: i64) -> Settling {
+        if let Some(denials) = &self.inner.denials {
+            denials.forget(check);
+        }
+        if check.sync_every.is_some() {
+            return Box::pin(std::future::ready(Err(StoreError::new(
+                "local-first limits do not settle costs yet",
+                "settle not supported",
+            ))));
+        }
+        let (planned, now) = match (self.plan(check), self.inner.script_now()) {
+            (Ok(planned), Ok(now)) => (planned, now),
+            (Err(error), _) | (_, Err(error)) => return Box::pin(std::future::ready(Err(error))),
+        };
+        let store = self.clone();
+        Box::pin(async move {
+            let a = &planned.args;
+            let args = a[..8].iter().copied().chain([extra, a[10]]);
+            let key = [&planned.key.name[..]];
+            store
+                .inner
+                .invoke::<i64>(Entry::Settle, key, &now, args)
+                .await
+                .map(drop)
+        })
     }
 
     fn take_slots(&self, slots: &[SlotCheck<'_>]) -> Option<TakingSlots> {

@@ -37,10 +37,12 @@ pub(super) enum Entry {
     ReleaseSlots,
     /// Renews leases still held.
     RenewSlots,
+    /// Settles what a request turned out to cost.
+    Settle,
 }
 
 impl Entry {
-    const ALL: [Entry; 10] = [
+    const ALL: [Entry; 11] = [
         Entry::Acquire,
         Entry::AcquireCounter,
         Entry::AcquireTokenBucket,
@@ -51,6 +53,7 @@ impl Entry {
         Entry::TakeSlots,
         Entry::ReleaseSlots,
         Entry::RenewSlots,
+        Entry::Settle,
     ];
 
     /// The function's name in `library.lua`.
@@ -66,6 +69,7 @@ impl Entry {
             Entry::TakeSlots => "take_slots",
             Entry::ReleaseSlots => "release_slots",
             Entry::RenewSlots => "renew_slots",
+            Entry::Settle => "settle",
         }
     }
 
@@ -78,7 +82,11 @@ impl Entry {
             Entry::AcquireLog => Some(4),
             Entry::TakeSlots => Some(5),
             Entry::ReleaseSlots => Some(6),
-            Entry::AcquireBatch | Entry::Refund | Entry::Sync | Entry::RenewSlots => None,
+            Entry::AcquireBatch
+            | Entry::Refund
+            | Entry::Sync
+            | Entry::RenewSlots
+            | Entry::Settle => None,
         }
     }
 }
@@ -88,9 +96,9 @@ pub(super) struct Program {
     /// The text `FUNCTION LOAD` takes.
     library: String,
     /// By [`Entry`], in [`Entry::ALL`]'s order: the function's name in Redis.
-    names: [String; 10],
+    names: [String; 11],
     /// By [`Entry`]: the script of the same text, for a Redis without functions.
-    scripts: [Script; 10],
+    scripts: [Script; 11],
     /// Whether the Redis has functions (else the scripts run).
     functions: AtomicBool,
 }
