@@ -78,6 +78,7 @@ pub mod guide;
 pub mod layer;
 mod limiter;
 mod observe;
+mod owed;
 #[cfg(feature = "reload")]
 pub mod reload;
 pub mod response;

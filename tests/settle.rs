@@ -228,6 +228,50 @@ mod redis {
         .await;
     }
 
+    /// Two servers on one Redis settle one user's tokens together: two answers of 300 on
+    /// each, and the fifth, on either, refused.
+    #[cfg(feature = "axum")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_servers_on_one_redis_settle_together() {
+        use crate::common::server;
+        use crate::over_http::{served, TOKENS};
+        use axum::http::StatusCode;
+        let server = redis_server::RedisServer::start();
+        let store = || async {
+            RedisStore::builder(server.url())
+                .connect()
+                .await
+                .expect("connects")
+        };
+        let servers = [
+            served(TOKENS, store().await).await,
+            served(TOKENS, store().await).await,
+        ];
+        let ann = [("x-user", "ann")];
+        for answer in 0..4 {
+            let reply = server::get(servers[answer % 2], "/answer?tokens=300", &ann).await;
+            assert_eq!(reply.status, StatusCode::OK, "answer {answer}");
+        }
+        // A settlement is sent when the response's head is, and lands a round trip later.
+        let watcher = tollgate::Limiter::with_store(
+            tollgate::rules::Rules::from_yaml(TOKENS).expect("valid rules"),
+            store().await,
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let peeked = watcher.peek(&[("user", "ann")]).await.expect("peeked");
+            if peeked[0].decision().remaining == 0 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "1,200 tokens settled");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        for addr in servers {
+            let fifth = server::get(addr, "/answer?tokens=300", &ann).await;
+            assert_eq!(fifth.status, StatusCode::TOO_MANY_REQUESTS);
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redis_gives_back_what_was_not_used() {
         let server = redis_server::RedisServer::start();
@@ -270,5 +314,206 @@ mod redis {
                 .expect("connects")
         })
         .await;
+    }
+}
+
+#[cfg(feature = "axum")]
+mod over_http {
+    use crate::common::server::{self, serve};
+    use axum::extract::Query;
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    use axum::routing::get;
+    use axum::Router;
+    use std::collections::HashMap;
+    use std::net::SocketAddr;
+    use std::time::Duration;
+    use tollgate::clock::ManualClock;
+    use tollgate::response::SettledCost;
+    use tollgate::rules::Rules;
+    use tollgate::store::{MemoryStore, Store};
+    use tollgate::{Limiter, RateLimitLayer};
+
+    /// `/answer?tokens=N` answers with `x-tokens-used: N`, or, `&as=extension`, a
+    /// `SettledCost` of N, or, `&as=nothing`, neither; `/login?ok=1` logs in, otherwise
+    /// fails with 401.
+    fn app() -> Router {
+        Router::new()
+            .route(
+                "/answer",
+                get(|Query(query): Query<HashMap<String, String>>| async move {
+                    let tokens: u64 = query
+                        .get("tokens")
+                        .and_then(|t| t.parse().ok())
+                        .unwrap_or(0);
+                    let mut response = "an answer".into_response();
+                    match query.get("as").map(String::as_str) {
+                        Some("extension") => {
+                            response.extensions_mut().insert(SettledCost(tokens));
+                        }
+                        Some("nothing") => {}
+                        _ => {
+                            response
+                                .headers_mut()
+                                .insert("x-tokens-used", tokens.into());
+                        }
+                    }
+                    response
+                }),
+            )
+            .route(
+                "/login",
+                get(|Query(query): Query<HashMap<String, String>>| async move {
+                    if query.contains_key("ok") {
+                        StatusCode::OK
+                    } else {
+                        StatusCode::UNAUTHORIZED
+                    }
+                }),
+            )
+    }
+
+    pub(crate) async fn served<St: Store>(yaml: &str, store: St) -> SocketAddr {
+        let limiter = Limiter::with_store(Rules::from_yaml(yaml).expect("valid rules"), store);
+        serve(app().layer(RateLimitLayer::new(limiter))).await
+    }
+
+    pub(crate) const TOKENS: &str = r#"
+domain: llm
+sources: { user: { header: x-user } }
+descriptors:
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 1000, settle: { response_header: x-tokens-used } }
+"#;
+
+    /// The guide's example: 1,000 tokens a minute per user, answers of 300 tokens: four
+    /// admitted, the fifth refused until the window allows.
+    pub(crate) async fn tokens_a_minute(addr: SocketAddr, path: &str) {
+        let ann = [("x-user", "ann")];
+        for answer in 0..4 {
+            let reply = server::get(addr, path, &ann).await;
+            assert_eq!(reply.status, StatusCode::OK, "answer {answer}");
+        }
+        let fifth = server::get(addr, path, &ann).await;
+        assert_eq!(fifth.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(fifth.number("x-ratelimit-remaining"), 0);
+        assert!(fifth.number("retry-after") > 0);
+        let bob = server::get(addr, path, &[("x-user", "bob")]).await;
+        assert_eq!(bob.status, StatusCode::OK, "each user's own tokens");
+    }
+
+    #[tokio::test]
+    async fn answers_settle_their_tokens_from_a_header_or_the_handler() {
+        let clock = ManualClock::new();
+        let addr = served(TOKENS, MemoryStore::with_clock(clock.clone())).await;
+        tokens_a_minute(addr, "/answer?tokens=300").await;
+        clock.advance(Duration::from_secs(60));
+        let later = server::get(addr, "/answer?tokens=300", &[("x-user", "ann")]).await;
+        assert_eq!(later.status, StatusCode::OK, "the next window");
+
+        let clock = ManualClock::new();
+        let addr = served(TOKENS, MemoryStore::with_clock(clock)).await;
+        tokens_a_minute(addr, "/answer?tokens=300&as=extension").await;
+
+        // An answer that says nothing keeps its reservation of 1.
+        let addr = served(TOKENS, MemoryStore::with_clock(ManualClock::new())).await;
+        let cy = [("x-user", "cy")];
+        for _ in 0..1000 {
+            let reply = server::get(addr, "/answer?as=nothing", &cy).await;
+            assert_eq!(reply.status, StatusCode::OK);
+        }
+        let over = server::get(addr, "/answer?as=nothing", &cy).await;
+        assert_eq!(over.status, StatusCode::TOO_MANY_REQUESTS);
+    }
+
+    #[tokio::test]
+    async fn only_failed_logins_count() {
+        let rules = r#"
+domain: auth
+sources: { user: { header: x-user } }
+descriptors:
+  - key: user
+    descriptors:
+      - key: remote_address
+        rate_limit: { period: 15m, requests_per_unit: 5, count_when: { status: [401, 403] } }
+"#;
+        let addr = served(rules, MemoryStore::with_clock(ManualClock::new())).await;
+        let ann = [("x-user", "ann")];
+        for _ in 0..20 {
+            assert_eq!(
+                server::get(addr, "/login?ok=1", &ann).await.status,
+                StatusCode::OK
+            );
+        }
+        for failure in 0..5 {
+            let reply = server::get(addr, "/login", &ann).await;
+            assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "failure {failure}");
+        }
+        let refused = server::get(addr, "/login?ok=1", &ann).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::TOO_MANY_REQUESTS,
+            "five failures: shut"
+        );
+        assert_eq!(
+            server::get(addr, "/login?ok=1", &[("x-user", "bob")])
+                .await
+                .status,
+            StatusCode::OK
+        );
+    }
+}
+
+#[test]
+fn mistaken_settlements_are_refused() {
+    let errors = |rate_limit: &str| {
+        tollgate::rules::Rules::from_yaml(&format!(
+            "domain: d\ndescriptors:\n  - key: remote_address\n    rate_limit: {{ {rate_limit} }}\n"
+        ))
+        .expect_err("refused")
+        .to_string()
+    };
+    let per_minute = "unit: minute, requests_per_unit: 9";
+    let cases = [
+        (
+            format!(
+                "{per_minute}, settle: {{ response_header: x-t }}, count_when: {{ status: [401] }}"
+            ),
+            "not both",
+        ),
+        (
+            format!("{per_minute}, settle: {{ response_header: \"a b\" }}"),
+            "`a b` is not a header name",
+        ),
+        (
+            format!("{per_minute}, count_when: {{ status: [] }}"),
+            "list the statuses",
+        ),
+        (
+            format!("{per_minute}, count_when: {{ status: [99] }}"),
+            "99 is not a status",
+        ),
+        (
+            format!("{per_minute}, count_when: {{ status: [6xx] }}"),
+            "`6xx` is not a status class",
+        ),
+        (
+            format!(
+                "{per_minute}, settle: {{ response_header: x-t }}, approximate: {{ memory: 1MiB }}"
+            ),
+            "cannot give a charge back",
+        ),
+        (
+            format!("{per_minute}, count_when: {{ status: [401] }}, sync_every: 100ms"),
+            "do not settle yet",
+        ),
+        (
+            "unlimited: true, settle: { response_header: x-t }".to_owned(),
+            "charges nothing to settle",
+        ),
+    ];
+    for (rate_limit, expected) in cases {
+        let errors = errors(&rate_limit);
+        assert!(errors.contains(expected), "{rate_limit}: {errors}");
     }
 }

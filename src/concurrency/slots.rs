@@ -2,8 +2,10 @@
 
 use super::InFlight;
 use crate::observe::InFlightGauge;
+use crate::owed::Owed;
 use crate::rules::Bounds;
 use crate::store::Leases;
+use http::{Extensions, HeaderMap, StatusCode};
 use smallvec::SmallVec;
 use std::fmt;
 use std::panic::{RefUnwindSafe, UnwindSafe};
@@ -59,8 +61,9 @@ impl Slot {
     }
 }
 
-/// The slots of the concurrency limits a request took, given back when dropped: the one
-/// place a slot is given back, whichever way the request ends. Boxed: a response future and
+/// What a request holds until its response ends: the slots of the concurrency limits it
+/// took, given back when dropped (the one place a slot is given back, whichever way the
+/// request ends), and the charges its response settles. Boxed: a response future and
 /// body carry an `Option<Slots>`, a pointer's size for every request.
 pub(crate) struct Slots(Box<Held>);
 
@@ -69,6 +72,8 @@ struct Held {
     slots: SmallVec<[Slot; 2]>,
     /// What the store holds of them, given back when dropped.
     leases: Leases,
+    /// The charges the response settles, when it comes.
+    owed: Option<Owed>,
 }
 
 impl Slots {
@@ -78,7 +83,26 @@ impl Slots {
             table,
             slots: SmallVec::new(),
             leases: Leases::none(),
+            owed: None,
         }))
+    }
+
+    /// Also carries `owed`, settled by [`Slots::settle`] when the response comes.
+    pub(crate) fn owe(&mut self, owed: Owed) {
+        self.0.owed = Some(owed);
+    }
+
+    /// Settles what the request owes as its response's `status`, `headers` and `extensions`
+    /// say, once.
+    pub(crate) fn settle(
+        &mut self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        extensions: &Extensions,
+    ) {
+        if let Some(owed) = self.0.owed.take() {
+            owed.settle(status, headers, extensions);
+        }
     }
 
     /// Holds `slot` until these slots are dropped.

@@ -57,12 +57,12 @@
 //! ```
 //!
 //! The repository's `rules.example.yaml` uses every feature, with comments; it compiles to
-//! 14 limits (the load shedder one of them):
+//! 16 limits (the load shedder one of them):
 //!
 //! ```rust
 //! # use tollgate::rules::Rules;
 //! let example = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/rules.example.yaml"));
-//! assert_eq!(Rules::from_yaml(example)?.limits().len(), 14);
+//! assert_eq!(Rules::from_yaml(example)?.limits().len(), 16);
 //! # Ok::<(), tollgate::rules::RuleErrors>(())
 //! ```
 //!
@@ -269,6 +269,8 @@
 //! | `name` | names the limit for `replaces`, logs, metrics and headers; names are unique |
 //! | `replaces: [{name: x}]` | when this limit applies, the limit named `x` does not |
 //! | `block_for` | a penalty, e.g. `15m`: a key this limit refuses stays refused that long ([below](#block_for-a-penalty)) |
+//! | `settle` | `{ response_header: x-tokens-used }`: the request costs what its response says ([below](#settle-costs-known-after-the-response)) |
+//! | `count_when` | `{ status: [401, 403] }`: only requests whose responses have these statuses count ([below](#count_when-counting-outcomes)) |
 //! | `calendar` | `true`: a `fixed_window` of a `day`, `week`, `month` or `year` counts in the calendar's, not in multiples of the unit since 1970 ([below](#calendar-quotas)) |
 //! | `time_zone` | with `calendar`: the calendar's time zone, e.g. `Europe/Paris` (default `UTC`) |
 //!
@@ -327,6 +329,67 @@
 //!   - key: tenant
 //!     rate_limit: { period: 30s, requests_per_unit: 100, cost: weight }
 //! ```
+//!
+//! # `settle`: costs known after the response
+//!
+//! An LLM gateway limits tokens, and the tokens are counted when the answer ends.
+//! `settle: { response_header: x-tokens-used }` admits a request if its up-front cost (its
+//! `cost`, 1 by default: a reservation) fits, and, when the response comes, charges it what
+//! the response says instead: the difference is charged, or given back, in the store,
+//! atomically with the key's other requests, on every server of a fleet. A handler can say
+//! it in the response's extensions instead of a header,
+//! [`SettledCost`](crate::response::SettledCost), which wins over the header. A charge that
+//! goes past the limit is kept: later requests are refused until it has been paid back (the
+//! window ends, the tokens refill), with an exact `Retry-After`.
+//!
+//! ```rust
+//! use tollgate::rules::Rules;
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: llm
+//! sources: { user: { header: x-user-id } }
+//! descriptors:
+//!   - key: user                  # 1,000 tokens a minute per user
+//!     rate_limit: { unit: minute, requests_per_unit: 1000, settle: { response_header: x-tokens-used } }
+//! "#)?;
+//! # Ok::<(), tollgate::rules::RuleErrors>(())
+//! ```
+//!
+//! With answers of 300 tokens: the first four are admitted (each reserves 1, then is
+//! charged 299 more: 1,200 of 1,000 after the fourth), and the fifth is refused until the
+//! window allows. A response that does not say (no header, not a number) keeps its
+//! reservation; so does a request whose response never comes (the handler failed or was
+//! cancelled), and one decided by [`Limiter::check`](crate::Limiter::check), which has no
+//! response. The response's head settles it: a header, or the handler's extension.
+//!
+//! # `count_when`: counting outcomes
+//!
+//! A login endpoint limits failed attempts, not attempts. `count_when: { status: [401,
+//! 403] }` (codes, or classes such as `5xx`) checks the limit before the request (refused
+//! once exhausted) and counts the request only when its response has one of these
+//! statuses: each request reserves its cost, given back when the response does not match,
+//! so that concurrent attempts stay within the limit.
+//!
+//! ```rust
+//! use tollgate::rules::Rules;
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: auth
+//! sources: { user: { header: x-user-id } }
+//! descriptors:
+//!   - key: user                  # 5 failed logins per 15 minutes per user and address
+//!     descriptors:
+//!       - key: remote_address
+//!         rate_limit: { period: 15m, requests_per_unit: 5, count_when: { status: [401, 403] } }
+//! "#)?;
+//! # Ok::<(), tollgate::rules::RuleErrors>(())
+//! ```
+//!
+//! Successful logins never count; after five failures, every attempt of that user from
+//! that address is refused until the window allows (add `block_for` to shut it out for
+//! longer). `settle` and `count_when` exclude each other, and are refused with
+//! `approximate` (a sketch cannot give a charge back), with `sync_every` (local-first limits
+//! do not settle yet) and by `tollgate serve`. Shadow-mode limits keep their reservations.
 //!
 //! # Calendar quotas
 //!

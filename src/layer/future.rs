@@ -115,12 +115,16 @@ fn poll_waiting<B, E>(
     })
 }
 
-/// `response` with `headers`, its body holding `slots` until it ends.
+/// `response` with `headers`, its body holding `slots` until it ends, once they have
+/// settled what the request owes as the response says.
 fn with_headers<B>(
     response: Response<B>,
     headers: RateLimitHeaders,
-    slots: Option<Slots>,
+    mut slots: Option<Slots>,
 ) -> Response<ResponseBody<B>> {
+    if let Some(slots) = &mut slots {
+        slots.settle(response.status(), response.headers(), response.extensions());
+    }
     let mut response = response.map(|body| ResponseBody::inner(body, slots));
     headers.write_to(response.headers_mut());
     response

@@ -17,6 +17,7 @@ use crate::source::MissingPeerAddr;
 use crate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, StoreError};
 use smallvec::SmallVec;
 use std::future::Future;
+use std::sync::Arc;
 use tracing::Instrument;
 
 /// A decision begun: its stage, and the slots its concurrency limits took.
@@ -54,17 +55,19 @@ impl<St: Store> Limiter<St> {
             let bookings = self.book(active, &mut matches, |_, limit| {
                 Weight::Charged(limit.cost(values, default_cost))
             });
-            return Ok((self.acquire(active, bookings, each), None));
+            let owing = self.owing(rules, &bookings, None);
+            return Ok((self.acquire(active, bookings, each), owing));
         }
         let taking = self.take_slots(active, values, &matches, each.as_deref_mut())?;
         let bookings = self.book(active, &mut matches, |_, limit| {
             Weight::Charged(limit.cost(values, default_cost))
         });
         Ok(match taking {
-            Taking::Taken(slots, slot_ruling) => (
-                self.acquire_after_slots(active, bookings, slot_ruling, each),
-                slots,
-            ),
+            Taking::Taken(slots, slot_ruling) => {
+                let slots = self.owing(rules, &bookings, slots);
+                let stage = self.acquire_after_slots(active, bookings, slot_ruling, each);
+                (stage, slots)
+            }
             Taking::Refused(ruling) => {
                 let stage = Stage::Settled {
                     ruling,
@@ -72,8 +75,25 @@ impl<St: Store> Limiter<St> {
                 };
                 (stage, None)
             }
-            Taking::Asked(slots, asked) => (Stage::TakingSlots(Box::new((asked, bookings))), slots),
+            Taking::Asked(slots, asked) => {
+                let slots = self.owing(rules, &bookings, slots);
+                (Stage::TakingSlots(Box::new((asked, bookings))), slots)
+            }
         })
+    }
+
+    /// `slots`, also carrying what the request will owe when admitted under `rules`, which
+    /// `bookings` charge (see [`crate::owed`]).
+    fn owing(&self, rules: &Rules, bookings: &[Booking], slots: Option<Slots>) -> Option<Slots> {
+        if !rules.has_settlements {
+            return slots;
+        }
+        let Some(owed) = self.owed(rules, bookings) else {
+            return slots;
+        };
+        let mut slots = slots.unwrap_or_else(|| Slots::new(Arc::clone(&self.shared.in_flight)));
+        slots.owe(owed);
+        Some(slots)
     }
 
     /// Asks the store about `bookings` under `active`, as [`acquire`](Self::acquire), for a

@@ -7,6 +7,7 @@ mod deciding;
 mod descriptors;
 mod given_values;
 mod inspect;
+mod owed;
 mod slots;
 
 pub(crate) use deciding::Deciding;

@@ -28,6 +28,7 @@ mod numbers;
 mod recent;
 mod recent_rejections;
 mod rejection;
+mod settled_cost;
 mod verdict_headers;
 mod wait;
 
@@ -41,5 +42,6 @@ pub use headers::{
 };
 pub(crate) use missing_peer_addr::missing_peer_addr;
 pub(crate) use rejection::rejection;
+pub use settled_cost::SettledCost;
 pub use verdict_headers::verdict_headers;
 pub(crate) use wait::millis_at_least_one;

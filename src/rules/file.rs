@@ -276,6 +276,63 @@ pub(crate) struct RawRateLimit {
     /// The time zone of the calendar, e.g. `Europe/Paris` (default UTC).
     #[serde(default)]
     pub(crate) time_zone: Option<Located<String>>,
+    /// Where the response says what the request cost.
+    #[serde(default)]
+    pub(crate) settle: Option<Located<RawSettle>>,
+    /// The responses whose requests count.
+    #[serde(default)]
+    pub(crate) count_when: Option<Located<RawCountWhen>>,
+}
+
+/// `settle`: where the response says what its request cost.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSettle {
+    pub(crate) response_header: Located<String>,
+}
+
+/// `count_when`: the responses whose requests count.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCountWhen {
+    pub(crate) status: Vec<Located<RawStatus>>,
+}
+
+/// A status as written: a code (`401`), or a class (`"5xx"`), checked when compiled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RawStatus {
+    Code(u64),
+    Class(String),
+}
+
+impl<'de> Deserialize<'de> for RawStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct StatusVisitor;
+
+        impl Visitor<'_> for StatusVisitor {
+            type Value = RawStatus;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a status code (e.g. 401) or a class (e.g. 5xx)")
+            }
+
+            fn visit_u64<E: de::Error>(self, code: u64) -> Result<RawStatus, E> {
+                Ok(RawStatus::Code(code))
+            }
+
+            fn visit_i64<E: de::Error>(self, code: i64) -> Result<RawStatus, E> {
+                u64::try_from(code)
+                    .map(RawStatus::Code)
+                    .map_err(|_| E::invalid_value(de::Unexpected::Signed(code), &self))
+            }
+
+            fn visit_str<E: de::Error>(self, class: &str) -> Result<RawStatus, E> {
+                Ok(RawStatus::Class(class.to_owned()))
+            }
+        }
+
+        deserializer.deserialize_any(StatusVisitor)
+    }
 }
 
 /// A `concurrency` entry: how many of a client's requests may run at once.

@@ -1,5 +1,6 @@
 //! One rate limit of the rules: what it allows, to whom, and what a request weighs.
 
+use super::settlement::Settlement;
 use super::tree::Values;
 use super::OnStoreError;
 use crate::algorithm::{Algorithm, Quota};
@@ -33,6 +34,8 @@ pub struct Limit {
     pub(super) sheds: bool,
     /// `block_for`: how long a key this limit refuses stays refused, kept by another limit.
     pub(crate) block: Option<Block>,
+    /// `settle` or `count_when`: what the limit learns from the response.
+    pub(crate) settlement: Option<Settlement>,
 }
 
 /// A limit's penalty (`block_for`). A key the limit refuses is charged once to a limit of

@@ -34,6 +34,7 @@ mod load_shedding;
 mod period;
 pub(crate) mod request_values;
 mod response_options;
+pub(crate) mod settlement;
 mod size;
 mod state_id;
 pub(crate) mod tree;
@@ -100,6 +101,8 @@ pub struct Rules {
     pub(crate) has_concurrency: bool,
     /// Whether any limit has a `block_for` (most rules have none: start no block).
     pub(crate) has_blocks: bool,
+    /// Whether any limit settles from the response (most rules have none: owe nothing).
+    pub(crate) has_settlements: bool,
     /// `load_shedding`, if set.
     pub(crate) load_shedding: Option<LoadShedding>,
     pub(crate) response: ResponseOptions,

@@ -75,6 +75,7 @@ impl Compiler {
                 lease: None,
                 sheds: false,
                 block: None,
+                settlement: None,
             };
             self.limits.push(keeper);
             self.limits[blocked].block = Some(Block {

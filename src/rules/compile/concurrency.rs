@@ -68,6 +68,7 @@ impl Compiler {
             lease: Some(lease),
             sheds: false,
             block: None,
+            settlement: None,
         });
         Some(NodeLimit {
             index: self.limits.len() - 1,

@@ -78,6 +78,7 @@ impl Compiler {
             lease: None,
             sheds: true,
             block: None,
+            settlement: None,
         });
         Some(LoadShedding::new(
             self.limits.len() - 1,

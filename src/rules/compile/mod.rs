@@ -9,6 +9,7 @@ mod concurrency;
 mod load_shedding;
 mod overrides;
 mod rate_limit;
+mod settlement;
 mod sources;
 
 use super::error::{RuleError, RuleErrors};
@@ -87,6 +88,7 @@ pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErro
         has_replaces: compiler.limits.iter().any(|l| !l.replaces().is_empty()),
         has_concurrency: compiler.limits.iter().any(|l| l.max_in_flight().is_some()),
         has_blocks: compiler.limits.iter().any(|l| l.block.is_some()),
+        has_settlements: compiler.limits.iter().any(|l| l.settlement.is_some()),
         load_shedding,
         limits: compiler.limits,
         declared,

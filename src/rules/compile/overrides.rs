@@ -37,6 +37,7 @@ impl Compiler {
                 lease: None,
                 sheds: false,
                 block: None,
+                settlement: None,
             });
         }
     }

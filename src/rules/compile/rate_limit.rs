@@ -127,8 +127,9 @@ impl Compiler {
         let sync_every = self.sync_every(&raw.value, raw.referenced, &path);
         let approximate = self.approximate(&raw.value, raw.referenced, &path, label);
         let block_for = self.block_for(&raw.value, &path);
+        let settlement = self.settlement(&raw.value, &path);
         let (rate, cost, sync_every, approximate) = (rate?, cost?, sync_every?, approximate?);
-        let block_for = block_for?;
+        let (block_for, settlement) = (block_for?, settlement?);
         let checked_approximate =
             self.check_approximate(approximate, sync_every, &rate, label, &path);
         let sync_every = self.check_sync_every(sync_every, &rate, label, &path);
@@ -153,6 +154,7 @@ impl Compiler {
             lease: None,
             sheds: false,
             block: None,
+            settlement,
         });
         let index = self.limits.len() - 1;
         if let Some(duration) = block_for {
