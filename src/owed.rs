@@ -4,8 +4,8 @@
 
 use crate::algorithm::{Algorithm, Quota};
 use crate::response::SettledCost;
-use crate::rules::settlement::Settlement;
 use crate::rules::tree::StateKey;
+use crate::rules::Settlement;
 use crate::store::LimitCheck;
 use http::{Extensions, HeaderMap, StatusCode};
 use smallvec::SmallVec;

@@ -60,6 +60,9 @@ pub(crate) fn quota(limit: &Limit) -> String {
         }
         _ => {}
     }
+    if let Some(settlement) = limit.settlement() {
+        let _ = write!(text, ", {settlement}");
+    }
     if let Some(block) = limit.block_for() {
         let _ = write!(text, ", block {}", Unit::format_period(block));
     }

@@ -415,3 +415,23 @@ descriptors:
         "{text}"
     );
 }
+
+#[test]
+fn check_shows_settlements() {
+    const SETTLED: &str = r#"
+domain: llm
+sources: { user: { header: x-user-id } }
+descriptors:
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 1000, settle: { response_header: x-tokens-used } }
+  - key: remote_address
+    rate_limit: { period: 15m, requests_per_unit: 5, count_when: { status: [401, 5xx] } }
+"#;
+    let (code, text, errors) = tollgate_on("check", SETTLED, &[]);
+    assert_eq!(code, Some(0), "{errors}");
+    assert!(
+        text.contains("1000 per 1m, settles from x-tokens-used"),
+        "{text}"
+    );
+    assert!(text.contains("5 per 15m, counts 401, 5xx"), "{text}");
+}

@@ -1,8 +1,8 @@
 //! One rate limit of the rules: what it allows, to whom, and what a request weighs.
 
-use super::settlement::Settlement;
 use super::tree::Values;
 use super::OnStoreError;
+use super::Settlement;
 use crate::algorithm::{Algorithm, Quota};
 use crate::store::Approximate;
 use std::num::IntErrorKind;
@@ -181,6 +181,12 @@ impl Limit {
     /// that counts down the block. `None` without a penalty.
     pub fn block_for(&self) -> Option<Duration> {
         self.block.map(|block| block.duration)
+    }
+
+    /// How this limit settles what it charged once the response is known (`settle`,
+    /// `count_when`); `None` when the charge is final.
+    pub fn settlement(&self) -> Option<&Settlement> {
+        self.settlement.as_ref()
     }
 
     /// Whether a request this limit matches skips every limit: an `unlimited` entry that is

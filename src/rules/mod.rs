@@ -34,7 +34,7 @@ mod load_shedding;
 mod period;
 pub(crate) mod request_values;
 mod response_options;
-pub(crate) mod settlement;
+mod settlement;
 mod size;
 mod state_id;
 pub(crate) mod tree;
@@ -47,6 +47,7 @@ pub(crate) use limit::Cost;
 pub use limit::{Limit, Rate};
 pub use limit_override::LimitOverride;
 pub use response_options::{ResponseOptions, XRatelimitHeader};
+pub use settlement::{Settlement, StatusSet};
 
 use crate::algorithm::{Algorithm, Quota};
 use crate::source::{ClientIpResolver, MissingPeerAddr, Source};

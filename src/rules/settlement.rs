@@ -2,10 +2,27 @@
 //! counts at all (`count_when`).
 
 use http::{HeaderMap, HeaderName, StatusCode};
+use std::fmt;
 
-/// How a limit settles a request it charged, once the response is known.
+/// How a limit settles a request it charged, once the response is known (`settle` or
+/// `count_when` in the [rules reference](crate::guide::rules#settle-costs-known-after-the-response)).
+///
+/// ```
+/// use tollgate::rules::Rules;
+///
+/// let rules = Rules::from_yaml(r#"
+/// domain: auth
+/// descriptors:
+///   - key: remote_address
+///     rate_limit: { period: 15m, requests_per_unit: 5, count_when: { status: [401, 5xx] } }
+/// "#)?;
+/// let settlement = rules.limits()[0].settlement().expect("count_when");
+/// assert_eq!(settlement.to_string(), "counts 401, 5xx");
+/// # Ok::<(), tollgate::rules::RuleErrors>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Settlement {
+#[non_exhaustive]
+pub enum Settlement {
     /// The request costs what this response header says (a whole number); without one, it
     /// keeps the cost it was charged.
     ResponseHeader(HeaderName),
@@ -39,7 +56,7 @@ impl Settlement {
 
 /// Statuses: codes, and classes (`4xx`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct StatusSet {
+pub struct StatusSet {
     codes: Vec<u16>,
     /// Bit `n` set: every `n`xx status.
     classes: u8,
@@ -57,10 +74,29 @@ impl StatusSet {
     }
 
     /// Whether `status` is among these.
-    pub(crate) fn matches(&self, status: StatusCode) -> bool {
+    pub fn matches(&self, status: StatusCode) -> bool {
         let code = status.as_u16();
         let hundreds = u32::from(code / 100);
         self.codes.contains(&code) || (hundreds < 8 && self.classes & (1 << hundreds) != 0)
+    }
+}
+
+impl fmt::Display for Settlement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Settlement::ResponseHeader(name) => write!(f, "settles from {name}"),
+            Settlement::CountWhen(statuses) => write!(f, "counts {statuses}"),
+        }
+    }
+}
+
+impl fmt::Display for StatusSet {
+    /// The codes, then the classes, e.g. `401, 403, 5xx`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let classes = (1..8u8).filter(|hundreds| self.classes & (1 << hundreds) != 0);
+        let codes = self.codes.iter().map(u16::to_string);
+        let all: Vec<String> = codes.chain(classes.map(|h| format!("{h}xx"))).collect();
+        f.write_str(&all.join(", "))
     }
 }
 

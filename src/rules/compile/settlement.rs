@@ -2,8 +2,8 @@
 
 use super::Compiler;
 use crate::rules::file::{RawRateLimit, RawStatus};
-use crate::rules::settlement::{Settlement, StatusSet};
 use crate::rules::KeySources;
+use crate::rules::{Settlement, StatusSet};
 use http::HeaderName;
 
 impl Compiler {
