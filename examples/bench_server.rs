@@ -23,6 +23,7 @@
 //! | `swc-memory` | tollgate, one per-IP `sliding_window_counter` of 1,000,000,000 per second, in memory: nothing is limited |
 //! | `swc-redis` | the same limit in Redis (`TOLLGATE_REDIS_URL`, default `redis://127.0.0.1:6379`; feature `redis`), exact: one round trip a request |
 //! | `swc-sync` | the same limit in Redis with `sync_every: 100ms`: local-first |
+//! | `swc-settle-memory`, `swc-settle-redis` | the `swc-memory` or `swc-redis` limit with `settle: { response_header: x-tokens-used }`, each answer saying 2: reserved 1, then charged 1 more |
 //! | `swc-concurrency-redis` | the `swc-redis` limit and a per-IP `concurrency: { max_in_flight: 1000 }` beside it, both in Redis: a call for the slot, one for the limit, a `ZREM` when the body ends |
 //!
 //! Both limiters key by the peer address, so the server is served with
@@ -41,7 +42,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use tollgate::response::{X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING};
 
-const MODES: &str = "bare, bare-headers, tollgate, tollgate-limited, governor, governor-headers, governor-limited, tollgate-concurrency, tower-concurrency, swc-memory, swc-redis, swc-sync, swc-concurrency-redis";
+const MODES: &str = "bare, bare-headers, tollgate, tollgate-limited, governor, governor-headers, governor-limited, tollgate-concurrency, tower-concurrency, swc-memory, swc-redis, swc-sync, swc-settle-memory, swc-settle-redis, swc-concurrency-redis";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -102,6 +103,11 @@ async fn app(mode: &str) -> Option<Router> {
         "tollgate-concurrency" => router.layer(layers::tollgate_concurrency()),
         "tower-concurrency" => router.layer(tower::limit::ConcurrencyLimitLayer::new(1_000)),
         "swc-memory" => router.layer(tollgate::RateLimitLayer::from_rules(swc_rules(None))),
+        "swc-settle-memory" => {
+            settling().layer(tollgate::RateLimitLayer::from_rules(settle_rules()))
+        }
+        #[cfg(feature = "redis")]
+        "swc-settle-redis" => settling().layer(on_redis(settle_rules()).await),
         #[cfg(feature = "redis")]
         "swc-redis" => router.layer(on_redis(swc_rules(None)).await),
         #[cfg(feature = "redis")]
@@ -131,6 +137,20 @@ fn swc_rules(sync_every: Option<std::time::Duration>) -> tollgate::rules::Rules 
         .descriptor(DescriptorSpec::key("remote_address").rate_limit(limit))
         .build()
         .expect("valid bench rules")
+}
+
+/// A handler whose answers say they cost 2 (`x-tokens-used`).
+fn settling() -> Router {
+    Router::new().route("/", get(|| async { ([("x-tokens-used", "2")], HELLO) }))
+}
+
+/// The limit of `swc_rules(None)`, settled from `x-tokens-used`.
+fn settle_rules() -> tollgate::rules::Rules {
+    let yaml = format!(
+        "domain: bench\ndescriptors:\n  - key: remote_address\n    rate_limit: {{ unit: second, requests_per_unit: {}, algorithm: sliding_window_counter, settle: {{ response_header: x-tokens-used }} }}\n",
+        layers::UNLIMITED_PER_SECOND
+    );
+    tollgate::rules::Rules::from_yaml(&yaml).expect("valid bench rules")
 }
 
 /// The limit of `swc_rules(None)`, and a per-IP concurrency limit of 1000 beside it.

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# What a concurrency limit in Redis costs: examples/bench_server.rs in `swc-redis` (a per-IP
-# sliding window counter in Redis) and `swc-concurrency-redis` (the same, and a per-IP
-# concurrency limit of 1000 beside it, both in Redis), alternated, under wrk; for each run,
-# requests/s, Redis calls (FCALL) and commands (ZREM) a request from INFO commandstats, and
-# redis-server's CPU time a request from /proc.
+# What a limit's extras cost Redis: examples/bench_server.rs in `swc-redis` (a per-IP
+# sliding window counter in Redis) and modes that add to it, by default
+# `swc-concurrency-redis` (a per-IP concurrency limit of 1000 beside it, in Redis too),
+# alternated, under wrk; for each run, requests/s, Redis calls (FCALL) and commands (ZREM) a
+# request from INFO commandstats, and redis-server's CPU time a request from /proc.
 #
 #   scripts/bench-redis-concurrency.sh
+#   MODES="swc-redis swc-settle-redis" scripts/bench-redis-concurrency.sh
 #   ROUNDS=5 DURATION=10 scripts/bench-redis-concurrency.sh
 #
-# Environment (defaults in brackets): ROUNDS [3], DURATION [8] seconds a run, CONNECTIONS
-# [32], REDIS_PORT [26390] (a redis-server started and stopped here), PORT [3310].
+# Environment (defaults in brackets): MODES ["swc-redis swc-concurrency-redis"], ROUNDS [3],
+# DURATION [8] seconds a run, CONNECTIONS [32], REDIS_PORT [26390] (a redis-server started
+# and stopped here), PORT [3310].
 # The server is pinned to CPU 0 and wrk to CPU 1; redis-server is not pinned.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +21,8 @@ DURATION=${DURATION:-8}
 CONNECTIONS=${CONNECTIONS:-32}
 REDIS_PORT=${REDIS_PORT:-26390}
 PORT=${PORT:-3310}
+# shellcheck disable=SC2206 # MODES is a space-separated list of words
+MODES=(${MODES:-swc-redis swc-concurrency-redis})
 
 source scripts/require.sh
 require wrk wrk
@@ -35,7 +39,7 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 calls() { awk -F'[:=,]' -v name="cmdstat_$1" '$1 == name {print $3}' <<<"$2"; }
 
 for round in $(seq "$ROUNDS"); do
-  for mode in swc-redis swc-concurrency-redis; do
+  for mode in "${MODES[@]}"; do
     taskset -c 0 target/release/examples/bench_server "$mode" "127.0.0.1:${PORT}" >/dev/null 2>&1 &
     server=$!
     sleep 0.5

@@ -272,6 +272,57 @@ mod redis {
         }
     }
 
+    /// Settlement under concurrency stays exact: 400 answers of 10 tokens at once, over two
+    /// servers on one Redis (their calls batched), leave exactly 4,000 counted.
+    #[cfg(feature = "axum")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_settlements_add_up_exactly() {
+        use crate::common::server;
+        use crate::over_http::served;
+        use axum::http::StatusCode;
+        let rules = "domain: llm\nsources: { user: { header: x-user } }\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 100000, settle: { response_header: x-tokens-used } }\n";
+        let server = redis_server::RedisServer::start();
+        let store = || async {
+            RedisStore::builder(server.url())
+                .connect()
+                .await
+                .expect("connects")
+        };
+        let servers = [
+            served(rules, store().await).await,
+            served(rules, store().await).await,
+        ];
+        let mut answers = tokio::task::JoinSet::new();
+        for answer in 0..400 {
+            let addr = servers[answer % 2];
+            answers.spawn(async move {
+                server::get(addr, "/answer?tokens=10", &[("x-user", "ann")])
+                    .await
+                    .status
+            });
+        }
+        while let Some(status) = answers.join_next().await {
+            assert_eq!(status.expect("joined"), StatusCode::OK);
+        }
+        let watcher = tollgate::Limiter::with_store(
+            tollgate::rules::Rules::from_yaml(rules).expect("valid rules"),
+            store().await,
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let peeked = watcher.peek(&[("user", "ann")]).await.expect("peeked");
+            let used = 100_000 - peeked[0].decision().remaining;
+            if used == 4_000 {
+                break;
+            }
+            assert!(
+                used < 4_000 && std::time::Instant::now() < deadline,
+                "{used} counted, not 4,000"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redis_gives_back_what_was_not_used() {
         let server = redis_server::RedisServer::start();

@@ -826,13 +826,14 @@ end
 --
 -- keys     each call's keys, in order
 -- args     per call: its function (1: acquire, 2: acquire_counter, 3: acquire_token_bucket,
---          4: acquire_log, 5: take_slots, 6: release_slots), its number of keys and of
---          arguments after now, then now and its arguments, as its own call takes them
+--          4: acquire_log, 5: take_slots, 6: release_slots, 7: settle), its number of keys
+--          and of arguments after now, then now and its arguments, as its own call takes them
 -- Returns  per call, what its own call returns, or the text of its error: a call that
 --          fails (a bug, or arguments its function does not take) fails no other.
+-- (7: settle, defined below, is added to it there.)
 local batched = { acquire, acquire_counter, acquire_token_bucket, acquire_log, take_slots, release_slots }
 -- The keys and the arguments after now that each function takes (`acquire`: any).
-local batched_shapes = { [2] = { 1, 4 }, [3] = { 1, 5 }, [4] = { 1, 4 } }
+local batched_shapes = { [2] = { 1, 4 }, [3] = { 1, 5 }, [4] = { 1, 4 }, [7] = { 1, 10 } }
 -- The arguments after now per key, of the functions that take any number of keys.
 local batched_per_key = { [5] = 4, [6] = 1 }
 
@@ -1102,19 +1103,21 @@ local settled = {
   [COUNTER] = settled_fixed_window,
 }
 
--- Settles one key: charges `extra` more, or gives `-extra` back.
+-- Settles one key: charges `extra` more, or gives `-extra` back. As the functions that
+-- decide, from FCALL or from `acquire_batch` (keys[k], args from args[a]).
 --
 -- keys[1]  the state key
 -- args     now ("" for TIME), the limit's 8 numbers as `acquire` takes them (algorithm,
 --          ticks per base unit, limit, period, burst or scale, queue or window, max_delay or
 --          window end, shaping), extra, ticks per ms
 -- Returns  1
-local function settle(keys, args)
-  local test_clock = args[1] ~= ''
-  local q = quota(args, 1)
-  local extra = tonumber(args[10])
-  q.key, q.per_ms = keys[1], tonumber(args[11])
-  local now = idiv(now_in_base_units(args[1]), q.div)
+local function settle(keys, args, time, k, a)
+  k, a = k or 1, a or 1
+  local test_clock = args[a] ~= ''
+  local q = quota(args, a)
+  local extra = tonumber(args[a + 9])
+  q.key, q.per_ms = keys[k], tonumber(args[a + 10])
+  local now = idiv(now_in_base_units(args[a], time), q.div)
   if q.algorithm == LOG_SET then
     if extra < 0 then
       -- The newest units, one a request unit.
@@ -1135,3 +1138,5 @@ local function settle(keys, args)
   end
   return 1
 end
+
+batched[7] = settle

@@ -660,9 +660,10 @@ impl Store for RedisStore {
             let a = &planned.args;
             let args = a[..8].iter().copied().chain([extra, a[10]]);
             let key = [&planned.key.name[..]];
+            // With other calls when the connection is busy, as decisions go.
             store
                 .inner
-                .invoke::<i64>(Entry::Settle, key, &now, args)
+                .decide::<i64>(Entry::Settle, key, &now, args)
                 .await
                 .map(drop)
         })

@@ -82,11 +82,8 @@ impl Entry {
             Entry::AcquireLog => Some(4),
             Entry::TakeSlots => Some(5),
             Entry::ReleaseSlots => Some(6),
-            Entry::AcquireBatch
-            | Entry::Refund
-            | Entry::Sync
-            | Entry::RenewSlots
-            | Entry::Settle => None,
+            Entry::Settle => Some(7),
+            Entry::AcquireBatch | Entry::Refund | Entry::Sync | Entry::RenewSlots => None,
         }
     }
 }
