@@ -531,3 +531,38 @@ fn a_block_and_a_calendar_month_replay_on_the_trace_s_time() {
     );
     assert_eq!(counts(limit(&daily, "remote_address", 0)), (11, 10, 1, 0));
 }
+
+#[test]
+fn outcomes_and_settled_costs_replay_from_the_trace_s_responses() {
+    const FAILURES: &str = "domain: sim\ndescriptors:\n  - key: remote_address\n    rate_limit: { period: 15m, requests_per_unit: 2, count_when: { status: [401] } }\n";
+    // A success, two failures, then three attempts refused: the limit is used up.
+    let statuses = [200, 401, 401, 200, 401, 200];
+    let mut jsonl = String::new();
+    let mut csv = String::from("ts,ip,status\n");
+    let mut combined = String::new();
+    for (i, status) in statuses.iter().enumerate() {
+        jsonl.push_str(&format!(
+            "{{\"ts\": 1795773600.{i}, \"ip\": \"203.0.113.9\", \"status\": {status}}}\n"
+        ));
+        csv.push_str(&format!("1795773600.{i},203.0.113.9,{status}\n"));
+        combined.push_str(&format!(
+            "203.0.113.9 - - [27/Nov/2026:10:00:0{i} +0000] \"GET / HTTP/1.1\" {status} 12\n"
+        ));
+    }
+    for (trace, suffix) in [(&jsonl, ".jsonl"), (&csv, ".csv"), (&combined, ".log")] {
+        let report = simulate_json(FAILURES, trace, suffix, &[]);
+        assert_eq!(
+            counts(limit(&report, "remote_address", 0)),
+            (6, 3, 3, 0),
+            "{suffix}"
+        );
+    }
+    // 1,000 tokens an hour, answers of 300 (a response header): four admitted, then none.
+    const TOKENS: &str = "domain: sim\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: hour, requests_per_unit: 1000, settle: { response_header: x-tokens-used } }\n";
+    let mut answers = String::from("ts,ip,response:x-tokens-used\n");
+    for i in 0..6 {
+        answers.push_str(&format!("1795773600.{i},203.0.113.9,300\n"));
+    }
+    let report = simulate_json(TOKENS, &answers, ".csv", &[]);
+    assert_eq!(counts(limit(&report, "remote_address", 0)), (6, 4, 2, 0));
+}

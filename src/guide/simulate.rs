@@ -48,6 +48,13 @@
 //! column; in a combined log, nginx's `$request_time`, in seconds, right after the user
 //! agent). A request without a duration holds its slots for no time at all.
 //!
+//! Limits that learn from the response ([`settle`](super::rules#settle-costs-known-after-the-response),
+//! [`count_when`](super::rules#count_when-counting-outcomes)) read what the trace says of it:
+//! `status` and a `response_headers` object in a JSON line; a `status` column and columns
+//! named `response:<header>` in a CSV; the status of a combined log. A trace that says
+//! nothing of a response leaves each request its reservation. [Blocks](super::rules#block_for-a-penalty)
+//! and [calendar windows](super::rules#calendar-quotas) follow the trace's time.
+//!
 //! A line that cannot be read is reported on standard error with its number and skipped,
 //! or stops the run with `--strict`. A line earlier in time than the one before it stops
 //! the run, with both line numbers: sort the trace first.

@@ -383,7 +383,7 @@ impl<St: Store> Limiter<St> {
         let ruling = deciding.settle_each(Some(&mut each)).await;
         let verdict = Verdict::new(ruling, deciding.rules());
         let slots = HeldSlots {
-            _slots: deciding.go_ahead(),
+            slots: deciding.go_ahead(),
         };
         Ok((verdict, each.into_iter().flatten().collect(), slots))
     }
@@ -410,7 +410,17 @@ impl<St: Store> Limiter<St> {
 #[derive(Debug)]
 pub struct HeldSlots {
     /// Held for its drop, which gives the slots back.
-    _slots: Option<Slots>,
+    slots: Option<Slots>,
+}
+
+impl HeldSlots {
+    /// Settles what the request owes (`settle`, `count_when`) as a response of `status`
+    /// with `headers` would.
+    pub fn settle(&mut self, status: http::StatusCode, headers: &http::HeaderMap) {
+        if let Some(slots) = &mut self.slots {
+            slots.settle(status, headers, &http::Extensions::new());
+        }
+    }
 }
 
 /// Tells `store` of the limits of `rules`, and `fallback` of those it decides while the

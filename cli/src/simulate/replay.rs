@@ -2,7 +2,7 @@
 //! made of it.
 
 use super::traffic::TraceRequest;
-use http::{HeaderName, HeaderValue, Request};
+use http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::net::SocketAddr;
@@ -221,7 +221,17 @@ impl Replay {
         {
             self.running.pop();
         }
-        let (verdict, each, slots) = self.limiter.check_request_held(&request).await?;
+        let (verdict, each, mut slots) = self.limiter.check_request_held(&request).await?;
+        // What the trace says of the response settles the request's limits (a status of
+        // 200 when it gives headers alone); a trace that says nothing leaves the charges.
+        let answered = traffic.status.is_some() || !traffic.response_headers.is_empty();
+        if answered && verdict.is_allowed() {
+            let status = traffic.status.and_then(|s| StatusCode::from_u16(s).ok());
+            slots.settle(
+                status.unwrap_or(StatusCode::OK),
+                &response_headers(&traffic.response_headers),
+            );
+        }
         if let (Some(duration), true) = (traffic.duration, verdict.is_allowed()) {
             let until = traffic.at.saturating_add(duration);
             self.running.push(Reverse(Running {
@@ -300,4 +310,16 @@ fn http_request(traffic: &TraceRequest) -> Request<()> {
         .extensions_mut()
         .insert(PeerAddr(SocketAddr::new(traffic.ip, 0)));
     request
+}
+
+/// A trace's response headers as a response carries them (each checked when read).
+fn response_headers(headers: &[(String, String)]) -> HeaderMap {
+    headers
+        .iter()
+        .filter_map(|(name, value)| {
+            let name = HeaderName::try_from(name.as_str()).ok()?;
+            let value = HeaderValue::try_from(value.as_str()).ok()?;
+            Some((name, value))
+        })
+        .collect()
 }

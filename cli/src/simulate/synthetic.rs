@@ -276,6 +276,8 @@ impl Iterator for Requests<'_> {
             ip: client_ip(client),
             headers: Vec::new(),
             duration: None,
+            status: None,
+            response_headers: Vec::new(),
         })
     }
 }

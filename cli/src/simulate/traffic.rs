@@ -20,4 +20,8 @@ pub(crate) struct TraceRequest {
     /// the trace says (`duration_ms`, nginx's `$request_time`): what the slots of its
     /// concurrency limits are held for.
     pub(crate) duration: Option<u64>,
+    /// The response's status, when the trace says: what `count_when` limits count by.
+    pub(crate) status: Option<u16>,
+    /// The response's headers the trace gives: what `settle` limits settle from.
+    pub(crate) response_headers: Vec<(String, String)>,
 }

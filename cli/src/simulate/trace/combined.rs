@@ -46,6 +46,8 @@ impl CombinedParser {
             ip,
             headers,
             duration: fields.request_time,
+            status: Some(fields.status),
+            response_headers: Vec::new(),
         })
     }
 
@@ -103,6 +105,8 @@ struct Fields<'a> {
     user_agent: Option<Quoted<'a>>,
     /// nginx's `$request_time`, in nanoseconds, when it follows the user agent.
     request_time: Option<u64>,
+    /// The response's status (three digits, checked).
+    status: u16,
 }
 
 impl<'a> Fields<'a> {
@@ -155,7 +159,9 @@ impl<'a> Fields<'a> {
         } else {
             None
         };
+        let status = status.parse().unwrap_or_default();
         Ok(Fields {
+            status,
             host,
             time,
             request,
@@ -279,6 +285,8 @@ mod tests {
                     ("user-agent", "curl/8.5")
                 ]),
                 duration: None,
+                status: Some(200),
+                response_headers: Vec::new(),
             })
         );
     }
@@ -298,6 +306,8 @@ mod tests {
                 ip: "2001:db8::7".parse().unwrap(),
                 headers: vec![],
                 duration: None,
+                status: Some(302),
+                response_headers: Vec::new(),
             })
         );
     }

@@ -8,7 +8,8 @@
 //! ```
 //!
 //! `ts` and `ip` are required; an empty `method` is GET, an empty `path` is `/`, and an empty
-//! header cell is an absent header. A `duration_ms` column says how long each request ran.
+//! header cell is an absent header. A `duration_ms` column says how long each request ran; a
+//! `status` column and columns named `response:<header>` say what its response was.
 //! Cells are trimmed.
 
 use super::{
@@ -166,6 +167,9 @@ struct Columns {
     path: Option<usize>,
     ip: Option<usize>,
     duration: Option<usize>,
+    status: Option<usize>,
+    /// The columns named `response:<header>`, with the header's name.
+    response_headers: Vec<(usize, String)>,
     /// The other columns, with their names.
     headers: Vec<(usize, String)>,
 }
@@ -192,11 +196,20 @@ impl Columns {
                 "path" => &mut columns.path,
                 "ip" => &mut columns.ip,
                 "duration_ms" => &mut columns.duration,
+                "status" => &mut columns.status,
                 "" => {
                     return Err(format!(
                         "column {} of the header row has no name",
                         index + 1
                     ))
+                }
+                _ if name.starts_with("response:") => {
+                    let header = &name["response:".len()..];
+                    check_header_name(header).map_err(|message| {
+                        format!("column {} of the header row: {message}", index + 1)
+                    })?;
+                    columns.response_headers.push((index, header.to_owned()));
+                    continue;
                 }
                 _ => {
                     check_header_name(name).map_err(|message| {
@@ -257,11 +270,22 @@ impl Columns {
             "" => None,
             text => Some(super::duration_ms(text)?),
         };
+        let status = match cell(self.status, "status")? {
+            "" => None,
+            text => Some(super::status(text)?),
+        };
         let mut headers = Vec::new();
         for (index, name) in &self.headers {
             match cell(Some(*index), name)? {
                 "" => {}
                 value => headers.push((name.clone(), header_value(name, value)?)),
+            }
+        }
+        let mut response_headers = Vec::new();
+        for (index, name) in &self.response_headers {
+            match cell(Some(*index), name)? {
+                "" => {}
+                value => response_headers.push((name.clone(), header_value(name, value)?)),
             }
         }
         Ok(TraceRequest {
@@ -271,6 +295,8 @@ impl Columns {
             ip,
             headers,
             duration,
+            status,
+            response_headers,
         })
     }
 }
@@ -298,6 +324,8 @@ ts,method,path,ip,x-user-id,User-Agent
                     ip: "203.0.113.9".parse().unwrap(),
                     headers: headers(&[("x-user-id", "42"), ("User-Agent", "curl/8.5")]),
                     duration: None,
+                    status: None,
+                    response_headers: Vec::new(),
                 }),
                 Ok(TraceRequest {
                     at: T0 + 500_000_000,
@@ -306,6 +334,8 @@ ts,method,path,ip,x-user-id,User-Agent
                     ip: "2001:db8::1".parse().unwrap(),
                     headers: headers(&[("User-Agent", "a, \"quoted\" agent")]),
                     duration: None,
+                    status: None,
+                    response_headers: Vec::new(),
                 }),
             ]
         );
@@ -323,6 +353,8 @@ ts,method,path,ip,x-user-id,User-Agent
                 ip: "::1".parse().unwrap(),
                 headers: vec![],
                 duration: None,
+                status: None,
+                response_headers: Vec::new(),
             })]
         );
     }

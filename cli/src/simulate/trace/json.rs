@@ -7,7 +7,8 @@
 //! `ts` and `ip` are required; `method` defaults to GET, `path` to `/`, `headers` to none.
 //! `ts` is Unix seconds, as a number or a string, or an RFC 3339 time. `duration_ms`, how long
 //! the request ran (a number or a string), lets the concurrency limits hold its slots that
-//! long. Other fields are ignored.
+//! long; `status` (a number) and `response_headers` (an object) are the response's, which
+//! `count_when` and `settle` limits read. Other fields are ignored.
 
 use super::{
     check_header_name, client_ip, header_value, method, target, unix_seconds, Shown, TraceRequest,
@@ -37,6 +38,10 @@ struct JsonRequest<'a> {
     headers: Option<JsonHeaders>,
     #[serde(borrow)]
     duration_ms: Option<&'a RawValue>,
+    /// The response's status.
+    status: Option<u16>,
+    /// The response's headers.
+    response_headers: Option<JsonHeaders>,
 }
 
 /// A string, borrowed from the line unless it has escapes. (serde's own `Cow<str>` is always
@@ -103,7 +108,17 @@ pub(super) fn parse(line: &str) -> Result<TraceRequest, String> {
         }
         None => None,
     };
-    for (name, value) in &headers {
+    if let Some(status) = request
+        .status
+        .filter(|status| !(100..=599).contains(status))
+    {
+        return Err(format!("`{status}` is not a status from 100 to 599"));
+    }
+    let response_headers = request
+        .response_headers
+        .map(|headers| headers.0)
+        .unwrap_or_default();
+    for (name, value) in headers.iter().chain(&response_headers) {
         check_header_name(name)?;
         header_value(name, value)?;
     }
@@ -114,6 +129,8 @@ pub(super) fn parse(line: &str) -> Result<TraceRequest, String> {
         ip,
         headers,
         duration,
+        status: request.status,
+        response_headers,
     })
 }
 
@@ -221,6 +238,8 @@ mod tests {
                 ip: "203.0.113.9".parse().unwrap(),
                 headers: headers(&[("x-user-id", "42"), ("Accept", "*/*"), ("x-user-id", "43")]),
                 duration: None,
+                status: None,
+                response_headers: Vec::new(),
             })
         );
     }
@@ -234,6 +253,8 @@ mod tests {
             ip: "2001:db8::1".parse().unwrap(),
             headers: vec![],
             duration: None,
+            status: None,
+            response_headers: Vec::new(),
         });
         assert_eq!(
             parse(r#"{"ip": "2001:db8::1", "ts": 1795773600}"#),
@@ -241,7 +262,7 @@ mod tests {
         );
         assert_eq!(
             parse(
-                r#"{"ip":"2001:db8::1","ts":1795773600,"method":null,"path":null,"headers":null,"status":200,"extra":{"a":[1,2]}}"#
+                r#"{"ip":"2001:db8::1","ts":1795773600,"method":null,"path":null,"headers":null,"extra":{"a":[1,2]}}"#
             ),
             expected
         );

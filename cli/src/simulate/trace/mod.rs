@@ -443,6 +443,15 @@ fn time(text: &str) -> Result<u64, String> {
     }
 }
 
+/// A response's status as a trace writes it (`401`).
+fn status(text: &str) -> Result<u16, String> {
+    text.trim()
+        .parse()
+        .ok()
+        .filter(|status| (100..=599).contains(status))
+        .ok_or_else(|| format!("`{text}` is not a status from 100 to 599"))
+}
+
 /// A request's duration in milliseconds (`duration_ms`: `250`, `12.5`), in nanoseconds.
 fn duration_ms(text: &str) -> Result<u64, String> {
     match decimal_nanoseconds(text) {
