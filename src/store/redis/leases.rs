@@ -198,7 +198,7 @@ impl RedisStore {
         }
         let inner = Arc::clone(&self.inner);
         let count = slots.len();
-        Box::pin(async move {
+        let taking = async move {
             let replies = futures_util::future::join_all(calls.iter().map(|call| {
                 let keys = call.keys.iter().map(|key| &key.name[..]);
                 let args = call.args.iter().copied();
@@ -206,6 +206,25 @@ impl RedisStore {
             }))
             .await;
             rule(calls, &replies, count)
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Box::pin(taking);
+        };
+        // A task of its own: a request that goes away while its slots are being taken must
+        // not give them back before Redis took them (the leases would outlive it). The task
+        // sees the call through, and gives back what it took to a request no longer there.
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        runtime.spawn(async move {
+            // Unsent, the slots taken are dropped here: given back.
+            let _ = answer.send(taking.await);
+        });
+        Box::pin(async move {
+            answered.await.unwrap_or_else(|_| {
+                Err(StoreError::new(
+                    "the slots' call ended with its runtime",
+                    "runtime gone",
+                ))
+            })
         })
     }
 
