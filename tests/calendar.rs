@@ -158,7 +158,6 @@ fn calendars_that_mean_nothing_are_refused() {
 mod redis {
     use super::*;
     use common::redis_server::{RedisCluster, RedisServer};
-    use tollgate::store::RedisStore;
 
     // A test clock for Redis stays below 2^52 ns (52 days after the epoch): the month is
     // January 1970, when Paris was an hour ahead of UTC.
@@ -166,28 +165,14 @@ mod redis {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redis_counts_calendar_months() {
         let server = RedisServer::start();
-        a_month_ends_at_local_midnight("1970-02-01T00:00:00+01:00", async |clock| {
-            RedisStore::builder(server.url())
-                .clock(clock)
-                .timeout(Duration::from_secs(2))
-                .connect()
-                .await
-                .expect("connects")
-        })
-        .await;
+        let store = async |clock| server.store_with_clock(clock).await;
+        a_month_ends_at_local_midnight("1970-02-01T00:00:00+01:00", store).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_redis_cluster_counts_calendar_months() {
         let cluster = RedisCluster::start(3);
-        a_month_ends_at_local_midnight("1970-02-01T00:00:00+01:00", async |clock| {
-            RedisStore::cluster_builder(cluster.urls())
-                .clock(clock)
-                .timeout(Duration::from_secs(2))
-                .connect()
-                .await
-                .expect("connects")
-        })
-        .await;
+        let store = async |clock| cluster.store_with_clock(clock).await;
+        a_month_ends_at_local_midnight("1970-02-01T00:00:00+01:00", store).await;
     }
 }

@@ -139,12 +139,7 @@ mod redis {
 
     async fn single(server: &RedisServer, clock: ManualClock) -> RedisStore {
         server.cli(&["FLUSHALL"]);
-        RedisStore::builder(server.url())
-            .clock(clock)
-            .timeout(Duration::from_secs(2))
-            .connect()
-            .await
-            .expect("connects")
+        server.store_with_clock(clock).await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,15 +157,7 @@ mod redis {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_redis_cluster_blocks_a_key_it_refused() {
         let cluster = RedisCluster::start(3);
-        blocks("", async |clock| {
-            RedisStore::cluster_builder(cluster.urls())
-                .clock(clock)
-                .timeout(Duration::from_secs(2))
-                .connect()
-                .await
-                .expect("connects")
-        })
-        .await;
+        blocks("", async |clock| cluster.store_with_clock(clock).await).await;
     }
 }
 

@@ -109,7 +109,7 @@ fn a_window_s_charge_is_given_back_only_in_its_own_window() {
 mod stores {
     use super::*;
     use tollgate::clock::ManualClock;
-    use tollgate::store::{Acquisition, LimitCheck, MemoryStore, Store};
+    use tollgate::store::{LimitCheck, MemoryStore, Store};
 
     fn check<'a>(
         key: &'a [u8],
@@ -137,10 +137,7 @@ mod stores {
         store: &St,
         check: &LimitCheck<'_>,
     ) -> tollgate::algorithm::Decision {
-        let decisions = match store.acquire(std::slice::from_ref(check)) {
-            Acquisition::Ready(result) => result,
-            Acquisition::Pending(future) => future.await,
-        };
+        let decisions = crate::common::stores::decide(store, std::slice::from_ref(check)).await;
         decisions.expect("decided")[0]
     }
 
@@ -218,12 +215,7 @@ mod redis {
         let server = redis_server::RedisServer::start();
         settles(async |clock| {
             server.cli(&["FLUSHALL"]);
-            RedisStore::builder(server.url())
-                .clock(clock)
-                .timeout(Duration::from_secs(2))
-                .connect()
-                .await
-                .expect("connects")
+            server.store_with_clock(clock).await
         })
         .await;
     }
@@ -326,15 +318,7 @@ mod redis {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redis_gives_back_what_was_not_used() {
         let server = redis_server::RedisServer::start();
-        gives_back(async |clock| {
-            RedisStore::builder(server.url())
-                .clock(clock)
-                .timeout(Duration::from_secs(2))
-                .connect()
-                .await
-                .expect("connects")
-        })
-        .await;
+        gives_back(async |clock| server.store_with_clock(clock).await).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,15 +340,7 @@ mod redis {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_redis_cluster_settles_every_algorithm() {
         let cluster = redis_server::RedisCluster::start(3);
-        settles(async |clock| {
-            RedisStore::cluster_builder(cluster.urls())
-                .clock(clock)
-                .timeout(Duration::from_secs(2))
-                .connect()
-                .await
-                .expect("connects")
-        })
-        .await;
+        settles(async |clock| cluster.store_with_clock(clock).await).await;
     }
 }
 

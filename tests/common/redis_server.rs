@@ -788,3 +788,35 @@ impl RedisCluster {
         Ok(())
     }
 }
+
+/// Stores on the test servers whose time is a manual clock, with a timeout a busy test
+/// machine keeps (2 s).
+impl RedisServer {
+    /// A store on this server.
+    pub async fn store_with_clock(
+        &self,
+        clock: tollgate::clock::ManualClock,
+    ) -> tollgate::store::RedisStore {
+        tollgate::store::RedisStore::builder(self.url())
+            .clock(clock)
+            .timeout(Duration::from_secs(2))
+            .connect()
+            .await
+            .expect("connects to the test server")
+    }
+}
+
+impl RedisCluster {
+    /// A store on this cluster.
+    pub async fn store_with_clock(
+        &self,
+        clock: tollgate::clock::ManualClock,
+    ) -> tollgate::store::RedisStore {
+        tollgate::store::RedisStore::cluster_builder(self.urls())
+            .clock(clock)
+            .timeout(Duration::from_secs(2))
+            .connect()
+            .await
+            .expect("connects to the test cluster")
+    }
+}
