@@ -40,27 +40,53 @@ impl Owed {
         Owed { settle, charges }
     }
 
-    /// Settles each charge as the response (its `status`, `headers` and `extensions`)
-    /// says: the difference between what it says the request cost and what it was charged,
-    /// charged or given back. A response that says nothing leaves the charge as it was.
-    pub(crate) fn settle(self, status: StatusCode, headers: &HeaderMap, extensions: &Extensions) {
+    /// Settles each charge whose cost the response's head says (its `status`, `headers`
+    /// and `extensions`): the difference between what it says the request cost and what it
+    /// was charged, charged or given back. A head that says nothing leaves the charge as it
+    /// was; the charges said in trailers wait for [`Owed::settle_trailers`]. Whether any
+    /// does.
+    pub(crate) fn settle_head(
+        &mut self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        extensions: &Extensions,
+    ) -> bool {
         let said = extensions
             .get::<SettledCost>()
             .map(|&SettledCost(cost)| cost);
-        for charge in &self.charges {
-            let Some(cost) = charge.settlement.cost(status, headers, said, charge.cost) else {
-                continue;
-            };
-            let extra = i128::from(cost) - i128::from(charge.cost);
-            let extra = i64::try_from(extra).unwrap_or(if extra < 0 { i64::MIN } else { i64::MAX });
-            if extra != 0 {
-                (self.settle)(&charge.check(), extra);
+        let settle = &self.settle;
+        self.charges.retain(|charge| {
+            if charge.settlement.in_trailers() {
+                return true;
             }
+            let cost = charge.settlement.cost(status, headers, said, charge.cost);
+            charge.settle(settle, cost);
+            false
+        });
+        !self.charges.is_empty()
+    }
+
+    /// Settles the charges said in trailers, as `trailers` say.
+    pub(crate) fn settle_trailers(self, trailers: &HeaderMap) {
+        for charge in &self.charges {
+            charge.settle(&self.settle, charge.settlement.cost_in_trailers(trailers));
         }
     }
 }
 
 impl Charge {
+    /// Settles this charge by `settle` to `cost`, when the response said it.
+    fn settle(&self, settle: &Settle, cost: Option<u64>) {
+        let Some(cost) = cost else {
+            return;
+        };
+        let extra = i128::from(cost) - i128::from(self.cost);
+        let extra = i64::try_from(extra).unwrap_or(if extra < 0 { i64::MIN } else { i64::MAX });
+        if extra != 0 {
+            settle(&self.check(), extra);
+        }
+    }
+
     /// The check the store settles.
     fn check(&self) -> LimitCheck<'_> {
         LimitCheck {

@@ -517,6 +517,14 @@ fn mistaken_settlements_are_refused() {
             "list the statuses",
         ),
         (
+            format!("{per_minute}, settle: {{}}"),
+            "response_header or response_trailer, one of them",
+        ),
+        (
+            format!("{per_minute}, settle: {{ response_header: a, response_trailer: b }}"),
+            "one of them",
+        ),
+        (
             format!("{per_minute}, count_when: {{ status: [99] }}"),
             "99 is not a status",
         ),
@@ -542,5 +550,102 @@ fn mistaken_settlements_are_refused() {
     for (rate_limit, expected) in cases {
         let errors = errors(&rate_limit);
         assert!(errors.contains(expected), "{rate_limit}: {errors}");
+    }
+}
+
+/// A streamed answer settles from its trailers, when its body ends.
+#[cfg(feature = "axum")]
+mod trailers {
+    use bytes::Bytes;
+    use http::{HeaderMap, Request, Response, StatusCode};
+    use http_body::Frame;
+    use http_body_util::BodyExt;
+    use std::convert::Infallible;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+    use tollgate::clock::ManualClock;
+    use tollgate::rules::Rules;
+    use tollgate::store::MemoryStore;
+    use tollgate::{Limiter, RateLimitLayer};
+    use tower::{service_fn, Layer, ServiceExt};
+
+    /// A body of one chunk, then trailers saying `x-tokens-used: 300`.
+    struct Streamed(u8);
+
+    impl http_body::Body for Streamed {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            self.0 += 1;
+            Poll::Ready(match self.0 {
+                1 => Some(Ok(Frame::data(Bytes::from_static(b"an answer")))),
+                2 => {
+                    let mut trailers = HeaderMap::new();
+                    trailers.insert("x-tokens-used", 300.into());
+                    Some(Ok(Frame::trailers(trailers)))
+                }
+                _ => None,
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stream_settles_from_its_trailers_and_one_cancelled_keeps_its_reservation() {
+        let rules = Rules::from_yaml(
+            "domain: llm\nsources: { user: { header: x-user } }\ndescriptors:\n  - key: user\n    rate_limit: { unit: minute, requests_per_unit: 1000, settle: { response_trailer: x-tokens-used } }\n",
+        )
+        .expect("valid rules");
+        let limiter = Limiter::with_store(rules, MemoryStore::with_clock(ManualClock::new()));
+        let service = RateLimitLayer::new(limiter).layer(service_fn(|_: Request<()>| async {
+            Ok::<_, Infallible>(Response::new(Streamed(0)))
+        }));
+        let request = |user: &str| {
+            Request::get("/")
+                .header("x-user", user)
+                .body(())
+                .expect("request")
+        };
+        for answer in 0..4 {
+            let response = service
+                .clone()
+                .oneshot(request("ann"))
+                .await
+                .expect("served");
+            assert_eq!(response.status(), StatusCode::OK, "answer {answer}");
+            let body = response.into_body().collect().await.expect("read");
+            assert!(body.trailers().is_some());
+        }
+        let fifth = service
+            .clone()
+            .oneshot(request("ann"))
+            .await
+            .expect("served");
+        assert_eq!(fifth.status(), StatusCode::TOO_MANY_REQUESTS);
+
+        // Bob's streams are dropped before their trailers: each keeps its reservation of 1.
+        for _ in 0..1000 {
+            let response = service
+                .clone()
+                .oneshot(request("bob"))
+                .await
+                .expect("served");
+            assert_eq!(response.status(), StatusCode::OK);
+            let mut body = response.into_body();
+            let _first = body.frame().await;
+        }
+        let over = service
+            .clone()
+            .oneshot(request("bob"))
+            .await
+            .expect("served");
+        assert_eq!(
+            over.status(),
+            StatusCode::TOO_MANY_REQUESTS,
+            "1,000 reservations kept"
+        );
     }
 }

@@ -92,16 +92,25 @@ impl Slots {
         self.0.owed = Some(owed);
     }
 
-    /// Settles what the request owes as its response's `status`, `headers` and `extensions`
-    /// say, once.
+    /// Settles what the request owes as its response's head (`status`, `headers`,
+    /// `extensions`) says; what its trailers say waits for them.
     pub(crate) fn settle(
         &mut self,
         status: StatusCode,
         headers: &HeaderMap,
         extensions: &Extensions,
     ) {
+        if let Some(owed) = &mut self.0.owed {
+            if !owed.settle_head(status, headers, extensions) {
+                self.0.owed = None;
+            }
+        }
+    }
+
+    /// Settles what the request owes as its response's `trailers` say.
+    pub(crate) fn settle_trailers(&mut self, trailers: &HeaderMap) {
         if let Some(owed) = self.0.owed.take() {
-            owed.settle(status, headers, extensions);
+            owed.settle_trailers(trailers);
         }
     }
 

@@ -269,7 +269,7 @@
 //! | `name` | names the limit for `replaces`, logs, metrics and headers; names are unique |
 //! | `replaces: [{name: x}]` | when this limit applies, the limit named `x` does not |
 //! | `block_for` | a penalty, e.g. `15m`: a key this limit refuses stays refused that long ([below](#block_for-a-penalty)) |
-//! | `settle` | `{ response_header: x-tokens-used }`: the request costs what its response says ([below](#settle-costs-known-after-the-response)) |
+//! | `settle` | `{ response_header: x-tokens-used }` (or `response_trailer`): the request costs what its response says ([below](#settle-costs-known-after-the-response)) |
 //! | `count_when` | `{ status: [401, 403] }`: only requests whose responses have these statuses count ([below](#count_when-counting-outcomes)) |
 //! | `calendar` | `true`: a `fixed_window` of a `day`, `week`, `month` or `year` counts in the calendar's, not in multiples of the unit since 1970 ([below](#calendar-quotas)) |
 //! | `time_zone` | with `calendar`: the calendar's time zone, e.g. `Europe/Paris` (default `UTC`) |
@@ -338,7 +338,10 @@
 //! the response says instead: the difference is charged, or given back, in the store,
 //! atomically with the key's other requests, on every server of a fleet. A handler can say
 //! it in the response's extensions instead of a header,
-//! [`SettledCost`](crate::response::SettledCost), which wins over the header. A charge that
+//! [`SettledCost`](crate::response::SettledCost), which wins over the header. A streamed
+//! answer (gRPC, server-sent events) says it when it ends: `settle: { response_trailer:
+//! x-tokens-used }` settles from the body's trailers, and a stream cancelled before them
+//! keeps its reservation. A charge that
 //! goes past the limit is kept: later requests are refused until it has been paid back (the
 //! window ends, the tokens refill), with an exact `Retry-After`.
 //!

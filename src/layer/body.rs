@@ -63,6 +63,11 @@ where
             KindProj::Inner { body } => body.poll_frame(cx),
             KindProj::Holding { mut body, slots } => {
                 let frame = body.as_mut().poll_frame(cx);
+                if let (Poll::Ready(Some(Ok(frame))), Some(slots)) = (&frame, slots.as_mut()) {
+                    if let Some(trailers) = frame.trailers_ref() {
+                        slots.settle_trailers(trailers);
+                    }
+                }
                 match &frame {
                     Poll::Ready(None) => finish(slots),
                     Poll::Ready(Some(Ok(_))) if body.is_end_stream() => finish(slots),

@@ -288,7 +288,10 @@ pub(crate) struct RawRateLimit {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawSettle {
-    pub(crate) response_header: Located<String>,
+    #[serde(default)]
+    pub(crate) response_header: Option<Located<String>>,
+    #[serde(default)]
+    pub(crate) response_trailer: Option<Located<String>>,
 }
 
 /// `count_when`: the responses whose requests count.

@@ -26,6 +26,9 @@ pub enum Settlement {
     /// The request costs what this response header says (a whole number); without one, it
     /// keeps the cost it was charged.
     ResponseHeader(HeaderName),
+    /// The request costs what this trailer of the response says, when its body ends (a
+    /// stream, gRPC); without one, it keeps the cost it was charged.
+    ResponseTrailer(HeaderName),
     /// The request counts only when the response's status is among these.
     CountWhen(StatusSet),
 }
@@ -45,13 +48,35 @@ impl Settlement {
         match self {
             Settlement::ResponseHeader(name) => match said {
                 Some(cost) => Some(cost),
-                None => headers.get(name)?.to_str().ok()?.trim().parse().ok(),
+                None => number(headers, name),
             },
+            // Said at the end of the body: see `cost_in_trailers`.
+            Settlement::ResponseTrailer(_) => None,
             Settlement::CountWhen(statuses) => {
                 Some(if statuses.matches(status) { charged } else { 0 })
             }
         }
     }
+}
+
+impl Settlement {
+    /// Whether the response says the cost at the end of its body, in its trailers.
+    pub(crate) fn in_trailers(&self) -> bool {
+        matches!(self, Settlement::ResponseTrailer(_))
+    }
+
+    /// What the response's `trailers` say the request cost, for a settlement in trailers.
+    pub(crate) fn cost_in_trailers(&self, trailers: &HeaderMap) -> Option<u64> {
+        match self {
+            Settlement::ResponseTrailer(name) => number(trailers, name),
+            Settlement::ResponseHeader(_) | Settlement::CountWhen(_) => None,
+        }
+    }
+}
+
+/// The whole number the field `name` of `fields` holds, if any.
+fn number(fields: &HeaderMap, name: &HeaderName) -> Option<u64> {
+    fields.get(name)?.to_str().ok()?.trim().parse().ok()
 }
 
 /// Statuses: codes, and classes (`4xx`).
@@ -85,6 +110,7 @@ impl fmt::Display for Settlement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Settlement::ResponseHeader(name) => write!(f, "settles from {name}"),
+            Settlement::ResponseTrailer(name) => write!(f, "settles from trailer {name}"),
             Settlement::CountWhen(statuses) => write!(f, "counts {statuses}"),
         }
     }

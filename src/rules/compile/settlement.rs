@@ -44,16 +44,25 @@ impl Compiler {
             return None;
         }
         if let Some(settle) = &raw.settle {
-            let name = &settle.value.response_header;
+            let written = (
+                &settle.value.response_header,
+                &settle.value.response_trailer,
+            );
+            let (name, field, trailer) = match written {
+                (Some(header), None) => (header, "response_header", false),
+                (None, Some(trailer)) => (trailer, "response_trailer", true),
+                _ => {
+                    let message = "say where the response tells the cost: response_header or response_trailer, one of them";
+                    self.error(location, field_path, message);
+                    return None;
+                }
+            };
             return match HeaderName::try_from(name.value.trim()) {
+                Ok(header) if trailer => Some(Some(Settlement::ResponseTrailer(header))),
                 Ok(header) => Some(Some(Settlement::ResponseHeader(header))),
                 Err(_) => {
                     let message = format!("`{}` is not a header name", name.value);
-                    self.error(
-                        name.referenced,
-                        format!("{field_path}.response_header"),
-                        message,
-                    );
+                    self.error(name.referenced, format!("{field_path}.{field}"), message);
                     None
                 }
             };
