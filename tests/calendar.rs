@@ -2,6 +2,10 @@
 //! months or years of a time zone, on a manual clock, in every store that counts exactly.
 
 mod common;
+#[path = "common/rules.rs"]
+mod rules_common;
+
+use rules_common::rate_limit_errors;
 
 use chrono::DateTime;
 use std::time::Duration;
@@ -110,13 +114,6 @@ async fn calendar_weeks_start_on_monday_in_their_zone() {
 
 #[test]
 fn calendars_that_mean_nothing_are_refused() {
-    let errors = |rate_limit: &str| {
-        Rules::from_yaml(&format!(
-            "domain: d\ndescriptors:\n  - key: remote_address\n    rate_limit: {{ {rate_limit} }}\n"
-        ))
-        .expect_err("refused")
-        .to_string()
-    };
     let cases = [
         (
             "unit: month, requests_per_unit: 9, calendar: true, algorithm: token_bucket",
@@ -149,7 +146,7 @@ fn calendars_that_mean_nothing_are_refused() {
         ("unlimited: true, calendar: true", "takes no other setting"),
     ];
     for (rate_limit, expected) in cases {
-        let errors = errors(rate_limit);
+        let errors = rate_limit_errors(rate_limit);
         assert!(errors.contains(expected), "{rate_limit}: {errors}");
     }
 }

@@ -2,6 +2,10 @@
 //! count, with a `Retry-After` that counts the block down; in every store, on a manual clock.
 
 mod common;
+#[path = "common/rules.rs"]
+mod rules_common;
+
+use rules_common::rate_limit_errors;
 
 use std::time::Duration;
 use tollgate::clock::ManualClock;
@@ -107,13 +111,6 @@ async fn memory_blocks_a_key_it_refused() {
 
 #[test]
 fn mistaken_blocks_are_refused() {
-    let errors = |rate_limit: &str| {
-        Rules::from_yaml(&format!(
-            "domain: d\ndescriptors:\n  - key: remote_address\n    rate_limit: {{ {rate_limit} }}\n"
-        ))
-        .expect_err("refused")
-        .to_string()
-    };
     let cases = [
         (
             "unit: minute, requests_per_unit: 3, block_for: 10ms",
@@ -126,7 +123,7 @@ fn mistaken_blocks_are_refused() {
         ("unlimited: true, block_for: 5m", "nothing to block"),
     ];
     for (rate_limit, expected) in cases {
-        let errors = errors(rate_limit);
+        let errors = rate_limit_errors(rate_limit);
         assert!(errors.contains(expected), "{rate_limit}: {errors}");
     }
 }

@@ -100,13 +100,6 @@ impl Member {
     }
 }
 
-async fn store(redis: &RedisServer) -> RedisStore {
-    RedisStore::builder(redis.url())
-        .connect()
-        .await
-        .expect("connects to the test server")
-}
-
 /// Polls `GET /` as `client` on `member` until it answers `expected`, against a generous
 /// deadline; how long that took.
 async fn until_status(member: &Member, client: &str, expected: StatusCode) -> Duration {
@@ -143,8 +136,8 @@ fn leases(redis: &RedisServer) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_servers_on_one_redis_share_a_clients_slots_and_renew_them() {
     let redis = RedisServer::start();
-    let a = Member::start(TWO_PER_CLIENT, store(&redis).await).await;
-    let b = Member::start(TWO_PER_CLIENT, store(&redis).await).await;
+    let a = Member::start(TWO_PER_CLIENT, redis.store().await).await;
+    let b = Member::start(TWO_PER_CLIENT, redis.store().await).await;
     let on_a = a.hold("alice").await;
     let on_b = b.hold("alice").await;
     assert_eq!(a.status("alice").await, StatusCode::TOO_MANY_REQUESTS);
@@ -176,8 +169,8 @@ async fn a_slot_is_given_back_when_its_response_ends_not_when_its_lease_does() {
     let redis = RedisServer::start();
     // The default lease, 30 s: only a slot given back frees the client within the test.
     let rules = TWO_PER_CLIENT.replace(", lease: 1s", "");
-    let a = Member::start(&rules, store(&redis).await).await;
-    let b = Member::start(&rules, store(&redis).await).await;
+    let a = Member::start(&rules, redis.store().await).await;
+    let b = Member::start(&rules, redis.store().await).await;
     let held: Vec<_> = vec![a.hold("alice").await, a.hold("alice").await];
     assert_eq!(b.status("alice").await, StatusCode::TOO_MANY_REQUESTS);
     a.release(2);
@@ -197,7 +190,7 @@ async fn a_killed_server_frees_its_slots_when_their_leases_end() {
     let redis = RedisServer::start();
     let rules = TWO_PER_CLIENT.replace("max_in_flight: 2", "max_in_flight: 1");
     let mut demo = DemoServer::start_with(&rules, &[("TOLLGATE_REDIS_URL", &redis.url())]);
-    let survivor = Member::start(&rules, store(&redis).await).await;
+    let survivor = Member::start(&rules, redis.store().await).await;
     let demo_addr = demo.addr;
     let held = tokio::spawn(async move {
         server::get(demo_addr, "/?delay_ms=10000", &[("x-client", "alice")]).await
@@ -304,9 +297,9 @@ descriptors:
 "#
         )
     };
-    let local = Member::start(&rules("local"), store(&redis).await).await;
-    let deny = Member::start(&rules("deny"), store(&redis).await).await;
-    let allow = Member::start(&rules("allow"), store(&redis).await).await;
+    let local = Member::start(&rules("local"), redis.store().await).await;
+    let deny = Member::start(&rules("deny"), redis.store().await).await;
+    let allow = Member::start(&rules("allow"), redis.store().await).await;
     redis.kill();
 
     let held = local.hold("alice").await;
@@ -340,8 +333,8 @@ async fn after_many_requests_that_end_every_way_no_lease_is_left() {
     let redis = RedisServer::start();
     let rules = TWO_PER_CLIENT.replace(", lease: 1s", "");
     let members = Arc::new([
-        Member::start(&rules, store(&redis).await).await,
-        Member::start(&rules, store(&redis).await).await,
+        Member::start(&rules, redis.store().await).await,
+        Member::start(&rules, redis.store().await).await,
     ]);
     let releasing = {
         let members = Arc::clone(&members);

@@ -3,6 +3,10 @@
 //! clock's numbers.
 
 mod common;
+#[path = "common/rules.rs"]
+mod rules_common;
+
+use rules_common::rate_limit_errors;
 
 use std::time::Duration;
 use tollgate::algorithm::{Algorithm, Quota, State};
@@ -229,12 +233,7 @@ mod redis {
         use crate::over_http::{served, TOKENS};
         use axum::http::StatusCode;
         let server = redis_server::RedisServer::start();
-        let store = || async {
-            RedisStore::builder(server.url())
-                .connect()
-                .await
-                .expect("connects")
-        };
+        let store = || server.store();
         let servers = [
             served(TOKENS, store().await).await,
             served(TOKENS, store().await).await,
@@ -244,20 +243,7 @@ mod redis {
             let reply = server::get(servers[answer % 2], "/answer?tokens=300", &ann).await;
             assert_eq!(reply.status, StatusCode::OK, "answer {answer}");
         }
-        // A settlement is sent when the response's head is, and lands a round trip later.
-        let watcher = tollgate::Limiter::with_store(
-            tollgate::rules::Rules::from_yaml(TOKENS).expect("valid rules"),
-            store().await,
-        );
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let peeked = watcher.peek(&[("user", "ann")]).await.expect("peeked");
-            if peeked[0].decision().remaining == 0 {
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "1,200 tokens settled");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        until_left(TOKENS, store().await, 0).await;
         for addr in servers {
             let fifth = server::get(addr, "/answer?tokens=300", &ann).await;
             assert_eq!(fifth.status, StatusCode::TOO_MANY_REQUESTS);
@@ -274,12 +260,7 @@ mod redis {
         use axum::http::StatusCode;
         let rules = "domain: llm\nsources: { user: { header: x-user } }\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 100000, settle: { response_header: x-tokens-used } }\n";
         let server = redis_server::RedisServer::start();
-        let store = || async {
-            RedisStore::builder(server.url())
-                .connect()
-                .await
-                .expect("connects")
-        };
+        let store = || server.store();
         let servers = [
             served(rules, store().await).await,
             served(rules, store().await).await,
@@ -296,20 +277,26 @@ mod redis {
         while let Some(status) = answers.join_next().await {
             assert_eq!(status.expect("joined"), StatusCode::OK);
         }
-        let watcher = tollgate::Limiter::with_store(
-            tollgate::rules::Rules::from_yaml(rules).expect("valid rules"),
-            store().await,
-        );
+        until_left(rules, store().await, 100_000 - 4_000).await;
+    }
+
+    /// Polls what `rules` leave user ann in `store` until `left`, against a generous
+    /// deadline: a settlement is sent with the response's head and lands a round trip
+    /// later. Never fewer: a settlement counted twice fails at once.
+    #[cfg(feature = "axum")]
+    async fn until_left(rules: &str, store: RedisStore, left: u64) {
+        let rules = tollgate::rules::Rules::from_yaml(rules).expect("valid rules");
+        let watcher = tollgate::Limiter::with_store(rules, store);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
             let peeked = watcher.peek(&[("user", "ann")]).await.expect("peeked");
-            let used = 100_000 - peeked[0].decision().remaining;
-            if used == 4_000 {
-                break;
+            let remaining = peeked[0].decision().remaining;
+            if remaining == left {
+                return;
             }
             assert!(
-                used < 4_000 && std::time::Instant::now() < deadline,
-                "{used} counted, not 4,000"
+                remaining > left && std::time::Instant::now() < deadline,
+                "{remaining} left, not {left}"
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -493,13 +480,6 @@ descriptors:
 
 #[test]
 fn mistaken_settlements_are_refused() {
-    let errors = |rate_limit: &str| {
-        tollgate::rules::Rules::from_yaml(&format!(
-            "domain: d\ndescriptors:\n  - key: remote_address\n    rate_limit: {{ {rate_limit} }}\n"
-        ))
-        .expect_err("refused")
-        .to_string()
-    };
     let per_minute = "unit: minute, requests_per_unit: 9";
     let cases = [
         (
@@ -548,7 +528,7 @@ fn mistaken_settlements_are_refused() {
         ),
     ];
     for (rate_limit, expected) in cases {
-        let errors = errors(&rate_limit);
+        let errors = rate_limit_errors(&rate_limit);
         assert!(errors.contains(expected), "{rate_limit}: {errors}");
     }
 }

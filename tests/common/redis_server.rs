@@ -789,10 +789,18 @@ impl RedisCluster {
     }
 }
 
-/// Stores on the test servers whose time is a manual clock, with a timeout a busy test
-/// machine keeps (2 s).
+/// Stores on the test servers: on Redis's clock, or on a manual clock with a timeout a busy
+/// test machine keeps (2 s).
 impl RedisServer {
     /// A store on this server.
+    pub async fn store(&self) -> tollgate::store::RedisStore {
+        tollgate::store::RedisStore::builder(self.url())
+            .connect()
+            .await
+            .expect("connects to the test server")
+    }
+
+    /// A store on this server whose time is `clock`.
     pub async fn store_with_clock(
         &self,
         clock: tollgate::clock::ManualClock,

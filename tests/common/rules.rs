@@ -43,6 +43,16 @@ pub fn reject(yaml: &str) -> RuleErrors {
     }
 }
 
+/// The errors of rules whose one limit, per `remote_address`, is `rate_limit` (a YAML flow
+/// mapping's inside); panics when they compile.
+#[track_caller]
+pub fn rate_limit_errors(rate_limit: &str) -> String {
+    reject(&format!(
+        "domain: d\ndescriptors:\n  - key: remote_address\n    rate_limit: {{ {rate_limit} }}\n"
+    ))
+    .to_string()
+}
+
 /// A limiter on a manual clock, and the clock.
 pub fn limiter(rules: Rules) -> (TestLimiter, ManualClock) {
     let clock = ManualClock::new();
