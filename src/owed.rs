@@ -5,12 +5,14 @@
 use crate::algorithm::{Algorithm, Quota};
 use crate::response::SettledCost;
 use crate::rules::tree::StateKey;
+use crate::rules::settlement::Said;
 use crate::rules::Settlement;
 use crate::store::LimitCheck;
 use http::{Extensions, HeaderMap, StatusCode};
 use smallvec::SmallVec;
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Settles one charge in the store, by its extra cost (negative: given back).
 pub(crate) type Settle = Arc<dyn Fn(&LimitCheck<'_>, i64) + Send + Sync>;
@@ -30,6 +32,7 @@ pub(crate) struct Charge {
     pub(crate) algorithm: Algorithm,
     pub(crate) quota: Quota,
     pub(crate) cost: u64,
+    pub(crate) sync_every: Option<Duration>,
     pub(crate) label: Arc<str>,
     pub(crate) settlement: Settlement,
 }
@@ -43,8 +46,8 @@ impl Owed {
     /// Settles each charge whose cost the response's head says (its `status`, `headers`
     /// and `extensions`): the difference between what it says the request cost and what it
     /// was charged, charged or given back. A head that says nothing leaves the charge as it
-    /// was; the charges said in trailers wait for [`Owed::settle_trailers`]. Whether any
-    /// does.
+    /// was; the charges said at the end of the body wait for [`Owed::settle_trailers`].
+    /// Whether any does.
     pub(crate) fn settle_head(
         &mut self,
         status: StatusCode,
@@ -56,20 +59,25 @@ impl Owed {
             .map(|&SettledCost(cost)| cost);
         let settle = &self.settle;
         self.charges.retain(|charge| {
-            if charge.settlement.in_trailers() {
-                return true;
-            }
-            let cost = charge.settlement.cost(status, headers, said, charge.cost);
+            let cost = match charge
+                .settlement
+                .said_at_head(status, headers, said, charge.cost)
+            {
+                Said::AtEnd => return true,
+                Said::Cost(cost) => Some(cost),
+                Said::Nothing => None,
+            };
             charge.settle(settle, cost);
             false
         });
         !self.charges.is_empty()
     }
 
-    /// Settles the charges said in trailers, as `trailers` say.
+    /// Settles the charges said at the end of the body, as its `trailers` say.
     pub(crate) fn settle_trailers(self, trailers: &HeaderMap) {
         for charge in &self.charges {
-            charge.settle(&self.settle, charge.settlement.cost_in_trailers(trailers));
+            let cost = charge.settlement.said_at_end(trailers, charge.cost);
+            charge.settle(&self.settle, cost);
         }
     }
 }
@@ -98,7 +106,7 @@ impl Charge {
             cost: self.cost,
             shadow: false,
             check_only: false,
-            sync_every: None,
+            sync_every: self.sync_every,
             limit: &self.label,
             approximate: None,
             carried_from: &[],

@@ -9,7 +9,7 @@ mod greeter;
 mod hello;
 
 use greeter::greeter_client::GreeterClient;
-use greeter::greeter_server::GreeterServer;
+use greeter::greeter_server::{Greeter, GreeterServer};
 use greeter::{HelloReply, HelloRequest};
 use hello::Hello;
 use std::time::Duration;
@@ -20,7 +20,7 @@ use tollgate::{Limiter, RateLimitLayer};
 use tonic::metadata::MetadataMap;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Endpoint, Server};
-use tonic::{Code, Response, Status};
+use tonic::{Code, Request, Response, Status};
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
@@ -34,6 +34,11 @@ struct TestServer {
 impl TestServer {
     /// Serves the greeter and the health service on 127.0.0.1:0 behind the rules in `yaml`.
     async fn start(yaml: &str) -> TestServer {
+        TestServer::start_with(yaml, Hello).await
+    }
+
+    /// Serves `greeter` and the health service on 127.0.0.1:0 behind the rules in `yaml`.
+    async fn start_with(yaml: &str, greeter: impl Greeter) -> TestServer {
         let clock = ManualClock::new();
         let rules = Rules::from_yaml(yaml).expect("valid rules");
         let limiter = Limiter::with_store(rules, MemoryStore::with_clock(clock.clone()));
@@ -51,7 +56,7 @@ impl TestServer {
         let server = Server::builder()
             .layer(layer)
             .add_service(health_service)
-            .add_service(GreeterServer::new(Hello))
+            .add_service(GreeterServer::new(greeter))
             .serve_with_incoming(TcpIncoming::from(listener));
         tokio::spawn(async move { server.await.expect("the server runs") });
 
@@ -330,4 +335,51 @@ async fn a_full_server_answers_unavailable() {
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert!(status.message().contains("load shedding"), "{status:?}");
     assert_eq!(number(status.metadata(), "grpc-retry-pushback-ms"), 1000);
+}
+
+/// A greeter that logs in: it greets `ann`, and answers anyone else `UNAUTHENTICATED`.
+struct Login;
+
+#[tonic::async_trait]
+impl Greeter for Login {
+    async fn say_hello(
+        &self,
+        request: Request<HelloRequest>,
+    ) -> Result<Response<HelloReply>, Status> {
+        match request.into_inner().name.as_str() {
+            "ann" => Ok(Response::new(HelloReply {
+                message: "Welcome, ann".to_owned(),
+            })),
+            _ => Err(Status::unauthenticated("wrong password")),
+        }
+    }
+}
+
+/// `count_when` on gRPC codes: failed logins count (their status in the response's head,
+/// gRPC's Trailers-Only form), successful ones do not (their `grpc-status: 0` comes in
+/// the trailers, and gives the reservation back); once three have failed, every call is
+/// refused.
+#[tokio::test]
+async fn only_calls_that_end_with_a_counted_grpc_status_count() {
+    let rules = r#"
+domain: grpc
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 3, count_when: { grpc_status: [UNAUTHENTICATED, 7] } }
+"#;
+    let server = TestServer::start_with(rules, Login).await;
+    let mut client = server.greeter();
+    for login in 0..10 {
+        let welcome = say_hello(&mut client, "ann").await;
+        assert!(welcome.is_ok(), "login {login}: {welcome:?}");
+    }
+    for attempt in 0..3 {
+        let status = say_hello(&mut client, "mallory")
+            .await
+            .expect_err("a wrong password");
+        assert_eq!(status.code(), Code::Unauthenticated, "attempt {attempt}");
+    }
+    // The memory store settles as the response ends, before the client has it.
+    let status = say_hello(&mut client, "ann").await.expect_err("refused");
+    assert_rate_limited(&status, 3);
 }

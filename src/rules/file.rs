@@ -298,14 +298,20 @@ pub(crate) struct RawSettle {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawCountWhen {
+    /// HTTP statuses.
+    #[serde(default)]
     pub(crate) status: Vec<Located<RawStatus>>,
+    /// gRPC status codes.
+    #[serde(default)]
+    pub(crate) grpc_status: Vec<Located<RawStatus>>,
 }
 
-/// A status as written: a code (`401`), or a class (`"5xx"`), checked when compiled.
+/// A status as written: a number (`401`, `16`), or a word (a class such as `"5xx"`, a gRPC
+/// code's name such as `UNAUTHENTICATED`), checked when compiled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum RawStatus {
     Code(u64),
-    Class(String),
+    Word(String),
 }
 
 impl<'de> Deserialize<'de> for RawStatus {
@@ -316,7 +322,7 @@ impl<'de> Deserialize<'de> for RawStatus {
             type Value = RawStatus;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a status code (e.g. 401) or a class (e.g. 5xx)")
+                f.write_str("a status (e.g. 401, 5xx, UNAUTHENTICATED)")
             }
 
             fn visit_u64<E: de::Error>(self, code: u64) -> Result<RawStatus, E> {
@@ -329,8 +335,8 @@ impl<'de> Deserialize<'de> for RawStatus {
                     .map_err(|_| E::invalid_value(de::Unexpected::Signed(code), &self))
             }
 
-            fn visit_str<E: de::Error>(self, class: &str) -> Result<RawStatus, E> {
-                Ok(RawStatus::Class(class.to_owned()))
+            fn visit_str<E: de::Error>(self, word: &str) -> Result<RawStatus, E> {
+                Ok(RawStatus::Word(word.to_owned()))
             }
         }
 

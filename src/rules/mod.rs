@@ -34,7 +34,7 @@ mod load_shedding;
 mod period;
 pub(crate) mod request_values;
 mod response_options;
-mod settlement;
+pub(crate) mod settlement;
 mod size;
 mod state_id;
 pub(crate) mod tree;

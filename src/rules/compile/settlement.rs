@@ -3,6 +3,7 @@
 use super::Compiler;
 use crate::rules::file::{RawRateLimit, RawStatus};
 use crate::rules::KeySources;
+use crate::rules::settlement::GRPC_CODES;
 use crate::rules::{Settlement, StatusSet};
 use http::HeaderName;
 
@@ -32,10 +33,6 @@ impl Compiler {
             Some(format!("{field} works in the layer, which sees the response: a rate limit service does not"))
         } else if raw.approximate.is_some() {
             Some(format!("an approximate limit counts in a sketch, which cannot give a charge back: remove approximate or {field}"))
-        } else if raw.sync_every.is_some() {
-            Some(format!(
-                "local-first limits do not settle yet: remove sync_every or {field}"
-            ))
         } else {
             None
         };
@@ -67,37 +64,61 @@ impl Compiler {
                 }
             };
         }
-        let statuses = &raw.count_when.as_ref()?.value.status;
-        if statuses.is_empty() {
-            let message = "list the statuses that count, e.g. [401, 403] or [5xx]";
-            self.error(location, format!("{field_path}.status"), message);
+        let count_when = &raw.count_when.as_ref()?.value;
+        if count_when.status.is_empty() && count_when.grpc_status.is_empty() {
+            let message = "list the statuses that count, e.g. status: [401, 403] or [5xx], grpc_status: [UNAUTHENTICATED]";
+            self.error(location, field_path, message);
             return None;
         }
         let mut set = StatusSet::default();
         let mut fits = true;
-        for status in statuses {
-            match &status.value {
+        for status in &count_when.status {
+            let message = match &status.value {
                 RawStatus::Code(code) if (100..=599).contains(code) => {
                     set.code(u16::try_from(*code).unwrap_or_default());
+                    continue;
                 }
-                RawStatus::Class(class) => match class.trim().as_bytes() {
+                RawStatus::Word(class) => match class.trim().as_bytes() {
                     [hundreds @ b'1'..=b'5', b'x' | b'X', b'x' | b'X'] => {
-                        set.class(hundreds - b'0')
+                        set.class(hundreds - b'0');
+                        continue;
                     }
-                    _ => {
-                        let message = format!("`{class}` is not a status class: write 1xx to 5xx");
-                        self.error(status.referenced, format!("{field_path}.status"), message);
-                        fits = false;
-                    }
+                    _ => format!("`{class}` is not a status class: write 1xx to 5xx"),
                 },
                 RawStatus::Code(code) => {
-                    let message =
-                        format!("{code} is not a status: write 100 to 599, or a class such as 5xx");
-                    self.error(status.referenced, format!("{field_path}.status"), message);
+                    format!("{code} is not a status: write 100 to 599, or a class such as 5xx")
+                }
+            };
+            self.error(status.referenced, format!("{field_path}.status"), message);
+            fits = false;
+        }
+        for status in &count_when.grpc_status {
+            let code = match &status.value {
+                RawStatus::Code(code) => usize::try_from(*code).ok(),
+                RawStatus::Word(name) => {
+                    let name = name.trim();
+                    GRPC_CODES
+                        .iter()
+                        .position(|known| known.eq_ignore_ascii_case(name))
+                }
+            };
+            match code.filter(|&code| code < GRPC_CODES.len()) {
+                Some(code) => set.grpc_code(u8::try_from(code).unwrap_or_default()),
+                None => {
+                    let message = format!("`{}` is not a gRPC status: write 0 to 16, or a name such as UNAUTHENTICATED", written(&status.value));
+                    self.error(status.referenced, format!("{field_path}.grpc_status"), message);
                     fits = false;
                 }
             }
         }
         fits.then_some(Some(Settlement::CountWhen(set)))
+    }
+}
+
+/// A status as it was written.
+fn written(status: &RawStatus) -> String {
+    match status {
+        RawStatus::Code(code) => code.to_string(),
+        RawStatus::Word(word) => word.clone(),
     }
 }
