@@ -250,6 +250,44 @@ mod redis {
         }
     }
 
+    /// Local-first limits settle in each server's own counts, sent with them at the next
+    /// sync: two answers of 300 tokens on each server, and once both have synced, the one
+    /// that synced last refuses the fifth (the other, on its last totals, admits at most
+    /// one more, refused from its next sync on).
+    #[cfg(feature = "axum")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn local_first_servers_settle_into_the_fleets_totals() {
+        use crate::common::server;
+        use crate::over_http::{served, TOKENS};
+        use axum::http::StatusCode;
+        // A day: no window ends while the test runs on Redis's clock.
+        let rules = TOKENS
+            .replace("unit: minute", "unit: day")
+            .replace("settle:", "sync_every: 100ms, settle:");
+        let server = redis_server::RedisServer::start();
+        let stores = [server.store().await, server.store().await];
+        let addrs = [
+            served(&rules, stores[0].clone()).await,
+            served(&rules, stores[1].clone()).await,
+        ];
+        let ann = [("x-user", "ann")];
+        for answer in 0..4 {
+            let reply = server::get(addrs[answer / 2], "/answer?tokens=300", &ann).await;
+            assert_eq!(reply.status, StatusCode::OK, "answer {answer}");
+        }
+        for store in &stores {
+            store.sync_now().await.expect("Redis answers");
+        }
+        let fifth = server::get(addrs[1], "/answer?tokens=300", &ann).await;
+        assert_eq!(fifth.status, StatusCode::TOO_MANY_REQUESTS, "1,200 of 1,000");
+        assert_eq!(fifth.number("x-ratelimit-remaining"), 0);
+        let on_its_last_totals = server::get(addrs[0], "/answer?tokens=300", &ann).await;
+        stores[0].sync_now().await.expect("Redis answers");
+        let after_its_sync = server::get(addrs[0], "/answer?tokens=300", &ann).await;
+        assert_eq!(after_its_sync.status, StatusCode::TOO_MANY_REQUESTS);
+        let _ = on_its_last_totals;
+    }
+
     /// Settlement under concurrency stays exact: 400 answers of 10 tokens at once, over two
     /// servers on one Redis (their calls batched), leave exactly 4,000 counted.
     #[cfg(feature = "axum")]
@@ -260,7 +298,15 @@ mod redis {
         use axum::http::StatusCode;
         let rules = "domain: llm\nsources: { user: { header: x-user } }\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 100000, settle: { response_header: x-tokens-used } }\n";
         let server = redis_server::RedisServer::start();
-        let store = || server.store();
+        // A timeout a busy machine keeps: a request admitted by `on_store_error` was not
+        // charged its reservation, and its settlement would leave the count short.
+        let store = || async {
+            RedisStore::builder(server.url())
+                .timeout(Duration::from_secs(2))
+                .connect()
+                .await
+                .expect("connects")
+        };
         let servers = [
             served(rules, store().await).await,
             served(rules, store().await).await,
@@ -519,8 +565,16 @@ fn mistaken_settlements_are_refused() {
             "cannot give a charge back",
         ),
         (
-            format!("{per_minute}, count_when: {{ status: [401] }}, sync_every: 100ms"),
-            "do not settle yet",
+            format!("{per_minute}, count_when: {{ grpc_status: [UNAUTHENTICATD] }}"),
+            "`UNAUTHENTICATD` is not a gRPC status",
+        ),
+        (
+            format!("{per_minute}, count_when: {{ grpc_status: [17] }}"),
+            "`17` is not a gRPC status",
+        ),
+        (
+            format!("{per_minute}, count_when: {{ code: [401] }}"),
+            "unknown field `code`",
         ),
         (
             "unlimited: true, settle: { response_header: x-t }".to_owned(),

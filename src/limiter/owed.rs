@@ -28,6 +28,7 @@ impl<St: Store> Limiter<St> {
                     algorithm,
                     quota: *quota,
                     cost: booking.cost,
+                    sync_every: limit.sync_every(),
                     label: Arc::clone(limit.shared_label()),
                     settlement,
                 })

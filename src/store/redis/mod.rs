@@ -646,10 +646,8 @@ impl Store for RedisStore {
             denials.forget(check);
         }
         if check.sync_every.is_some() {
-            return Box::pin(std::future::ready(Err(StoreError::new(
-                "local-first limits do not settle costs yet",
-                "settle not supported",
-            ))));
+            self.settle_synced(check, extra);
+            return Box::pin(std::future::ready(Ok(())));
         }
         let (planned, now) = match (self.plan(check), self.inner.script_now()) {
             (Ok(planned), Ok(now)) => (planned, now),

@@ -133,6 +133,16 @@ impl RedisStore {
         }
     }
 
+    /// Settles the local-first `check`'s request by `extra` in this server's counts, sent
+    /// to the fleet with them.
+    pub(super) fn settle_synced(&self, check: &LimitCheck<'_>, extra: i64) {
+        let synced = &self.inner.synced;
+        let servers = synced.servers.load(Ordering::Relaxed);
+        synced
+            .table
+            .adjust(check, extra, self.inner.fleet_now(), servers);
+    }
+
     fn give_back(&self, admissions: &[Admission]) {
         for admission in admissions {
             self.inner.synced.table.give_back(*admission);

@@ -103,6 +103,10 @@ pub(super) trait Keyed<K> {
 
     fn give_back(&mut self, charge: Charge);
 
+    /// Settles a request admitted here by `extra` (see [`Counts::adjust`]) at fleet time
+    /// `now`, with `servers` last seen.
+    fn adjust(&mut self, extra: i64, now: u64, servers: u64);
+
     /// What to send at fleet time `now`, when its limit's interval has passed since the last
     /// sync (at once when `force`): marks the key sending, no longer listed. Nothing while an
     /// answer is awaited.
@@ -178,6 +182,12 @@ impl<C: Counts, K> Keyed<K> for Entry<C, K> {
 
     fn give_back(&mut self, charge: Charge) {
         self.counts.give_back(charge);
+    }
+
+    fn adjust(&mut self, extra: i64, now: u64, servers: u64) {
+        let quota = self.limit.quota;
+        let share = (!self.is_fresh(now)).then(|| share(&quota, servers));
+        self.counts.adjust(extra, now, &quota, share.as_ref());
     }
 
     fn send(&mut self, now: u64, force: bool) -> Option<Payload> {

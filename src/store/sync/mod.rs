@@ -435,6 +435,102 @@ mod tests {
         );
     }
 
+    const SYNCABLE: [Algorithm; 4] = [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindowCounter,
+        Algorithm::Gcra,
+        Algorithm::TokenBucket,
+    ];
+
+    /// 1,000 a minute, all at once.
+    fn per_minute() -> Quota {
+        Quota::new(1_000, Duration::from_secs(60))
+            .unwrap()
+            .with_burst(1_000)
+    }
+
+    /// The guide's example, one server: answers reserve 1 and use 300; the fifth is refused
+    /// until it has been paid back, then admitted exactly.
+    #[test]
+    fn a_settled_charge_is_kept_until_paid_back() {
+        let quota = per_minute();
+        for algorithm in SYNCABLE {
+            let table = SyncTable::new(MAX_KEYS);
+            let check = check(algorithm, &quota);
+            let start = 60_000 * MS;
+            for answer in 0..4 {
+                let (admitted, _) = table.acquire(&check, start, 1, || ());
+                assert!(admitted.allowed, "{algorithm}: answer {answer}");
+                table.adjust(&check, 299, start, 1);
+            }
+            let (fifth, _) = table.acquire(&check, start, 1, || ());
+            assert!(!fifth.allowed, "{algorithm}: 1,200 used of 1,000");
+            let retry = u64::try_from(fifth.retry_after.as_nanos()).unwrap();
+            let early = table.acquire(&check, start + retry - 1, 1, || ()).0;
+            assert!(!early.allowed, "{algorithm}: a nanosecond early");
+            let paid = table.acquire(&check, start + retry, 1, || ()).0;
+            assert!(paid.allowed, "{algorithm}: at retry_after exactly");
+        }
+    }
+
+    /// Four requests reserve 300 and use 100: the 800 they gave back are admitted, and
+    /// nothing more.
+    #[test]
+    fn what_a_response_did_not_use_is_given_back() {
+        let quota = per_minute();
+        for algorithm in SYNCABLE {
+            let table = SyncTable::new(MAX_KEYS);
+            let reserve = LimitCheck {
+                cost: 300,
+                ..check(algorithm, &quota)
+            };
+            let now = 60_000 * MS;
+            for _ in 0..4 {
+                assert!(table.acquire(&reserve, now, 1, || ()).0.allowed);
+                table.adjust(&reserve, -200, now, 1);
+            }
+            let rest = LimitCheck {
+                cost: 600,
+                ..reserve
+            };
+            assert!(table.acquire(&rest, now, 1, || ()).0.allowed, "{algorithm}");
+            let more = table.acquire(&check(algorithm, &quota), now, 1, || ()).0;
+            assert!(!more.allowed, "{algorithm}: and no more");
+        }
+    }
+
+    /// Two servers settle in their own counts, which reach the fleet's totals at the next
+    /// sync: two answers of 300 on each, and the server that synced last refuses the
+    /// fifth; a give-back after a sync is taken off the fleet at the next.
+    #[test]
+    fn settled_charges_reach_the_fleet_at_the_next_sync() {
+        let quota = per_minute();
+        for algorithm in SYNCABLE {
+            let servers = [SyncTable::new(MAX_KEYS), SyncTable::new(MAX_KEYS)];
+            let mut shared = Shared::default();
+            let check = check(algorithm, &quota);
+            let now = 60_000 * MS;
+            for server in &servers {
+                for _ in 0..2 {
+                    assert!(server.acquire(&check, now, 2, || ()).0.allowed);
+                    server.adjust(&check, 299, now, 2);
+                }
+                shared.sync(server, now);
+            }
+            let fifth = servers[1].acquire(&check, now, 2, || ()).0;
+            assert!(!fifth.allowed, "{algorithm}: 1,200 used of 1,000");
+            if view::counts_windows(algorithm) {
+                assert_eq!(shared.windows.values().sum::<i64>(), 1_200, "{algorithm}");
+                servers[0].adjust(&check, -500, now, 2);
+                shared.sync(&servers[0], now);
+                assert_eq!(shared.windows.values().sum::<i64>(), 700, "{algorithm}");
+            } else {
+                let interval = quota.emission_interval().unwrap().get();
+                assert_eq!(shared.tat, now + 1_200 * interval, "{algorithm}");
+            }
+        }
+    }
+
     /// 200,000 clients with the shared store unreachable: the table stays within its ceiling,
     /// in keys and in bytes (with the Redis store's 24 bytes of digest a key).
     #[test]

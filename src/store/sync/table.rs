@@ -163,6 +163,23 @@ impl<K: Clone> SyncTable<K> {
         }
     }
 
+    /// Settles a request `check` admitted by `extra` at fleet time `now`, `servers` last
+    /// seen: charges it more or gives some back (see [`Store::settle`]). A key forgotten
+    /// or limited otherwise since is not settled: what it owed is lost, on the side of admitting, as its
+    /// unsent counts are.
+    ///
+    /// [`Store::settle`]: crate::store::Store::settle
+    pub(crate) fn adjust(&self, check: &LimitCheck<'_>, extra: i64, now: u64, servers: u64) {
+        let id = self.id(check.domain, check.key);
+        let every = check.sync_every.map_or(0, saturating_nanos);
+        let mut shard = self.shard(id).lock();
+        let found = shard.find(id);
+        if let Some(place) = found.filter(|&place| shard.get(place).limit().decides(check, every)) {
+            shard.get(place).adjust(extra, now, servers);
+            shard.touch(place);
+        }
+    }
+
     /// The number of keys kept.
     pub(crate) fn len(&self) -> usize {
         self.shards.iter().map(|shard| shard.0.lock().len()).sum()

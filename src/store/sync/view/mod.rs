@@ -32,6 +32,12 @@ pub(super) trait Counts: Default {
     /// Gives back what an admission charged (another limit denied the request).
     fn give_back(&mut self, charge: Charge);
 
+    /// Settles a request admitted here, its response known at fleet time `now`: charges
+    /// `extra` more from now (past the limit if need be), or gives back `-extra` of what
+    /// this server counted, as [`Algorithm::settle`] does; under `share` too while this
+    /// server decides alone.
+    fn adjust(&mut self, extra: i64, now: u64, quota: &Quota, share: Option<&Quota>);
+
     /// Everything the fleet's totals do not hold yet, to send.
     fn payload(&self) -> Payload;
 

@@ -109,6 +109,32 @@ impl Counts for Schedule {
         self.own_tat = self.own_tat.saturating_sub(own);
     }
 
+    /// Booked from now on, or given back from the unsynced bookings, not before now (what
+    /// was synced stays booked, as in `give_back`).
+    fn adjust(&mut self, extra: i64, now: u64, quota: &Quota, share: Option<&Quota>) {
+        let cost = extra.unsigned_abs();
+        if extra >= 0 {
+            let add = booked(quota, cost);
+            self.unsynced = self.unsynced.then(Bookings { after: now, add });
+            if let Some(share) = share {
+                self.own_tat = self.own_tat.max(now).saturating_add(booked(share, cost));
+            }
+            return;
+        }
+        // The bookings start at `start`: they keep at least what reaches now.
+        let start = self.fleet_tat.max(self.unsynced.after);
+        let kept = now.saturating_sub(start).min(self.unsynced.add);
+        self.unsynced.add = self
+            .unsynced
+            .add
+            .saturating_sub(booked(quota, cost))
+            .max(kept);
+        if let Some(share) = share {
+            let own = self.own_tat.saturating_sub(booked(share, cost));
+            self.own_tat = own.max(now.min(self.own_tat));
+        }
+    }
+
     fn payload(&self) -> Payload {
         Payload::Schedule(self.unsynced)
     }

@@ -115,6 +115,20 @@ impl Counts for Windows {
         }
     }
 
+    /// In the window of now, as the algorithms settle; what is given back comes off this
+    /// server's own count there (the others' are theirs to give back).
+    fn adjust(&mut self, extra: i64, now: u64, quota: &Quota, _share: Option<&Quota>) {
+        self.roll(quota.period_divisor().div_u64(now).max(self.number));
+        let window = &mut self.windows[0];
+        let change = if extra >= 0 {
+            extra
+        } else {
+            -signed(window.own.min(extra.unsigned_abs()))
+        };
+        window.own = window.own.saturating_add_signed(change);
+        window.unsynced = window.unsynced.saturating_add(change);
+    }
+
     fn payload(&self) -> Payload {
         let [current, previous] = self.windows;
         Payload::Windows {
