@@ -4,8 +4,8 @@
 
 use crate::algorithm::{Algorithm, Quota};
 use crate::response::SettledCost;
-use crate::rules::tree::StateKey;
 use crate::rules::settlement::Said;
+use crate::rules::tree::StateKey;
 use crate::rules::Settlement;
 use crate::store::LimitCheck;
 use http::{Extensions, HeaderMap, StatusCode};

@@ -279,7 +279,11 @@ mod redis {
             store.sync_now().await.expect("Redis answers");
         }
         let fifth = server::get(addrs[1], "/answer?tokens=300", &ann).await;
-        assert_eq!(fifth.status, StatusCode::TOO_MANY_REQUESTS, "1,200 of 1,000");
+        assert_eq!(
+            fifth.status,
+            StatusCode::TOO_MANY_REQUESTS,
+            "1,200 of 1,000"
+        );
         assert_eq!(fifth.number("x-ratelimit-remaining"), 0);
         let on_its_last_totals = server::get(addrs[0], "/answer?tokens=300", &ann).await;
         stores[0].sync_now().await.expect("Redis answers");
@@ -526,6 +530,7 @@ descriptors:
 
 #[test]
 fn mistaken_settlements_are_refused() {
+    use tollgate::rules::{KeySources, Rules, Settlement};
     let per_minute = "unit: minute, requests_per_unit: 9";
     let cases = [
         (
@@ -544,7 +549,7 @@ fn mistaken_settlements_are_refused() {
         ),
         (
             format!("{per_minute}, settle: {{}}"),
-            "response_header or response_trailer, one of them",
+            "response_header, response_trailer or (tollgate serve) stream_done, one of them",
         ),
         (
             format!("{per_minute}, settle: {{ response_header: a, response_trailer: b }}"),
@@ -580,11 +585,38 @@ fn mistaken_settlements_are_refused() {
             "unlimited: true, settle: { response_header: x-t }".to_owned(),
             "charges nothing to settle",
         ),
+        (
+            format!("{per_minute}, settle: {{ stream_done: true }}"),
+            "stream_done is for tollgate serve",
+        ),
     ];
     for (rate_limit, expected) in cases {
         let errors = rate_limit_errors(&rate_limit);
         assert!(errors.contains(expected), "{rate_limit}: {errors}");
     }
+    // A rate limit service sees no response: its clients charge by a second call.
+    let service = |settle: &str| {
+        let yaml = format!("domain: d\ndescriptors:\n  - key: user\n    rate_limit: {{ {per_minute}, {settle} }}\n");
+        Rules::from_yaml_with(&yaml, KeySources::Given)
+    };
+    let stream_done = service("settle: { stream_done: true }").expect("for a service");
+    let settlement = stream_done.limits()[0].settlement().expect("settles");
+    assert_eq!(settlement, &Settlement::StreamDone);
+    assert_eq!(
+        settlement.to_string(),
+        "charged whole when the stream is done"
+    );
+    for settle in [
+        "settle: { response_header: x-t }",
+        "count_when: { status: [401] }",
+    ] {
+        let errors = service(settle).expect_err("not for a service").to_string();
+        assert!(errors.contains("stream_done: true"), "{settle}: {errors}");
+    }
+    let errors = service("settle: { stream_done: true, response_header: x-t }")
+        .expect_err("one of them")
+        .to_string();
+    assert!(errors.contains("one of them"), "{errors}");
 }
 
 /// A streamed answer settles from its trailers, when its body ends.

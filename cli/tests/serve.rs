@@ -245,6 +245,45 @@ async fn hits_addend_is_the_weight_of_a_call() {
     }
 }
 
+/// Envoy's `apply_on_stream_done`: a check before each request (`hits_addend: 0`), then
+/// the tokens it used charged once its stream is done. The guide's example: 1,000 tokens a
+/// minute per user, answers of 300 tokens: the fourth's charge goes past the limit and is
+/// kept (answered `OVER_LIMIT`, as envoyproxy/ratelimit answers it, though Envoy ignores
+/// it), and the fifth request's check is refused.
+#[tokio::test]
+async fn a_check_then_a_charge_once_the_stream_is_done() {
+    let rules = r"
+domain: edge
+defaults: { algorithm: gcra }
+descriptors:
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 1000, settle: { stream_done: true } }
+";
+    let service = Service::start(rules, &[]);
+    let mut client = service.client().await;
+    let user = |hits: u64| {
+        let mut descriptor = descriptor(&[("user", "ann")]);
+        descriptor.hits_addend = Some(hits.into());
+        call(vec![descriptor])
+    };
+    for answer in 0..4 {
+        let check = ask(&mut client, user(0)).await;
+        assert_eq!(check.overall_code(), Code::Ok, "request {answer} checked");
+        let charge = ask(&mut client, user(300)).await;
+        let expected = if answer < 3 {
+            Code::Ok
+        } else {
+            Code::OverLimit
+        };
+        assert_eq!(charge.overall_code(), expected, "answer {answer} charged");
+    }
+    let fifth = ask(&mut client, user(0)).await;
+    assert_eq!(fifth.overall_code(), Code::OverLimit, "1,200 of 1,000 used");
+    assert_eq!(fifth.statuses[0].limit_remaining, 0);
+    let other = ask(&mut client, call(vec![descriptor(&[("user", "bob")])])).await;
+    assert_eq!(other.overall_code(), Code::Ok, "each user's own tokens");
+}
+
 /// A descriptor of `entries` with its own limit, `requests_per_unit` per `unit`.
 fn with_own_limit(
     entries: &[(&str, &str)],

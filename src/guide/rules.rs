@@ -269,8 +269,8 @@
 //! | `name` | names the limit for `replaces`, logs, metrics and headers; names are unique |
 //! | `replaces: [{name: x}]` | when this limit applies, the limit named `x` does not |
 //! | `block_for` | a penalty, e.g. `15m`: a key this limit refuses stays refused that long ([below](#block_for-a-penalty)) |
-//! | `settle` | `{ response_header: x-tokens-used }` (or `response_trailer`): the request costs what its response says ([below](#settle-costs-known-after-the-response)) |
-//! | `count_when` | `{ status: [401, 403] }`: only requests whose responses have these statuses count ([below](#count_when-counting-outcomes)) |
+//! | `settle` | `{ response_header: x-tokens-used }` (or `response_trailer`): the request costs what its response says ([below](#settle-costs-known-after-the-response)); `tollgate serve`: `{ stream_done: true }`, a charge sent when the stream is done counts whole ([service](super::service)) |
+//! | `count_when` | `{ status: [401, 403] }` (and `grpc_status: [UNAUTHENTICATED]`): only requests whose responses have these statuses count ([below](#count_when-counting-outcomes)) |
 //! | `calendar` | `true`: a `fixed_window` of a `day`, `week`, `month` or `year` counts in the calendar's, not in multiples of the unit since 1970 ([below](#calendar-quotas)) |
 //! | `time_zone` | with `calendar`: the calendar's time zone, e.g. `Europe/Paris` (default `UTC`) |
 //!
@@ -371,7 +371,11 @@
 //! 403] }` (codes, or classes such as `5xx`) checks the limit before the request (refused
 //! once exhausted) and counts the request only when its response has one of these
 //! statuses: each request reserves its cost, given back when the response does not match,
-//! so that concurrent attempts stay within the limit.
+//! so that concurrent attempts stay within the limit. For tonic services, `grpc_status:
+//! [UNAUTHENTICATED, PERMISSION_DENIED]` (names, or codes 0 to 16) counts the calls that
+//! end with these gRPC codes, read from the response's head (a call that fails at once) or
+//! from its trailers when the call ends; a call cut off before its status keeps its
+//! reservation. A response counts when it matches either list.
 //!
 //! ```rust
 //! use tollgate::rules::Rules;
@@ -391,8 +395,15 @@
 //! Successful logins never count; after five failures, every attempt of that user from
 //! that address is refused until the window allows (add `block_for` to shut it out for
 //! longer). `settle` and `count_when` exclude each other, and are refused with
-//! `approximate` (a sketch cannot give a charge back), with `sync_every` (local-first limits
-//! do not settle yet) and by `tollgate serve`. Shadow-mode limits keep their reservations.
+//! `approximate` (a sketch cannot give a charge back) and by `tollgate serve`, whose
+//! clients settle by a second call ([`apply_on_stream_done`](super::service)). Shadow-mode
+//! limits keep their reservations.
+//!
+//! Every store settles: memory, Redis and a Redis Cluster atomically with the key's other
+//! requests; a [local-first](#local-first-limits-sync_every) limit in the server's own
+//! counts, sent to the fleet at its next sync as its admissions are. A request admitted
+//! while the store failed (`on_store_error`) was not charged its reservation: its
+//! settlement charges the difference only.
 //!
 //! # Calendar quotas
 //!

@@ -168,11 +168,30 @@
 //! it is charged nothing, and its status says whether one more request would be admitted
 //! (`OVER_LIMIT` once none would; envoyproxy/ratelimit says so only once its count has gone
 //! past the limit), with `limit_remaining` as it stands. A check over its limit refuses
-//! the call like any descriptor, so the call charges nothing. A gateway may check a request
-//! this way and charge it once its cost is known (Envoy's `apply_on_stream_done`, with a
-//! `hits_addend` read from the response, for a language model's tokens, say): that later
-//! charge is a call like any other, so a cost larger than what is left is refused and
-//! counted nowhere, where envoyproxy/ratelimit counts it and goes past the limit.
+//! the call like any descriptor, so the call charges nothing.
+//!
+//! **A check, then a charge.** A gateway checks a request this way and charges it once its
+//! cost is known, by a second call when the stream is done (Envoy's
+//! `apply_on_stream_done`, with a `hits_addend` read from the response: a language
+//! model's tokens, say). Envoy ignores the answer to that call, so its charge must count
+//! even past the limit: mark the limit `settle: { stream_done: true }`, and a call that
+//! reaches it is charged whatever its answer, past the limit if need be (answered
+//! `OVER_LIMIT` then, as envoyproxy/ratelimit answers), and the next requests' checks are
+//! refused until it has been paid back. With 1,000 tokens a minute per user and answers
+//! of 300 tokens, four requests pass their checks, the fourth's charge takes the user to
+//! 1,200, and the fifth's check is refused.
+//!
+//! ```yaml
+//! domain: llm
+//! descriptors:
+//!   - key: user
+//!     rate_limit: { unit: minute, requests_per_unit: 1000, settle: { stream_done: true } }
+//! ```
+//!
+//! On Envoy's side, the route's `rate_limits` send the same descriptor twice: once with
+//! `hits_addend: { number: 0 }` (the check), once with `apply_on_stream_done: true` and a
+//! `hits_addend` of the tokens (the charge). Without `stream_done`, a charge larger than
+//! what is left is refused, all or nothing, and counted nowhere.
 //!
 //! **All or nothing.** A call is admitted only when every descriptor has room, and a call
 //! over one limit charges none of the others: their statuses say `OK` (they had room), and

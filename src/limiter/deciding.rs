@@ -93,6 +93,11 @@ impl<'l, St: Store> Deciding<'l, St> {
         &self.active.active().rules
     }
 
+    /// The rules in force the decision is made under, and what goes with them.
+    pub(super) fn active(&self) -> &Active {
+        self.active.active()
+    }
+
     /// The ruling, once settled; `None` while the store's answer is awaited.
     pub(crate) fn ruling(&self) -> Option<&Ruling> {
         match &self.stage {

@@ -209,9 +209,18 @@ impl<St: Store> Limiter<St> {
             weight(limit, costs)
         });
         bring_own_quotas(&rules, &mut bookings, &owners, descriptors);
+        let charged_whatever = if rules.has_settlements {
+            Self::charged_whatever(&rules, &bookings)
+        } else {
+            Bookings::new()
+        };
         let stage = self.acquire(&active, bookings, Some(&mut each));
         let mut deciding = Deciding::new(self, active, (stage, None));
         let ruling = deciding.settle_each(Some(&mut each)).await;
+        if !ruling.is_allowed() && !charged_whatever.is_empty() {
+            self.charge_refused(deciding.active(), &charged_whatever)
+                .await;
+        }
         let verdict = Verdict::new(ruling, &rules);
         // A rate limit service's rules hold no slots (see `concurrency`).
         drop(deciding.go_ahead());

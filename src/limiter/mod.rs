@@ -9,6 +9,7 @@ mod given_values;
 mod inspect;
 mod owed;
 mod slots;
+mod stream_done;
 
 pub(crate) use deciding::Deciding;
 pub use descriptors::{CallVerdict, Descriptor};

@@ -292,6 +292,9 @@ pub(crate) struct RawSettle {
     pub(crate) response_header: Option<Located<String>>,
     #[serde(default)]
     pub(crate) response_trailer: Option<Located<String>>,
+    /// Charged by a rate limit service's call once the stream is done.
+    #[serde(default)]
+    pub(crate) stream_done: Option<Located<bool>>,
 }
 
 /// `count_when`: the responses whose requests count.

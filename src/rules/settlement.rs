@@ -31,6 +31,11 @@ pub enum Settlement {
     ResponseTrailer(HeaderName),
     /// The request counts only when the response's status is among these.
     CountWhen(StatusSet),
+    /// `tollgate serve`: a client checks the limit before a request (a descriptor of
+    /// `hits_addend: 0`) and charges what the request cost once its stream is done, by a
+    /// second call (Envoy's `apply_on_stream_done`). That charge is kept whole whatever the
+    /// call's answer, past the limit if need be, as a settled cost is.
+    StreamDone,
 }
 
 /// What a response's head says of a request's cost.
@@ -70,6 +75,8 @@ impl Settlement {
                 }
             }
             Settlement::CountWhen(_) => Said::Cost(0),
+            // Charged by a call of its own, not by a response.
+            Settlement::StreamDone => Said::Nothing,
         }
     }
 
@@ -81,14 +88,20 @@ impl Settlement {
             Settlement::CountWhen(statuses) => {
                 grpc_status(trailers).map(|code| statuses.counts_grpc(code, charged))
             }
-            Settlement::ResponseHeader(_) => None,
+            Settlement::ResponseHeader(_) | Settlement::StreamDone => None,
         }
     }
 }
 
 /// The gRPC status code the `fields` of a response hold, if any.
 fn grpc_status(fields: &HeaderMap) -> Option<u8> {
-    fields.get("grpc-status")?.to_str().ok()?.trim().parse().ok()
+    fields
+        .get("grpc-status")?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Whether the response of these `headers` is a gRPC call's.
@@ -184,6 +197,7 @@ impl fmt::Display for Settlement {
             Settlement::ResponseHeader(name) => write!(f, "settles from {name}"),
             Settlement::ResponseTrailer(name) => write!(f, "settles from trailer {name}"),
             Settlement::CountWhen(statuses) => write!(f, "counts {statuses}"),
+            Settlement::StreamDone => f.write_str("charged whole when the stream is done"),
         }
     }
 }

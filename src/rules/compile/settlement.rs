@@ -2,8 +2,8 @@
 
 use super::Compiler;
 use crate::rules::file::{RawRateLimit, RawStatus};
-use crate::rules::KeySources;
 use crate::rules::settlement::GRPC_CODES;
+use crate::rules::KeySources;
 use crate::rules::{Settlement, StatusSet};
 use http::HeaderName;
 
@@ -27,10 +27,18 @@ impl Compiler {
             (None, Some(count_when)) => ("count_when", count_when.referenced),
         };
         let field_path = format!("{path}.{field}");
+        let stream_done = raw
+            .settle
+            .as_ref()
+            .and_then(|settle| settle.value.stream_done.as_ref())
+            .is_some_and(|done| done.value);
+        let service = self.keys == KeySources::Given;
         let refusal = if raw.unlimited {
             Some("an unlimited entry charges nothing to settle".to_owned())
-        } else if self.keys == KeySources::Given {
-            Some(format!("{field} works in the layer, which sees the response: a rate limit service does not"))
+        } else if service && !stream_done {
+            Some(format!("{field} works in the layer, which sees the response: a rate limit service does not (its clients charge when the stream is done: settle: {{ stream_done: true }})"))
+        } else if stream_done && !service {
+            Some("stream_done is for tollgate serve, whose clients charge by a second call; the layer settles from response_header or response_trailer".to_owned())
         } else if raw.approximate.is_some() {
             Some(format!("an approximate limit counts in a sketch, which cannot give a charge back: remove approximate or {field}"))
         } else {
@@ -46,10 +54,11 @@ impl Compiler {
                 &settle.value.response_trailer,
             );
             let (name, field, trailer) = match written {
-                (Some(header), None) => (header, "response_header", false),
-                (None, Some(trailer)) => (trailer, "response_trailer", true),
+                (None, None) if stream_done => return Some(Some(Settlement::StreamDone)),
+                (Some(header), None) if !stream_done => (header, "response_header", false),
+                (None, Some(trailer)) if !stream_done => (trailer, "response_trailer", true),
                 _ => {
-                    let message = "say where the response tells the cost: response_header or response_trailer, one of them";
+                    let message = "say where the response tells the cost: response_header, response_trailer or (tollgate serve) stream_done, one of them";
                     self.error(location, field_path, message);
                     return None;
                 }
@@ -106,7 +115,11 @@ impl Compiler {
                 Some(code) => set.grpc_code(u8::try_from(code).unwrap_or_default()),
                 None => {
                     let message = format!("`{}` is not a gRPC status: write 0 to 16, or a name such as UNAUTHENTICATED", written(&status.value));
-                    self.error(status.referenced, format!("{field_path}.grpc_status"), message);
+                    self.error(
+                        status.referenced,
+                        format!("{field_path}.grpc_status"),
+                        message,
+                    );
                     fits = false;
                 }
             }
