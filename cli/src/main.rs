@@ -88,13 +88,11 @@ const SERVICE_DIFFERENCES: &str = "\
 As envoyproxy/ratelimit, the service applies the limit that a descriptor's last entry reaches,
 and a limit without `algorithm` is a fixed window (unless `defaults` says otherwise). Unlike it:
   - a call over one limit charges none of the others (all or nothing);
-  - `hits_addend: 0` on a descriptor checks without charging, as there, but is over the limit
-    once a request of weight 1 would be (envoyproxy/ratelimit: once its count is past it);
-  - a weight that does not fit is refused and counts nothing, so a charge sent after the fact
-    (Envoy's `apply_on_stream_done`) that does not fit is not counted (there: counted);
+  - a weight that does not fit is refused and counts nothing, unless its limit says
+    `settle: { stream_done: true }` (a charge sent after the fact, Envoy's
+    `apply_on_stream_done`: counted past the limit, as there);
   - a descriptor's own `limit` override is decided by `defaults.algorithm` when the file
     sets one (envoyproxy/ratelimit: a fixed window);
-  - another domain is NOT_FOUND (envoyproxy/ratelimit: OK, nothing limited);
   - answers carry the rate-limit headers that `response` chooses (`response: { headers: none }`
     for none, as envoyproxy/ratelimit without LIMIT_RESPONSE_HEADERS_ENABLED);
   - `detailed_metric` and `value_to_metric` change nothing: tollgate's metrics are per limit.";

@@ -194,7 +194,15 @@ async fn only_the_entry_the_last_one_reaches_applies() {
 
 #[tokio::test]
 async fn the_descriptors_of_one_call_are_all_or_nothing() {
-    let service = Service::start(RULES, &[]);
+    all_or_nothing(&Service::start(RULES, &[])).await;
+    let redis = redis_server::RedisServer::start();
+    all_or_nothing(&Service::start(RULES, &["--redis", &redis.url()])).await;
+}
+
+/// On `service`: a call over one limit charges none of the others, and each of their
+/// statuses says what remains of it, as it stands (also when the refusal is answered from
+/// the over-limit cache, without asking Redis again about the full key).
+async fn all_or_nothing(service: &Service) {
     let mut client = service.client().await;
     let user = || descriptor(&[("user", "42")]);
     // Three calls spend user 42's three; each also logs in from its own address.
@@ -203,14 +211,19 @@ async fn the_descriptors_of_one_call_are_all_or_nothing() {
         assert_eq!(answer.overall_code(), Code::Ok);
     }
     // The fourth is over the user's limit: its login is not charged either.
-    let refused = ask(&mut client, call(vec![login("198.51.100.4"), user()])).await;
-    assert_eq!(refused.overall_code(), Code::OverLimit);
-    assert_eq!(refused.statuses[0].code(), Code::Ok, "the login had room");
-    assert_eq!(refused.statuses[1].code(), Code::OverLimit);
+    for _ in 0..2 {
+        let refused = ask(&mut client, call(vec![login("198.51.100.4"), user()])).await;
+        assert_eq!(refused.overall_code(), Code::OverLimit);
+        assert_eq!(refused.statuses[0].code(), Code::Ok, "the login had room");
+        assert_eq!(refused.statuses[0].limit_remaining, 5, "as it stands");
+        assert!(refused.statuses[0].duration_until_reset.is_some());
+        assert_eq!(refused.statuses[1].code(), Code::OverLimit);
+        assert_eq!(refused.statuses[1].limit_remaining, 0);
+    }
     let alone = ask(&mut client, call(vec![login("198.51.100.4")])).await;
     assert_eq!(
         alone.statuses[0].limit_remaining, 4,
-        "the refused call charged nothing"
+        "the refused calls charged nothing"
     );
 }
 
@@ -230,14 +243,16 @@ async fn hits_addend_is_the_weight_of_a_call() {
     let answer = ask(&mut client, call(vec![light])).await;
     assert_eq!(answer.overall_code(), Code::Ok);
     assert_eq!(answer.statuses[0].limit_remaining, 0);
-    // A descriptor's `hits_addend: 0` checks without charging: over, once nothing is left.
+    // A descriptor's `hits_addend: 0` checks without charging, as envoyproxy/ratelimit
+    // does: a full limit is still `OK` (over only once its count is past it).
     let check = |ip: &str| {
         let mut descriptor = login(ip);
         descriptor.hits_addend = Some(0.into());
         call(vec![descriptor])
     };
     let full = ask(&mut client, check("203.0.113.20")).await;
-    assert_eq!(full.overall_code(), Code::OverLimit);
+    assert_eq!(full.overall_code(), Code::Ok);
+    assert_eq!(full.statuses[0].limit_remaining, 0);
     for _ in 0..2 {
         let fresh = ask(&mut client, check("203.0.113.21")).await;
         assert_eq!(fresh.overall_code(), Code::Ok);
@@ -353,7 +368,12 @@ async fn unlimited_and_shadow_mode_never_refuse() {
         )
         .await;
         assert_eq!(internal.overall_code(), Code::Ok);
-        assert_eq!(internal.statuses[0].current_limit, None);
+        // As envoyproxy/ratelimit answers an unlimited descriptor: all that can be said
+        // remains, and no limit, no reset.
+        let status = &internal.statuses[0];
+        assert_eq!(status.current_limit, None);
+        assert_eq!(status.limit_remaining, u32::MAX);
+        assert_eq!(status.duration_until_reset, None);
     }
     // The shadow-mode limit (1 a minute) counts: its second call has nothing left, and is
     // still OK.
@@ -513,20 +533,7 @@ async fn malformed_calls_get_a_clear_status() {
         (
             call(Vec::new()),
             GrpcCode::InvalidArgument,
-            "no descriptors",
-        ),
-        (
-            RateLimitRequest {
-                domain: "elsewhere".to_owned(),
-                ..call(vec![login("a")])
-            },
-            GrpcCode::NotFound,
-            "unknown domain",
-        ),
-        (
-            call(vec![descriptor(&[])]),
-            GrpcCode::InvalidArgument,
-            "no entries",
+            "rate limit descriptor list must not be empty",
         ),
     ];
     let huge = "x".repeat(1_000_000);
@@ -560,6 +567,23 @@ async fn malformed_calls_get_a_clear_status() {
     // And the service still answers.
     let answer = ask(&mut client, call(vec![login("203.0.113.30")])).await;
     assert_eq!(answer.overall_code(), Code::Ok);
+    // As envoyproxy/ratelimit: another domain, or a descriptor without entries, limits
+    // nothing.
+    let elsewhere = RateLimitRequest {
+        domain: "elsewhere".to_owned(),
+        ..call(vec![login("a"), descriptor(&[])])
+    };
+    for request in [elsewhere, call(vec![descriptor(&[])])] {
+        let answer = ask(&mut client, request.clone()).await;
+        assert_eq!(answer.overall_code(), Code::Ok, "{request:?}");
+        for status in &answer.statuses {
+            assert_eq!(status.code(), Code::Ok);
+            assert_eq!(status.current_limit, None);
+            assert_eq!(status.limit_remaining, 0);
+            assert_eq!(status.duration_until_reset, None);
+        }
+        assert_eq!(answer.statuses.len(), request.descriptors.len());
+    }
 }
 
 #[tokio::test]

@@ -46,4 +46,18 @@ impl Decision {
             ..self
         }
     }
+
+    /// This decision on a request of `cost` that its limit admitted but that was not
+    /// charged (another limit refused the request): what remains as it stands, `cost`
+    /// more than after the charge, in every algorithm.
+    pub(crate) fn uncharged(self, cost: u64) -> Decision {
+        if !self.allowed {
+            return self;
+        }
+        Decision {
+            remaining: self.remaining.saturating_add(cost).min(self.capacity),
+            booked_until: None,
+            ..self
+        }
+    }
 }

@@ -165,10 +165,10 @@
 //! call's other limits to their `on_store_error` policy.
 //!
 //! **Checks.** A descriptor of `hits_addend: 0` is only checked, as in envoyproxy/ratelimit:
-//! it is charged nothing, and its status says whether one more request would be admitted
-//! (`OVER_LIMIT` once none would; envoyproxy/ratelimit says so only once its count has gone
-//! past the limit), with `limit_remaining` as it stands. A check over its limit refuses
-//! the call like any descriptor, so the call charges nothing.
+//! it is charged nothing, and its status is `OVER_LIMIT` only once its limit's count has
+//! gone past the limit (a full limit is still `OK`, `limit_remaining: 0`), with
+//! `limit_remaining` as it stands. A check over its limit refuses the call like any
+//! descriptor, so the call charges nothing.
 //!
 //! **A check, then a charge.** A gateway checks a request this way and charges it once its
 //! cost is known, by a second call when the stream is done (Envoy's
@@ -199,12 +199,17 @@
 //! call, so a client refused by one limit uses up the others. On a Redis Cluster this holds
 //! across slots too ([operations](super::operations#on-a-redis-cluster)).
 //!
-//! **Malformed calls** are refused with a gRPC status and decide nothing:
-//! `INVALID_ARGUMENT` for an empty `domain`, no descriptors, a descriptor without entries,
-//! an entry with an empty key, more than 64 descriptors or 16 entries in one, or a key or
-//! value over 4096 bytes; `NOT_FOUND` for a domain other than the rules' `domain`
-//! (envoyproxy/ratelimit answers `OK` there, limiting nothing). To Envoy, both are failed
-//! calls, which its `failure_mode_deny` decides.
+//! **Malformed calls** are refused with `INVALID_ARGUMENT` and decide nothing: an empty
+//! `domain` or no descriptors (in envoyproxy/ratelimit's words), more than 64 descriptors
+//! or 16 entries in one, or a key or value over 4096 bytes. To Envoy, they are failed
+//! calls, which its `failure_mode_deny` decides. A call for another domain than the
+//! rules', and a descriptor without entries, limit nothing: `OK`, as envoyproxy/ratelimit
+//! answers them.
+//!
+//! **Statuses** are upstream's: an `unlimited` descriptor is `OK` with `limit_remaining`
+//! 4294967295 and no limit; `duration_until_reset` is in whole seconds, rounded up; a
+//! refused call's other descriptors say what remains of them as it stands (they were not
+//! charged).
 //!
 //! **When the store fails**, each limit's `on_store_error` policy decides, as in the layer:
 //! a `deny` limit's descriptor is `OVER_LIMIT`, a `local` limit's status carries the

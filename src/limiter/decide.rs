@@ -375,7 +375,14 @@ fn settle<St: Store>(
     }
     observer.decided(rules, bookings, decisions, &ruling);
     if let Some(each) = each {
+        let refused = !ruling.is_allowed();
         for (booking, decision) in bookings.iter().zip(decisions.iter()) {
+            // Refused, the request charged none of its limits: each says what remains.
+            let decision = &if refused && !booking.check_only && !booking.penalty {
+                decision.uncharged(booking.cost)
+            } else {
+                *decision
+            };
             if booking.penalty {
                 // A block in force is its limit's decision: the limit's, just put in.
                 if let (false, Some(Some(limit))) = (decision.allowed, each.last_mut()) {

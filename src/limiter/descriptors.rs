@@ -16,9 +16,10 @@ pub struct Descriptor<'a> {
     /// The entries, e.g. `[("remote_address", "203.0.113.9"), ("path", "/login")]`.
     pub entries: &'a [(&'a str, &'a str)],
     /// The request's weight under the descriptor's limit (Envoy's `hits_addend`), for a
-    /// limit that sets no `cost` of its own. 0 only checks the limit: it is decided as a
-    /// request of weight 1 would be, with the call's other limits (over it, the call is
-    /// refused), and charged nothing.
+    /// limit that sets no `cost` of its own. 0 only checks the limit, as
+    /// envoyproxy/ratelimit does: it is charged nothing, and refuses the call only once
+    /// the limit's count is past it (a charge kept past the limit, `stream_done`), not
+    /// when it is just full.
     pub cost: u64,
     /// A quota of the descriptor's own (Envoy's `limit` override), instead of what the
     /// rules say of it; see [`LimitOverride`].
@@ -26,16 +27,13 @@ pub struct Descriptor<'a> {
 }
 
 /// The weight of a booking under `limit` for descriptors of `costs`: what those charged
-/// add up to, or, when each is only checked (cost 0), a check as a request of weight 1.
+/// add up to, or, when each is only checked (cost 0), a check of weight 0.
 fn weight(limit: &Limit, costs: impl Iterator<Item = u64>) -> Weight {
     let charged = costs
         .filter(|&cost| cost > 0)
         .map(|cost| limit.cost(&mut NoValues, cost))
         .reduce(u64::saturating_add);
-    charged.map_or_else(
-        || Weight::Checked(limit.cost(&mut NoValues, 1)),
-        Weight::Charged,
-    )
+    charged.map_or(Weight::Checked(0), Weight::Charged)
 }
 
 /// The limit `descriptor` reaches under `rules`: the override limit of its own quota's
@@ -66,18 +64,30 @@ pub(super) fn bring_own_quotas(
     }
 }
 
+/// What the descriptors of a call reach under the rules (see [`reached_by`]).
+pub(super) struct Reached {
+    /// The limits they reach that charge.
+    pub(super) matches: Matches,
+    /// For each match, the descriptors that reached it (by position).
+    pub(super) owners: Vec<Owners>,
+    /// For each descriptor, whether it reached an `unlimited` entry.
+    pub(super) unlimited: Vec<bool>,
+}
+
 /// The limits `descriptors` reach under `rules`, and for each the descriptors that reached
 /// it (by position): two descriptors that reach the same limit with the same values are one
 /// match, so that a call stays all or nothing. Kept are the limits that no other
 /// descriptor's limit replaces, but not `unlimited` entries, which leave their descriptor
 /// unlimited (a shadow-mode one only reports, and has nothing to report).
-pub(super) fn reached_by(rules: &Rules, descriptors: &[Descriptor<'_>]) -> (Matches, Vec<Owners>) {
+pub(super) fn reached_by(rules: &Rules, descriptors: &[Descriptor<'_>]) -> Reached {
     let mut matches = Matches::new();
     let mut owners: Vec<Owners> = Vec::new();
+    let mut unlimited = vec![false; descriptors.len()];
     for (owner, descriptor) in descriptors.iter().enumerate() {
         let Some(matched) = reached(rules, descriptor) else {
             continue;
         };
+        unlimited[owner] = rules.limits[matched.limit_index].limited().is_none();
         // An `unlimited` entry is kept until `replaces` are known (its own replace too).
         match matches.iter().position(|m| m.key == matched.key) {
             Some(same) => owners[same].push(owner),
@@ -88,13 +98,18 @@ pub(super) fn reached_by(rules: &Rules, descriptors: &[Descriptor<'_>]) -> (Matc
         }
     }
     let replaced = rules.replaced(&matches);
-    matches
+    let (matches, owners) = matches
         .into_iter()
         .zip(owners)
         .zip(replaced)
         .filter(|((m, _), replaced)| !replaced && rules.limits[m.limit_index].limited().is_some())
         .map(|(kept, _)| kept)
-        .unzip()
+        .unzip();
+    Reached {
+        matches,
+        owners,
+        unlimited,
+    }
 }
 
 /// The descriptors (by position in a call) that reached one match.
@@ -115,20 +130,23 @@ impl Values for NoValues {
 pub struct CallVerdict {
     verdict: Verdict,
     descriptors: Vec<Option<LimitDecision>>,
+    unlimited: Vec<bool>,
     rules: Arc<Rules>,
 }
 
 impl CallVerdict {
-    /// The call's `verdict`, each descriptor's limit's decision, and the `rules` they were
-    /// made under.
+    /// The call's `verdict`, each descriptor's limit's decision, which descriptors are
+    /// `unlimited`, and the `rules` they were made under.
     pub(super) fn new(
         verdict: Verdict,
         descriptors: Vec<Option<LimitDecision>>,
+        unlimited: Vec<bool>,
         rules: Arc<Rules>,
     ) -> Self {
         CallVerdict {
             verdict,
             descriptors,
+            unlimited,
             rules,
         }
     }
@@ -144,6 +162,13 @@ impl CallVerdict {
     /// `on_store_error` policy decided, or its own is `allow`).
     pub fn descriptors(&self) -> &[Option<LimitDecision>] {
         &self.descriptors
+    }
+
+    /// Whether the descriptor at `position` in the call reached an `unlimited` entry (its
+    /// [decision](Self::descriptors) is `None`): envoyproxy/ratelimit answers it with the
+    /// most remaining it can say, where a descriptor that reached no limit says 0.
+    pub fn is_unlimited(&self, position: usize) -> bool {
+        self.unlimited.get(position).copied().unwrap_or(false)
     }
 
     /// The rules the call was decided under (a reload may have put others in force since):
@@ -200,7 +225,11 @@ impl<St: Store> Limiter<St> {
     pub async fn check_descriptors(&self, descriptors: &[Descriptor<'_>]) -> CallVerdict {
         let active = self.shared.active.load();
         let rules = Arc::clone(&active.rules);
-        let (mut matches, owners) = reached_by(&rules, descriptors);
+        let Reached {
+            mut matches,
+            owners,
+            unlimited,
+        } = reached_by(&rules, descriptors);
         let mut each = Vec::new();
         let mut bookings = self.book(&active, &mut matches, |position, limit| {
             let costs = owners[position]
@@ -230,6 +259,6 @@ impl<St: Store> Limiter<St> {
                 per_descriptor[owner].clone_from(&decision);
             }
         }
-        CallVerdict::new(verdict, per_descriptor, rules)
+        CallVerdict::new(verdict, per_descriptor, unlimited, rules)
     }
 }

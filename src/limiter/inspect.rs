@@ -4,7 +4,7 @@
 use super::active::Active;
 use super::decide::checks;
 use super::descriptors::CallVerdict;
-use super::descriptors::{bring_own_quotas, reached_by};
+use super::descriptors::{bring_own_quotas, reached_by, Reached};
 use super::given_values::GivenValues;
 use super::Limiter;
 use crate::decision::{Bookings, LimitDecision, Ruling, Verdict, Weight};
@@ -145,7 +145,11 @@ impl<St: Store> Limiter<St> {
         descriptors: &[Descriptor<'_>],
     ) -> Result<CallVerdict, StoreError> {
         let active = self.shared.active.load_full();
-        let (mut matches, owners) = reached_by(&active.rules, descriptors);
+        let Reached {
+            mut matches,
+            owners,
+            unlimited,
+        } = reached_by(&active.rules, descriptors);
         let mut bookings = self.book(&active, &mut matches, |_, _| Weight::Checked(1));
         bring_own_quotas(&active.rules, &mut bookings, &owners, descriptors);
         let decisions = self.peeked(&active, &bookings).await?;
@@ -160,6 +164,7 @@ impl<St: Store> Limiter<St> {
         Ok(CallVerdict::new(
             verdict,
             per_descriptor,
+            unlimited,
             Arc::clone(&active.rules),
         ))
     }
@@ -176,7 +181,11 @@ impl<St: Store> Limiter<St> {
         descriptors: &[Descriptor<'_>],
     ) -> Result<u64, StoreError> {
         let active = self.shared.active.load_full();
-        let (mut matches, owners) = reached_by(&active.rules, descriptors);
+        let Reached {
+            mut matches,
+            owners,
+            ..
+        } = reached_by(&active.rules, descriptors);
         let mut bookings = self.book(&active, &mut matches, |_, _| Weight::Checked(1));
         bring_own_quotas(&active.rules, &mut bookings, &owners, descriptors);
         self.forget(&active, &bookings).await

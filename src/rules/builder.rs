@@ -37,7 +37,7 @@ impl RulesBuilder {
     pub(super) fn new(domain: impl Into<String>) -> Self {
         RulesBuilder {
             raw: RawRules {
-                domain: unlocated(domain.into()),
+                domain: Some(unlocated(domain.into())),
                 sources: Default::default(),
                 client_ip: None,
                 defaults: Default::default(),
@@ -474,9 +474,9 @@ impl LimitSpec {
 
     /// Drops the limit called `name` when both apply to a request.
     pub fn replaces(mut self, name: impl Into<String>) -> Self {
-        self.0
-            .replaces
-            .push(unlocated(RawReplaces { name: name.into() }));
+        self.0.replaces.push(unlocated(RawReplaces {
+            name: Some(name.into()),
+        }));
         self
     }
 }

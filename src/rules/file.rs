@@ -21,7 +21,9 @@ pub(crate) fn unlocated<T>(value: T) -> Located<T> {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawRules {
-    pub(crate) domain: Located<String>,
+    /// Checked when compiled: missing, it is reported as the file's mistake.
+    #[serde(default)]
+    pub(crate) domain: Option<Located<String>>,
     #[serde(default)]
     pub(crate) sources: BTreeMap<String, Located<RawSource>>,
     #[serde(default)]
@@ -34,8 +36,18 @@ pub(crate) struct RawRules {
     pub(crate) shadow_mode: bool,
     #[serde(default)]
     pub(crate) load_shedding: Option<Located<RawLoadShedding>>,
-    #[serde(default)]
+    /// Empty when written empty (`descriptors:`), as envoyproxy/ratelimit reads it.
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub(crate) descriptors: Vec<Located<RawDescriptor>>,
+}
+
+/// A list that may be written empty (`descriptors:`, a null): then no items.
+fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// `load_shedding`: the requests the server runs at once, at most, by priority.
@@ -228,7 +240,7 @@ pub(crate) struct RawDescriptor {
     pub(crate) _detailed_metric: bool,
     #[serde(default, rename = "value_to_metric")]
     pub(crate) _value_to_metric: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub(crate) descriptors: Vec<Located<RawDescriptor>>,
 }
 
@@ -521,7 +533,9 @@ impl<'de> Deserialize<'de> for RawCost {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawReplaces {
-    pub(crate) name: String,
+    /// Checked when compiled: written empty, it is reported as the file's mistake.
+    #[serde(default)]
+    pub(crate) name: Option<String>,
 }
 
 /// The length of a rate limit's period, as in Envoy's ratelimit service.

@@ -37,8 +37,7 @@ use axum::routing::post;
 use axum::Router;
 use http::StatusCode;
 use serde::Serialize;
-use tollgate::rules::Rules;
-use tollgate::{Descriptor, LimitDecision, Limiter};
+use tollgate::{CallVerdict, Descriptor, LimitDecision, Limiter};
 
 /// The admin endpoints, `POST /v1/peek` and `POST /v1/reset`, on the limiter of
 /// `readiness`.
@@ -64,10 +63,7 @@ async fn peek<St: Backing>(readiness: Readiness<St>, body: Bytes) -> Response {
     let entries = CallEntries::new(&request);
     let descriptors = entries.descriptors();
     match limiter.peek_descriptors(&descriptors).await {
-        Ok(peeked) => json(
-            StatusCode::OK,
-            &Peek::new(peeked.rules(), peeked.descriptors(), &descriptors),
-        ),
+        Ok(peeked) => json(StatusCode::OK, &Peek::new(&peeked, &descriptors)),
         Err(error) => unavailable(&format!("the store could not answer: {error}")).into_response(),
     }
 }
@@ -130,13 +126,10 @@ struct PeekedStatus {
 }
 
 impl Peek {
-    /// The answer for `descriptors`, whose limits decided `decisions` under `rules`.
-    fn new(
-        rules: &Rules,
-        decisions: &[Option<LimitDecision>],
-        descriptors: &[Descriptor<'_>],
-    ) -> Peek {
-        let statuses: Vec<PeekedStatus> = statuses(rules, decisions, descriptors)
+    /// The answer for `descriptors`, which `peeked` decided.
+    fn new(peeked: &CallVerdict, descriptors: &[Descriptor<'_>]) -> Peek {
+        let decisions = peeked.descriptors();
+        let statuses: Vec<PeekedStatus> = statuses(peeked, descriptors)
             .into_iter()
             .zip(decisions)
             .map(|(status, decision)| PeekedStatus {
@@ -171,7 +164,7 @@ struct Reset {
 mod tests {
     use super::*;
     use tollgate::clock::ManualClock;
-    use tollgate::rules::KeySources;
+    use tollgate::rules::{KeySources, Rules};
     use tollgate::store::MemoryStore;
 
     /// A limiter of 2 requests a minute per user, one a minute in shadow mode per canary,
@@ -197,12 +190,7 @@ descriptors:
         descriptors: &[Descriptor<'_>],
     ) -> String {
         let peeked = limiter.peek_descriptors(descriptors).await.unwrap();
-        serde_json::to_string(&Peek::new(
-            peeked.rules(),
-            peeked.descriptors(),
-            descriptors,
-        ))
-        .unwrap()
+        serde_json::to_string(&Peek::new(&peeked, descriptors)).unwrap()
     }
 
     fn one<'a>(entries: &'a [(&'a str, &'a str)]) -> Descriptor<'a> {

@@ -14,7 +14,7 @@ use super::store::Backing;
 use std::time::Duration;
 use tollgate::response::verdict_headers;
 use tollgate::rules::{self, Rate, Rules};
-use tollgate::{Descriptor, LimitDecision, LimitOverride, Limiter};
+use tollgate::{CallVerdict, Descriptor, LimitDecision, LimitOverride, Limiter};
 use tonic::Status;
 
 /// The most descriptors in one call.
@@ -24,17 +24,24 @@ const MOST_ENTRIES: usize = 16;
 /// The longest key or value of an entry, in bytes.
 const LONGEST_TEXT: usize = 4096;
 
-/// Decides `request` with `limiter`: the answer, or why the request is malformed.
+/// Decides `request` with `limiter`: the answer, or why the request is malformed. A call
+/// for a domain the rules do not limit is answered `OK`, nothing limited, as
+/// envoyproxy/ratelimit answers it.
 ///
 /// # Errors
 ///
-/// `INVALID_ARGUMENT` for a request with no domain, no descriptors, an empty descriptor,
-/// too many of them or text too long; `NOT_FOUND` for a domain the rules do not limit.
+/// `INVALID_ARGUMENT` for a request with no domain, no descriptors, too many of them or
+/// text too long.
 pub(crate) async fn should_rate_limit<St: Backing>(
     limiter: &Limiter<St>,
     request: &RateLimitRequest,
 ) -> Result<RateLimitResponse, Status> {
-    malformed(request, &limiter.rules(), limiter.store())?;
+    let rules = limiter.rules();
+    well_formed(request)?;
+    if request.domain != rules.domain() {
+        return Ok(unlimited(request));
+    }
+    malformed(request, &rules, limiter.store())?;
     let entries = CallEntries::new(request);
     let descriptors = entries.descriptors();
     let checked = limiter.check_descriptors(&descriptors).await;
@@ -57,7 +64,7 @@ pub(crate) async fn should_rate_limit<St: Backing>(
         .collect();
     Ok(RateLimitResponse {
         overall_code: overall.into(),
-        statuses: statuses(rules, checked.descriptors(), &descriptors),
+        statuses: statuses(&checked, &descriptors),
         response_headers_to_add,
         ..RateLimitResponse::default()
     })
@@ -105,39 +112,76 @@ impl<'r> CallEntries<'r> {
     }
 }
 
-/// The status of each of `descriptors`, whose limits decided `decisions` under `rules`
-/// (one per descriptor, in order, `None` where no limit applies).
+/// The status of each of `descriptors`, which `call` decided.
 pub(crate) fn statuses(
-    rules: &Rules,
-    decisions: &[Option<LimitDecision>],
+    call: &CallVerdict,
     descriptors: &[Descriptor<'_>],
 ) -> Vec<DescriptorStatus> {
+    let decisions = call.descriptors().iter().zip(descriptors).enumerate();
     decisions
-        .iter()
-        .zip(descriptors)
-        .map(|(decision, descriptor)| status(rules, decision.as_ref(), descriptor.limit))
+        .map(|(position, (decision, descriptor))| {
+            if call.is_unlimited(position) {
+                // As envoyproxy/ratelimit answers an unlimited descriptor.
+                return DescriptorStatus {
+                    code: Code::Ok.into(),
+                    limit_remaining: u32::MAX,
+                    ..DescriptorStatus::default()
+                };
+            }
+            status(call.rules(), decision.as_ref(), descriptor.limit)
+        })
         .collect()
 }
 
+/// The answer to a well-formed `request` for a domain no rules limit: `OK`, each
+/// descriptor `OK` with no limit.
+fn unlimited(request: &RateLimitRequest) -> RateLimitResponse {
+    let ok = DescriptorStatus {
+        code: Code::Ok.into(),
+        ..DescriptorStatus::default()
+    };
+    RateLimitResponse {
+        overall_code: Code::Ok.into(),
+        statuses: vec![ok; request.descriptors.len()],
+        ..RateLimitResponse::default()
+    }
+}
+
+/// Checks that `request` has a domain and descriptors, as envoyproxy/ratelimit asks of
+/// every call (in its words).
+///
+/// # Errors
+///
+/// `INVALID_ARGUMENT` when it has not.
+fn well_formed(request: &RateLimitRequest) -> Result<(), Status> {
+    if request.domain.is_empty() {
+        return Err(Status::invalid_argument(
+            "rate limit domain must not be empty",
+        ));
+    }
+    if request.descriptors.is_empty() {
+        return Err(Status::invalid_argument(
+            "rate limit descriptor list must not be empty",
+        ));
+    }
+    Ok(())
+}
+
 /// Why `request` cannot be decided under `rules` with `store`, if it cannot: see
-/// [`should_rate_limit`].
+/// [`should_rate_limit`], and `NOT_FOUND` for a domain the rules do not limit (which
+/// [`should_rate_limit`] answers before).
 pub(crate) fn malformed<St: Backing>(
     request: &RateLimitRequest,
     rules: &Rules,
     store: &St,
 ) -> Result<(), Status> {
-    if request.domain.is_empty() {
-        return Err(Status::invalid_argument("the domain is empty"));
-    }
+    well_formed(request)?;
     if request.domain != rules.domain() {
         return Err(Status::not_found(format!(
             "unknown domain `{}`: this service limits the domain `{}`",
             shortened(&request.domain),
             rules.domain()
         )));
-    }
-    if request.descriptors.is_empty() {
-        return Err(Status::invalid_argument("the call has no descriptors"));
     }
     if request.descriptors.len() > MOST_DESCRIPTORS {
         return Err(Status::invalid_argument(format!(
@@ -146,11 +190,6 @@ pub(crate) fn malformed<St: Backing>(
         )));
     }
     for (i, descriptor) in request.descriptors.iter().enumerate() {
-        if descriptor.entries.is_empty() {
-            return Err(Status::invalid_argument(format!(
-                "descriptor {i} has no entries"
-            )));
-        }
         if descriptor.entries.len() > MOST_ENTRIES {
             return Err(Status::invalid_argument(format!(
                 "descriptor {i} has {} entries: at most {MOST_ENTRIES}",
@@ -162,11 +201,6 @@ pub(crate) fn malformed<St: Backing>(
                 .map_err(|why| Status::invalid_argument(format!("descriptor {i}: {why}")))?;
         }
         for (j, entry) in descriptor.entries.iter().enumerate() {
-            if entry.key.is_empty() {
-                return Err(Status::invalid_argument(format!(
-                    "descriptor {i}, entry {j}: the key is empty"
-                )));
-            }
             if entry.key.len() > LONGEST_TEXT || entry.value.len() > LONGEST_TEXT {
                 return Err(Status::invalid_argument(format!(
                     "descriptor {i}, entry {j}: a key or value longer than {LONGEST_TEXT} bytes"
@@ -245,7 +279,8 @@ fn status(
         code: if over { Code::OverLimit } else { Code::Ok }.into(),
         current_limit: Some(own.map_or_else(|| current_limit(rules, limit), override_limit)),
         limit_remaining: u32::try_from(decided.remaining).unwrap_or(u32::MAX),
-        duration_until_reset: Some(duration(until_reset)),
+        // In whole seconds, rounded up, as envoyproxy/ratelimit says it.
+        duration_until_reset: Some(duration(whole_seconds(until_reset))),
         ..DescriptorStatus::default()
     }
 }
@@ -287,6 +322,16 @@ fn unit_of(period: Duration) -> Unit {
         seconds if seconds == 30 * DAY => Unit::Month,
         seconds if seconds == 365 * DAY => Unit::Year,
         _ => Unit::Unknown,
+    }
+}
+
+/// `duration` rounded up to whole seconds.
+fn whole_seconds(duration: Duration) -> Duration {
+    let whole = Duration::from_secs(duration.as_secs());
+    if whole == duration {
+        whole
+    } else {
+        whole.saturating_add(Duration::from_secs(1))
     }
 }
 

@@ -56,13 +56,15 @@ pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErro
             .flatten();
         compiler.check_defaults_approximate(written);
     }
-    if raw.domain.value.trim().is_empty() {
-        compiler.error(
-            raw.domain.referenced,
-            "domain",
-            "the domain must not be empty",
-        );
-    }
+    let domain = match raw.domain {
+        Some(domain) if !domain.value.trim().is_empty() => domain.value,
+        written => {
+            let location = written.map_or(Location::UNKNOWN, |domain| domain.referenced);
+            let message = "the file names no domain: write `domain: NAME` at its top (the domain Envoy's calls name)";
+            compiler.error(location, "domain", message);
+            String::new()
+        }
+    };
     compiler.declare_sources(&raw.sources);
     let client_ip = compiler.client_ip(raw.client_ip);
     let root = compiler.level(&raw.descriptors, "descriptors", "", &[], 1);
@@ -82,7 +84,7 @@ pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErro
         return Err(RuleErrors::new(compiler.errors));
     }
     Ok(Rules {
-        domain: raw.domain.value,
+        domain,
         sources: compiler.sources,
         client_ip,
         has_replaces: compiler.limits.iter().any(|l| !l.replaces().is_empty()),

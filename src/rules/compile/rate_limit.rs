@@ -112,13 +112,22 @@ impl Compiler {
         let raw = descriptor.value.rate_limit.as_ref()?;
         let path = format!("{path}.rate_limit");
         self.written_name(raw.value.name.as_ref(), &path);
+        let own_name = raw.value.name.as_ref().map(|name| name.value.trim());
         for (i, replaced) in raw.value.replaces.iter().enumerate() {
-            let name = Located::new(
-                replaced.value.name.clone(),
-                replaced.referenced,
-                replaced.defined,
-            );
-            self.replaced.push((name, format!("{path}.replaces[{i}]")));
+            let replaced_path = format!("{path}.replaces[{i}]");
+            let name = replaced.value.name.as_deref().map(str::trim);
+            let message = match name {
+                None | Some("") => "a `replaces` entry names no limit: write `- name: LIMIT`",
+                Some(name) if Some(name) == own_name => {
+                    "a limit cannot replace itself: `replaces` names this limit's own name"
+                }
+                Some(name) => {
+                    let name = Located::new(name.to_owned(), replaced.referenced, replaced.defined);
+                    self.replaced.push((name, replaced_path));
+                    continue;
+                }
+            };
+            self.error(replaced.referenced, replaced_path, message);
         }
         let name = raw.value.name.as_ref().map(|n| n.value.clone());
         let label = name.as_deref().unwrap_or(chain);
@@ -149,7 +158,9 @@ impl Compiler {
                 .value
                 .replaces
                 .iter()
-                .map(|r| r.value.name.clone())
+                .filter_map(|r| r.value.name.as_deref())
+                .map(|name| name.trim().to_owned())
+                .filter(|name| !name.is_empty())
                 .collect(),
             lease: None,
             sheds: false,

@@ -55,8 +55,8 @@ impl Denials {
         self.hasher.hash_one((check.domain, check.key, quota))
     }
 
-    /// Decisions for `checks` if one enforced check is known to be denied at `now`: that one
-    /// denied, the others not asked (reported as admitted; the request is denied anyway).
+    /// Decisions for `checks` if each is enforced and known to be denied at `now`; else
+    /// Redis is asked, so that each limit's decision says what remains of it.
     pub(super) fn answer(&self, checks: &[LimitCheck<'_>], now: Nanos) -> Option<Decisions> {
         let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         if entries.is_empty() {
@@ -70,14 +70,10 @@ impl Denials {
                     .then_some(*denial)
             })
             .collect();
-        if denied.iter().all(Option::is_none) {
-            return None;
-        }
-        let decisions = checks
-            .iter()
-            .zip(denied)
-            .map(|(check, denial)| match denial {
-                Some(denial) => Decision {
+        denied
+            .into_iter()
+            .map(|denial| {
+                denial.map(|denial| Decision {
                     allowed: false,
                     capacity: denial.capacity,
                     remaining: 0,
@@ -85,11 +81,9 @@ impl Denials {
                     retry_after: denial.retry_at.since(now),
                     delay: Duration::ZERO,
                     booked_until: None,
-                },
-                None => super::unasked(check),
+                })
             })
-            .collect();
-        Some(decisions)
+            .collect()
     }
 
     /// Forgets what is known of `check`'s key (its queue just gave a place back).
