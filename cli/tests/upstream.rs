@@ -21,6 +21,9 @@ fn load(name: &str) -> Result<Rules, String> {
         .map_err(|errors| errors.to_string())
 }
 
+/// A descriptor's entries, as a test writes them.
+type Entries<'a> = &'a [(&'a str, &'a str)];
+
 /// What a lookup finds, as upstream's `GetLimit` reports it.
 #[derive(Debug, PartialEq)]
 enum Found {
@@ -70,7 +73,7 @@ async fn lookup(rules: &Rules, entries: &[(&str, &str)]) -> Found {
 async fn basic_config() {
     let rules = load("basic_config.yaml").expect("upstream loads it");
     assert_eq!(rules.domain(), "test-domain");
-    let cases: [(&[(&str, &str)], Found); 14] = [
+    let cases: [(Entries, Found); 14] = [
         (&[], Found::Nothing),
         (&[("key1", "something")], Found::Nothing),
         (&[("key1", "value1")], Found::Nothing),
@@ -112,7 +115,7 @@ async fn basic_config() {
 async fn shadow_mode_config() {
     let rules = load("shadowmode_config.yaml").expect("upstream loads it");
     let limiter = Limiter::new(rules.clone());
-    let cases: [(&[(&str, &str)], u64, Duration, bool); 4] = [
+    let cases: [(Entries, u64, Duration, bool); 4] = [
         (
             &[("key1", "value1"), ("subkey1", "something")],
             5,
