@@ -211,3 +211,104 @@ fn the_files_upstream_refuses_are_refused_for_its_reason() {
         );
     }
 }
+
+/// TestWildcardConfig: a `*` anywhere in a value matches any run of characters; an entry
+/// without one matches only its value.
+#[tokio::test]
+async fn wildcard_config() {
+    let rules = load("wildcard.yaml").expect("upstream loads it");
+    let twenty = || limit(20, MINUTE);
+    let cases: [(Entries, Found); 14] = [
+        (&[("noVal", "foo1")], twenty()),
+        (&[("wild", "foo1")], twenty()),
+        (&[("wild", "foo2")], twenty()),
+        (&[("nestedWild", "val1"), ("wild", "goo2")], twenty()),
+        (&[("wild", "bar")], Found::Nothing),
+        (&[("noWild", "foo1")], Found::Nothing),
+        (&[("midWild", "barab")], twenty()),
+        (&[("midWild", "bar123b")], twenty()),
+        (&[("midWild", "barb")], twenty()),
+        (&[("midWild", "bara")], Found::Nothing),
+        (&[("midWild", "xbarb")], Found::Nothing),
+        (&[("multiWild", "foo123bar456baz")], limit(10, MINUTE)),
+        (&[("multiWild", "foobarbaz")], limit(10, MINUTE)),
+        (&[("multiWild", "foo123baz")], Found::Nothing),
+    ];
+    for (entries, found) in cases {
+        assert_eq!(lookup(&rules, entries).await, found, "{entries:?}");
+    }
+    // Each value a wildcard matches is counted on its own.
+    let limiter = Limiter::new(rules);
+    for _ in 0..10 {
+        assert!(admits(&limiter, &[("multiWild", "foo1bar1baz")]).await);
+    }
+    assert!(!admits(&limiter, &[("multiWild", "foo1bar1baz")]).await);
+    assert!(admits(&limiter, &[("multiWild", "foo2bar2baz")]).await);
+}
+
+/// Whether `limiter` admits (and charges) one call of `entries`.
+async fn admits(limiter: &Limiter, entries: Entries<'_>) -> bool {
+    let call = [Descriptor {
+        entries,
+        cost: 1,
+        limit: None,
+    }];
+    limiter
+        .check_descriptors(&call)
+        .await
+        .verdict()
+        .is_allowed()
+}
+
+/// TestShareThreshold, and the integration test's share-threshold case: the values a
+/// `share_threshold` wildcard matches share one count (the exact entry `file=test1` keeps
+/// its own), the values of a wildcard without it each have theirs.
+#[tokio::test]
+async fn share_threshold() {
+    let rules = load("share_threshold.yaml").expect("upstream loads it");
+    let cases: [(Entries, Found); 6] = [
+        (&[("files", "files/a.pdf")], limit(100, MINUTE)),
+        (
+            &[("nested", "parent"), ("files", "nested/file1.txt")],
+            limit(200, MINUTE),
+        ),
+        (
+            &[("files", "top/file1.txt"), ("files", "nested/file1.txt")],
+            limit(300, MINUTE),
+        ),
+        (&[("file", "test1")], limit(50, MINUTE)),
+        (&[("file", "test23")], limit(100, MINUTE)),
+        (&[("midpath", "/api/v2")], Found::Nothing),
+    ];
+    for (entries, found) in cases {
+        assert_eq!(lookup(&rules, entries).await, found, "{entries:?}");
+    }
+    let integration = "test/integration/runtime/current/ratelimit/config/share_threshold.yaml";
+    let rules =
+        Rules::from_file_with(upstream(integration), KeySources::Given).expect("upstream loads it");
+    let limiter = Limiter::new(rules);
+    for _ in 0..10 {
+        assert!(admits(&limiter, &[("files", "files/a.pdf")]).await);
+    }
+    assert!(
+        !admits(&limiter, &[("files", "files/b.csv")]).await,
+        "files/b.csv shares files/a.pdf's count"
+    );
+    for i in 0..10 {
+        let own = format!("files_no_share/{i}");
+        assert!(admits(&limiter, &[("files_no_share", &own)]).await);
+    }
+}
+
+/// A `share_threshold` without a wildcard to share is refused, as upstream refuses it.
+#[test]
+fn share_threshold_needs_a_wildcard() {
+    let yaml = "domain: d\ndescriptors:\n  - key: files\n    value: plain\n    share_threshold: true\n    rate_limit: { unit: minute, requests_per_unit: 1 }\n";
+    let errors = Rules::from_yaml_with(yaml, KeySources::Given)
+        .expect_err("nothing to share")
+        .to_string();
+    assert!(
+        errors.contains("share_threshold counts the values a wildcard matches"),
+        "{errors}"
+    );
+}

@@ -151,12 +151,15 @@
 //! specific entry applies:
 //!
 //! 1. an entry whose `value` is the request's value exactly;
-//! 2. else the entry with the longest `prefix*` wildcard that matches (a `*` may only end a
-//!    value);
+//! 2. else the most specific wildcard that matches: a `*` in a `value` matches any run of
+//!    characters, the empty one too (`files/*`, `/api*v1`, `svc*ep*rpc`), and the wildcard
+//!    with the most text besides its `*`s wins;
 //! 3. else the key-only entry (no `value`).
 //!
 //! A key-only or wildcard entry limits each distinct value separately: its state key holds
-//! the request's value. Every entry on the walk that has a `rate_limit` applies, and a
+//! the request's value. A wildcard entry with `share_threshold: true` counts every value it
+//! matches as one (`files/a.pdf` and `files/b.csv` share the count of `files/*`), as
+//! envoyproxy/ratelimit does; `share_threshold` without a `*` to share is an error. Every entry on the walk that has a `rate_limit` applies, and a
 //! request must fit all of them: when one denies, none is charged. Two entries for the same
 //! key and value at one level are an error.
 //!
@@ -201,8 +204,8 @@
 //! is, along the entries that led to it:
 //!
 //! 1. the value of the nearest entry marked `hash_tag: true`;
-//! 2. else the value of the first key-only or `prefix*` entry (the value that varies from
-//!    client to client: an address, a user id);
+//! 2. else the value of the first key-only or wildcard entry (the value that varies from
+//!    client to client: an address, a user id; not a shared wildcard's);
 //! 3. else, for a limit reached through exact values only (one global counter), its whole
 //!    key: each such limit is a slot of its own.
 //!

@@ -83,8 +83,8 @@
 //! configuration as it is: `domain`, `descriptors` with `key`, `value`, `shadow_mode` and
 //! `rate_limit: { name, unit, requests_per_unit, unlimited, replaces }` (its
 //! `detailed_metric` and `value_to_metric` are accepted and ignored: tollgate's metrics are
-//! per limit; units may be written in capitals). Its newer `share_threshold`, and a `*` anywhere but at the end
-//! of a value, are refused, each with its `line:column`.
+//! per limit; units may be written in capitals), wildcards anywhere in a value (`foo*bar`)
+//! and `share_threshold`, which mean what they mean there.
 //!
 //! No key needs declaring: the service compiles the file with
 //! [`KeySources::Given`](crate::rules::KeySources::Given), so any key is accepted and its
@@ -98,7 +98,8 @@
 //! selects, among the rules' entries for its key at the next level,
 //!
 //! 1. the one whose `value` is the entry's value exactly;
-//! 2. else the first `prefix*` in the file that matches (the layer takes the longest);
+//! 2. else the first wildcard in the file that matches (`foo*`, `foo*bar`; the layer takes
+//!    the most specific);
 //! 3. else the key-only one (no `value`), which counts each distinct value apart.
 //!
 //! Only the limit of the entry that the *last* one selects applies. The limits on the way

@@ -212,13 +212,15 @@ impl DescriptorSpec {
             concurrency: None,
             shadow_mode: false,
             hash_tag: false,
+            share_threshold: false,
             _detailed_metric: false,
             _value_to_metric: false,
             descriptors: Vec::new(),
         })
     }
 
-    /// Matches only this value (or, ending in `*`, values with this prefix).
+    /// Matches only this value (or, with a `*`, the values it matches: `prefix*`,
+    /// `foo*bar`).
     pub fn value(mut self, value: impl Into<String>) -> Self {
         self.0.value = Some(unlocated(value.into()));
         self
@@ -252,6 +254,26 @@ impl DescriptorSpec {
     /// value (see the [rules reference](crate::guide::rules)).
     pub fn hash_tag(mut self, hash_tag: bool) -> Self {
         self.0.hash_tag = hash_tag;
+        self
+    }
+
+    /// Counts every value this entry's wildcard matches as one (`share_threshold` in the
+    /// [rules reference](crate::guide::rules#descriptors-and-matching)): compiling refuses
+    /// it on a value without `*`.
+    ///
+    /// ```
+    /// use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, Unit};
+    ///
+    /// let files = DescriptorSpec::key("path")
+    ///     .value("files/*")
+    ///     .share_threshold(true)
+    ///     .rate_limit(LimitSpec::per(Unit::Minute, 100));
+    /// let rules = Rules::builder("downloads").descriptor(files).build()?;
+    /// assert_eq!(rules.limits().len(), 1);
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    pub fn share_threshold(mut self, shared: bool) -> Self {
+        self.0.share_threshold = shared;
         self
     }
 

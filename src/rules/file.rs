@@ -234,6 +234,9 @@ pub(crate) struct RawDescriptor {
     pub(crate) shadow_mode: bool,
     #[serde(default)]
     pub(crate) hash_tag: bool,
+    /// Whether the values the entry's wildcard matches share one count.
+    #[serde(default)]
+    pub(crate) share_threshold: bool,
     /// envoyproxy/ratelimit's metric options, accepted so that its files load unchanged;
     /// tollgate's metrics are per limit whatever they say.
     #[serde(default, rename = "detailed_metric")]

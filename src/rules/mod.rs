@@ -38,6 +38,7 @@ pub(crate) mod settlement;
 mod size;
 mod state_id;
 pub(crate) mod tree;
+mod wildcard;
 
 pub use builder::{DescriptorSpec, LimitSpec, RulesBuilder, SourceSpec};
 pub use error::{RuleError, RuleErrors};

@@ -1,17 +1,21 @@
 //! Descriptor matching, as in Envoy's ratelimit service.
 //!
 //! At each level the entries are grouped by key. For every key the request has a value
-//! for, the most specific entry applies: an exact `value`, else the longest matching
-//! `prefix*` wildcard, else the key-only entry. Every entry on the walk that has a rate limit
+//! for, the most specific entry applies: an exact `value`, else a matching wildcard
+//! (`prefix*`, `foo*bar`), else the key-only entry. Every entry on the walk that has a rate limit
 //! applies, and its state key is the limit's state id plus the values seen on the way, so a
 //! key-only entry limits each distinct value separately.
 //!
 //! Each state key also names its hash tag, the part of it that says who is limited: stores
 //! that spread keys over shards (a Redis Cluster) keep the keys with the same tag together.
 //! The tag is the value of the nearest entry on the walk marked `hash_tag`; without one, the
-//! first value matched by a key-only or `prefix*` entry (the value that varies with the
+//! first value matched by a key-only or wildcard entry (the value that varies with the
 //! client); without one either, the whole key.
+//!
+//! A wildcard entry with `share_threshold` counts every value it matches as one: the state
+//! key holds the wildcard as written instead of the value.
 
+use super::wildcard::Wildcard;
 use crate::source::MissingPeerAddr;
 use smallvec::SmallVec;
 use std::collections::HashMap;
@@ -28,10 +32,9 @@ pub(crate) struct Level {
 pub(crate) struct Group {
     pub(crate) source: usize,
     pub(crate) exact: HashMap<String, Node>,
-    /// Sorted longest prefix first for the layer, so that the first match is the most
-    /// specific; in the file's order for a rate limit service, as envoyproxy/ratelimit
-    /// takes them.
-    pub(crate) prefixes: Vec<(String, Node)>,
+    /// Sorted most specific first (the longest text besides the `*`s) for the layer; in
+    /// the file's order for a rate limit service, as envoyproxy/ratelimit takes them.
+    pub(crate) wildcards: Vec<(Wildcard, Node)>,
     pub(crate) key_only: Option<Box<Node>>,
 }
 
@@ -44,6 +47,8 @@ pub(crate) struct Node {
     pub(crate) concurrency: Option<NodeLimit>,
     /// Whether this entry's value is the hash tag of the limits at and below it.
     pub(crate) hash_tag: bool,
+    /// Whether the values its wildcard matches share one count (`share_threshold`).
+    pub(crate) share_threshold: bool,
     pub(crate) children: Level,
 }
 
@@ -102,18 +107,24 @@ pub(crate) trait Values {
 }
 
 impl Group {
-    /// The entry that applies to `value`, and whether it was chosen by an exact value (one
-    /// that does not vary from client to client).
-    fn select(&self, value: &str) -> Option<(&Node, bool)> {
+    /// The entry that applies to `value`, the wildcard as written when the values it
+    /// matches share one count (their state is keyed by it, not by the value), and whether
+    /// what keys the state does not vary from client to client.
+    fn select(&self, value: &str) -> Option<(&Node, Option<&str>, bool)> {
         if let Some(node) = self.exact.get(value) {
-            return Some((node, true));
+            return Some((node, None, true));
         }
-        self.prefixes
+        let wildcard = self
+            .wildcards
             .iter()
-            .find(|(prefix, _)| value.starts_with(prefix.as_str()))
-            .map(|(_, node)| node)
-            .or(self.key_only.as_deref())
-            .map(|node| (node, false))
+            .find(|(wildcard, _)| wildcard.matches(value));
+        match wildcard {
+            Some((wildcard, node)) if node.share_threshold => {
+                Some((node, Some(wildcard.written()), true))
+            }
+            Some((_, node)) => Some((node, None, false)),
+            None => self.key_only.as_deref().map(|node| (node, None, false)),
+        }
     }
 }
 
@@ -122,7 +133,7 @@ impl Group {
 enum Tag {
     /// Every value so far was exact.
     None,
-    /// The first value of a key-only or `prefix*` entry.
+    /// The first value of a key-only or wildcard entry.
     Varying(Range<usize>),
     /// The value of the nearest entry marked `hash_tag`.
     Marked(Range<usize>),
@@ -176,8 +187,8 @@ impl Level {
     /// Calls `visit` with the limit of every entry at this level and below.
     pub(crate) fn for_each_limit_mut(&mut self, visit: &mut dyn FnMut(&mut NodeLimit)) {
         for group in &mut self.groups {
-            let prefixed = group.prefixes.iter_mut().map(|(_, node)| node);
-            let nodes = group.exact.values_mut().chain(prefixed);
+            let wildcards = group.wildcards.iter_mut().map(|(_, node)| node);
+            let nodes = group.exact.values_mut().chain(wildcards);
             for node in nodes.chain(group.key_only.as_deref_mut()) {
                 for limit in node.limit.iter_mut().chain(&mut node.concurrency) {
                     visit(limit);
@@ -190,7 +201,7 @@ impl Level {
     /// The limit a descriptor reaches from this level, the root, as envoyproxy/ratelimit
     /// matches the descriptors of a rate limit service's call: each of `entries` (a source
     /// and its value), in order, selects an entry of the next level (an exact value, else
-    /// the longest `prefix*`, else the key-only entry), and the limit applies only if the
+    /// the first matching wildcard, else the key-only entry), and the limit applies only if the
     /// entry the last one selects has one. `None` when an entry selects nothing, or the last
     /// has no limit.
     pub(crate) fn descriptor(&self, entries: &[(usize, &str)]) -> Option<Matched> {
@@ -200,7 +211,8 @@ impl Level {
         let mut reached = None;
         for &(source, value) in entries {
             let group = level.groups.iter().find(|group| group.source == source)?;
-            let (node, exact) = group.select(value)?;
+            let (node, shared, exact) = group.select(value)?;
+            let value = shared.unwrap_or(value);
             let len = u32::try_from(value.len()).unwrap_or(u32::MAX);
             path.extend_from_slice(&len.to_le_bytes());
             let value_at = path.len();
@@ -243,9 +255,10 @@ impl Level {
             let Some(value) = values.get(group.source)? else {
                 continue;
             };
-            let Some((node, exact)) = group.select(value) else {
+            let Some((node, shared, exact)) = group.select(value) else {
                 continue;
             };
+            let value = shared.unwrap_or(value);
             let mark = path.len();
             let len = u32::try_from(value.len()).unwrap_or(u32::MAX);
             path.extend_from_slice(&len.to_le_bytes());

@@ -327,8 +327,9 @@ descriptors:
       - key: method
         value: POST
         rate_limit: { unit: minute, algorithm: token_bucket }
-  - key: user_id
-    value: "a*b"
+  - key: user_id # shares nothing
+    value: plain
+    share_threshold: true
   - key: method
     value: GET
   - key: method # the same entry again

@@ -15,6 +15,7 @@ mod sources;
 use super::error::{RuleError, RuleErrors};
 use super::file::{Located, OnStoreError, RawDescriptor, RawRules};
 use super::tree::{Group, Level, Node};
+use super::wildcard::Wildcard;
 use super::{response_options, Limit, Rules};
 use crate::algorithm::Algorithm;
 use crate::rules::KeySources;
@@ -178,6 +179,7 @@ impl Compiler {
                 limit: self.limit(descriptor, &path, &chain, &sources),
                 concurrency: self.concurrency(descriptor, &path, &chain, &sources),
                 hash_tag: raw.hash_tag,
+                share_threshold: raw.share_threshold,
                 children: self.level(
                     &raw.descriptors,
                     &format!("{path}.descriptors"),
@@ -196,37 +198,33 @@ impl Compiler {
                     groups.push(Group {
                         source,
                         exact: HashMap::new(),
-                        prefixes: Vec::new(),
+                        wildcards: Vec::new(),
                         key_only: None,
                     });
                     groups.len() - 1
                 }
             };
             let group = &mut groups[group_index];
-            match &raw.value {
-                None => group.key_only = Some(Box::new(node)),
-                Some(value) => match value.value.strip_suffix('*') {
-                    Some(prefix) if !prefix.contains('*') => {
-                        group.prefixes.push((prefix.to_owned(), node))
-                    }
-                    _ if value.value.contains('*') => self.error(
-                        value.referenced,
-                        format!("{path}.value"),
-                        "a wildcard `*` may only end a value (`prefix*`)",
-                    ),
-                    _ => {
-                        group.exact.insert(value.value.clone(), node);
-                    }
-                },
+            let wildcard = raw.value.as_ref().and_then(|v| Wildcard::parse(&v.value));
+            if raw.share_threshold && wildcard.is_none() {
+                let message = "share_threshold counts the values a wildcard matches as one: give the entry a value with `*` (e.g. `files/*`)";
+                self.error(descriptor.referenced, &path, message);
+            }
+            match (&raw.value, wildcard) {
+                (None, _) => group.key_only = Some(Box::new(node)),
+                (Some(_), Some(wildcard)) => group.wildcards.push((wildcard, node)),
+                (Some(value), None) => {
+                    group.exact.insert(value.value.clone(), node);
+                }
             }
         }
-        // For the layer, the longest matching prefix wins; for a rate limit service, the
+        // For the layer, the most specific wildcard wins; for a rate limit service, the
         // first in the file, as envoyproxy/ratelimit takes it.
         if self.keys == KeySources::Request {
             for group in &mut groups {
                 group
-                    .prefixes
-                    .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+                    .wildcards
+                    .sort_by_key(|(wildcard, _)| std::cmp::Reverse(wildcard.literal_len()));
             }
         }
         Level { groups }

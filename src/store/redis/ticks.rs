@@ -114,9 +114,10 @@ impl Tick {
 }
 
 /// A request larger than the limit can ever hold is denied whatever its size: costs above
-/// that size are sent as that size plus one, which keeps the script's numbers small.
+/// that size are sent as that size plus one, which keeps the script's numbers small. A
+/// cost of 0 (a check) stays 0: refused only past the limit.
 pub(super) fn clamped_cost(cost: u64, algorithm: Algorithm, quota: &Quota) -> u64 {
-    cost.clamp(1, algorithm.capacity(quota).saturating_add(1))
+    cost.min(algorithm.capacity(quota).saturating_add(1))
 }
 
 #[cfg(test)]
