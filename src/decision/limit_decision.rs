@@ -30,6 +30,11 @@ impl LimitDecision {
         }
     }
 
+    /// This limit's decision, said to be `decision` instead.
+    pub(crate) fn with_decision(self, decision: Decision) -> Self {
+        LimitDecision { decision, ..self }
+    }
+
     /// This limit's decision on a key whose block (`block_for`) is in force and refused it,
     /// as `block` decided: refused until the block ends, whatever the limit's own count.
     pub(crate) fn blocked(&self, block: &Decision) -> Self {

@@ -88,6 +88,17 @@ impl Ruling {
         }
     }
 
+    /// A rate limit service's call refused because every quota it reached is over, the
+    /// quota `limit` reported with its `decision` (see `Limiter::check_descriptors`).
+    pub(crate) fn over_quota(limit: usize, decision: Decision) -> Self {
+        Ruling {
+            denial: Some(Denial::OverLimit),
+            reported: Some((limit, decision)),
+            delay: Duration::ZERO,
+            shadow_denied: false,
+        }
+    }
+
     /// A request the load shedder (limit `limit`) turned away: its `decision` had no room.
     pub(crate) fn shed(limit: usize, decision: Decision, shadow_denied: bool) -> Self {
         Ruling {

@@ -80,8 +80,9 @@
 //! # The rules file
 //!
 //! The file is tollgate's [rules file](super::rules), or an envoyproxy/ratelimit
-//! configuration as it is: `domain`, `descriptors` with `key`, `value`, `shadow_mode` and
-//! `rate_limit: { name, unit, requests_per_unit, unlimited, replaces }` (its
+//! configuration as it is: `domain`, `descriptors` with `key`, `value`, `shadow_mode`,
+//! `quota_mode`, `metadata`, `share_threshold` and `rate_limit: { name, unit,
+//! requests_per_unit, unlimited, replaces }` (its
 //! `detailed_metric` and `value_to_metric` are accepted and ignored: tollgate's metrics are
 //! per limit; units may be written in capitals), wildcards anywhere in a value (`foo*bar`)
 //! and `share_threshold`, which mean what they mean there.
@@ -198,7 +199,26 @@
 //! over one limit charges none of the others: their statuses say `OK` (they had room), and
 //! their counts are untouched. envoyproxy/ratelimit charges every descriptor of a refused
 //! call, so a client refused by one limit uses up the others. On a Redis Cluster this holds
-//! across slots too ([operations](super::operations#on-a-redis-cluster)).
+//! across slots too ([operations](super::operations#on-a-redis-cluster)). This is the one
+//! difference with envoyproxy/ratelimit's answers, kept by design; its own test suite,
+//! ported in `cli/tests/upstream*.rs`, shows where it shows: a charge sent after the fact
+//! that goes past the limit is not counted unless its limit says `stream_done` (above).
+//!
+//! **Quotas.** A descriptor entry with `quota_mode: true` (envoyproxy/ratelimit's) makes its
+//! limit a quota: a call is refused by its quotas only when every quota it reaches is over
+//! (and, as always, by any other limit over). A quota over its limit says `OVER_LIMIT` in
+//! a call admitted; a refused call charges nothing, quotas included. Upstream's
+//! `examples/ratelimit/config/example.yaml` routes with it: `/quota` sends `service_1` (1
+//! a minute) and `service_2` (2 a minute); the second call is admitted with `service_1`
+//! over, the third refused.
+//!
+//! **Metadata.** An entry's `metadata` (any map) comes back in the answer's dynamic
+//! metadata when the service runs with `--response-dynamic-metadata` (or
+//! `RESPONSE_DYNAMIC_METADATA=true`), as envoyproxy/ratelimit builds it: `domain`, the
+//! call's `descriptors` (`entries` as `key=value`, a descriptor's own `limit` and
+//! `hitsAddend`), the call's `hitsAddend`, and `metadata`: the maps of the limits of the
+//! descriptors that passed, merged in order (a key keeps its first value; maps merge).
+//! Envoy can route on it, e.g. to the first service whose quota is left.
 //!
 //! **Malformed calls** are refused with `INVALID_ARGUMENT` and decide nothing: an empty
 //! `domain` or no descriptors (in envoyproxy/ratelimit's words), more than 64 descriptors

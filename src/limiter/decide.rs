@@ -138,7 +138,8 @@ impl<St: Store> Limiter<St> {
                 Weight::Checked(cost) => (cost, true),
             };
             let carries = active.carries(m.limit_index, || self.shared.clock.now());
-            let shadow = shadow_all || limit.is_shadow();
+            // A quota refuses no call by itself: see `Limiter::check_descriptors`.
+            let shadow = shadow_all || limit.is_shadow() || limit.is_quota();
             let block = limit
                 .block
                 .map(|block| (block, rekeyed(&m.key, block.state_id)));

@@ -238,17 +238,22 @@ impl<St: Store> Limiter<St> {
             weight(limit, costs)
         });
         bring_own_quotas(&rules, &mut bookings, &owners, descriptors);
-        let charged_whatever = if rules.has_settlements {
-            Self::charged_whatever(&rules, &bookings)
-        } else {
-            Bookings::new()
-        };
+        // Quotas and charges kept whatever the answer are ruled on after the store.
+        let booked = (rules.has_quotas || rules.has_settlements).then(|| bookings.clone());
         let stage = self.acquire(&active, bookings, Some(&mut each));
         let mut deciding = Deciding::new(self, active, (stage, None));
-        let ruling = deciding.settle_each(Some(&mut each)).await;
-        if !ruling.is_allowed() && !charged_whatever.is_empty() {
-            self.charge_refused(deciding.active(), &charged_whatever)
-                .await;
+        let mut ruling = deciding.settle_each(Some(&mut each)).await;
+        if let Some(booked) = &booked {
+            let (active, admitted) = (deciding.active(), ruling.is_allowed());
+            if admitted && rules.has_quotas {
+                if let Some(refusal) = self.over_every_quota(active, booked, &mut each).await {
+                    ruling = refusal;
+                }
+            }
+            if rules.has_settlements {
+                self.keep_stream_done_charges(active, booked, &each, admitted)
+                    .await;
+            }
         }
         let verdict = Verdict::new(ruling, &rules);
         // A rate limit service's rules hold no slots (see `concurrency`).

@@ -8,6 +8,7 @@ mod descriptors;
 mod given_values;
 mod inspect;
 mod owed;
+mod quota;
 mod slots;
 mod stream_done;
 

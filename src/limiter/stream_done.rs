@@ -5,28 +5,40 @@
 use super::active::Active;
 use super::decide::checks;
 use super::Limiter;
-use crate::decision::{Booking, Bookings};
-use crate::rules::{Rules, Settlement};
+use crate::decision::{Booking, LimitDecision};
+use crate::rules::Settlement;
 use crate::store::Store;
 
 impl<St: Store> Limiter<St> {
-    /// The bookings of `bookings` that charge a `stream_done` limit: charged even when the
-    /// call is refused.
-    pub(super) fn charged_whatever(rules: &Rules, bookings: &[Booking]) -> Bookings {
-        bookings
-            .iter()
-            .filter(|booking| !booking.shadow && !booking.check_only && !booking.penalty)
-            .filter(|booking| {
-                rules.limits[booking.limit_index].settlement == Some(Settlement::StreamDone)
+    /// Charges, past their limits if need be, the charges of `stream_done` limits among
+    /// `bookings` that the call did not charge (`each`: their decisions, in order, but for
+    /// block checks; `admitted`: whether the store admitted the call, charging what it
+    /// allowed). A store that fails leaves them uncharged.
+    pub(super) async fn keep_stream_done_charges(
+        &self,
+        active: &Active,
+        bookings: &[Booking],
+        each: &[Option<LimitDecision>],
+        admitted: bool,
+    ) {
+        let limits = bookings.iter().filter(|booking| !booking.penalty);
+        if limits.clone().count() != each.len() {
+            return;
+        }
+        let rules = &*active.rules;
+        let uncharged: Vec<Booking> = limits
+            .zip(each)
+            .filter(|(booking, decision)| {
+                let limit = &rules.limits[booking.limit_index];
+                let charged = admitted && decision.as_ref().is_some_and(|d| d.decision().allowed);
+                limit.settlement == Some(Settlement::StreamDone)
+                    && !booking.check_only
+                    && !limit.is_shadow()
+                    && !charged
             })
-            .cloned()
-            .collect()
-    }
-
-    /// Charges `bookings`, of a call refused (which charged none of them), past their
-    /// limits if need be; a store that fails leaves them uncharged.
-    pub(super) async fn charge_refused(&self, active: &Active, bookings: &[Booking]) {
-        for check in checks(active, bookings) {
+            .map(|(booking, _)| booking.clone())
+            .collect();
+        for check in checks(active, &uncharged) {
             let extra = i64::try_from(check.cost).unwrap_or(i64::MAX);
             if let Err(error) = self.store().settle(&check, extra).await {
                 tracing::debug!(%error, limit = check.limit, "a charge could not be kept");

@@ -213,6 +213,8 @@ impl DescriptorSpec {
             shadow_mode: false,
             hash_tag: false,
             share_threshold: false,
+            quota_mode: false,
+            metadata: None,
             _detailed_metric: false,
             _value_to_metric: false,
             descriptors: Vec::new(),

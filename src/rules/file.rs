@@ -237,6 +237,13 @@ pub(crate) struct RawDescriptor {
     /// Whether the values the entry's wildcard matches share one count.
     #[serde(default)]
     pub(crate) share_threshold: bool,
+    /// Whether the entry's limit is a quota (envoyproxy/ratelimit's `quota_mode`).
+    #[serde(default)]
+    pub(crate) quota_mode: bool,
+    /// What a rate limit service returns of the entry's limit (envoyproxy/ratelimit's
+    /// `metadata`): any map.
+    #[serde(default)]
+    pub(crate) metadata: Option<serde_json::Map<String, serde_json::Value>>,
     /// envoyproxy/ratelimit's metric options, accepted so that its files load unchanged;
     /// tollgate's metrics are per limit whatever they say.
     #[serde(default, rename = "detailed_metric")]

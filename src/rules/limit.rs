@@ -22,6 +22,11 @@ pub struct Limit {
     pub(crate) sources: Box<[usize]>,
     pub(super) rate: Rate,
     pub(super) shadow: bool,
+    /// `quota_mode`: refuses a rate limit service's call only when every quota limit the
+    /// call reaches is over.
+    pub(super) quota: bool,
+    /// `metadata`: what a rate limit service returns of the limit.
+    pub(super) metadata: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
     pub(super) on_store_error: OnStoreError,
     pub(super) sync_every: Option<Duration>,
     pub(super) approximate: Option<Approximate>,
@@ -198,6 +203,36 @@ impl Limit {
     /// Whether the limit only reports would-be denials (`shadow_mode: true`).
     pub fn is_shadow(&self) -> bool {
         self.shadow
+    }
+
+    /// The `metadata` of the limit's descriptor entry, as written: a rate limit service
+    /// returns it in its answer's dynamic metadata, as envoyproxy/ratelimit does (see the
+    /// guide's [rate limit service](crate::guide::service)).
+    ///
+    /// ```
+    /// use tollgate::rules::{KeySources, Rules};
+    ///
+    /// let rules = Rules::from_yaml_with(r#"
+    /// domain: rl
+    /// descriptors:
+    ///   - key: service
+    ///     value: service_1
+    ///     rate_limit: { unit: minute, requests_per_unit: 1 }
+    ///     metadata: { service_with_quota: { name: service_1 } }
+    /// "#, KeySources::Given)?;
+    /// let metadata = rules.limits()[0].metadata().expect("written");
+    /// assert_eq!(metadata["service_with_quota"]["name"], "service_1");
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    pub fn metadata(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        self.metadata.as_deref()
+    }
+
+    /// Whether the limit is a quota (`quota_mode: true`, envoyproxy/ratelimit's): a rate
+    /// limit service's call over it is refused only when every quota the call reaches is
+    /// over (see the guide's [rate limit service](crate::guide::service)).
+    pub fn is_quota(&self) -> bool {
+        self.quota
     }
 
     /// What happens when the store cannot decide.

@@ -105,6 +105,8 @@ pub struct Rules {
     pub(crate) has_blocks: bool,
     /// Whether any limit settles from the response (most rules have none: owe nothing).
     pub(crate) has_settlements: bool,
+    /// Whether any limit is a quota (`quota_mode`; most rules have none).
+    pub(crate) has_quotas: bool,
     /// `load_shedding`, if set.
     pub(crate) load_shedding: Option<LoadShedding>,
     pub(crate) response: ResponseOptions,

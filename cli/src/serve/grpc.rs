@@ -3,7 +3,7 @@
 use super::proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use super::readiness::Readiness;
-use super::rls::should_rate_limit;
+use super::rls::{should_rate_limit, Answering};
 use super::store::Backing;
 use tonic::{Request, Response, Status};
 
@@ -11,12 +11,16 @@ use tonic::{Request, Response, Status};
 /// [ready](Readiness); `UNAVAILABLE`, with the reason, before.
 pub(crate) struct RlsService<St: Backing> {
     readiness: Readiness<St>,
+    answering: Answering,
 }
 
 impl<St: Backing> RlsService<St> {
-    /// The service, deciding once `readiness` has a limiter.
-    pub(crate) fn new(readiness: Readiness<St>) -> Self {
-        RlsService { readiness }
+    /// The service, deciding once `readiness` has a limiter, answering as `answering` says.
+    pub(crate) fn new(readiness: Readiness<St>, answering: Answering) -> Self {
+        RlsService {
+            readiness,
+            answering,
+        }
     }
 }
 
@@ -27,7 +31,7 @@ impl<St: Backing> RateLimitService for RlsService<St> {
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
         let limiter = self.readiness.limiter().map_err(Status::unavailable)?;
-        let answer = should_rate_limit(limiter, request.get_ref()).await?;
+        let answer = should_rate_limit(limiter, request.get_ref(), self.answering).await?;
         Ok(Response::new(answer))
     }
 }

@@ -33,7 +33,7 @@
 use super::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use super::readiness::Readiness;
-use super::rls::should_rate_limit;
+use super::rls::{should_rate_limit, Answering};
 use super::store::Backing;
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
@@ -81,14 +81,19 @@ pub(crate) fn install_metrics() -> Result<PrometheusHandle, String> {
     Ok(handle)
 }
 
-/// The HTTP endpoints: `POST /json` deciding with the limiter of `readiness`, `GET
-/// /healthcheck` telling whether it is ready and `GET /metrics` rendering `metrics`.
-pub(crate) fn router<St: Backing>(readiness: Readiness<St>, metrics: PrometheusHandle) -> Router {
+/// The HTTP endpoints: `POST /json` deciding with the limiter of `readiness` (answering as
+/// `answering` says), `GET /healthcheck` telling whether it is ready and `GET /metrics`
+/// rendering `metrics`.
+pub(crate) fn router<St: Backing>(
+    readiness: Readiness<St>,
+    metrics: PrometheusHandle,
+    answering: Answering,
+) -> Router {
     let deciding = readiness.clone();
     Router::new()
         .route(
             "/json",
-            post(move |body: Bytes| decide(deciding.clone(), body)),
+            post(move |body: Bytes| decide(deciding.clone(), body, answering)),
         )
         .route("/healthcheck", get(move || ready(healthcheck(&readiness))))
         .route("/metrics", get(move || ready(prometheus_text(&metrics))))
@@ -96,12 +101,16 @@ pub(crate) fn router<St: Backing>(readiness: Readiness<St>, metrics: PrometheusH
 
 /// `POST /json`: decides the call in `body`, or answers `503` with the reason while the
 /// service is not ready.
-async fn decide<St: Backing>(readiness: Readiness<St>, body: Bytes) -> Response {
+async fn decide<St: Backing>(
+    readiness: Readiness<St>,
+    body: Bytes,
+    answering: Answering,
+) -> Response {
     let (limiter, request) = match limiter_and_call(&readiness, &body) {
         Ok(ready) => ready,
         Err(refusal) => return refusal.into_response(),
     };
-    match should_rate_limit(limiter, &request).await {
+    match should_rate_limit(limiter, &request, answering).await {
         Ok(answer) => answer_json(&answer),
         Err(status) => refused(&status).into_response(),
     }
@@ -448,7 +457,7 @@ descriptors:
     /// The endpoints of a service in the phase `readiness` tells.
     fn endpoints(readiness: &Readiness<MemoryStore>) -> Router {
         let metrics = PrometheusBuilder::new().build_recorder().handle();
-        router(readiness.clone(), metrics)
+        router(readiness.clone(), metrics, Answering::default())
     }
 
     /// The endpoints of a ready service, over [`limiter`].

@@ -23,6 +23,7 @@
 mod admin;
 mod grpc;
 mod http;
+mod metadata;
 pub(crate) mod proto;
 mod readiness;
 mod rls;
@@ -34,6 +35,7 @@ use grpc::RlsService;
 use metrics_exporter_prometheus::PrometheusHandle;
 use proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use readiness::Readiness;
+use rls::Answering;
 use shutdown::{Signals, Stop, StopRequest, GRACE};
 use std::fmt;
 use std::future::Future;
@@ -72,6 +74,27 @@ pub(crate) struct ServeArgs {
     /// state. Off without it. Anyone who reaches it can reset any client: keep it private.
     #[arg(long, value_name = "ADDR")]
     admin: Option<SocketAddr>,
+    /// Answers carry dynamic metadata, as envoyproxy/ratelimit's do with this setting: the
+    /// call, and the `metadata` of the limits its descriptors passed.
+    #[arg(
+        long,
+        env = "RESPONSE_DYNAMIC_METADATA",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new(),
+    )]
+    response_dynamic_metadata: bool,
+}
+
+impl ServeArgs {
+    /// How the service answers, besides its decisions.
+    fn answering(&self) -> Answering {
+        Answering {
+            dynamic_metadata: self.response_dynamic_metadata,
+        }
+    }
 }
 
 /// Runs the service until it fails or is stopped: success when a signal stopped it.
@@ -219,6 +242,7 @@ impl Service<'_> {
             self.listeners,
             readiness.clone(),
             self.metrics,
+            self.args.answering(),
             stop.request(),
         ));
         // Ends only when the service cannot start; else it keeps the rules watched.
@@ -279,20 +303,21 @@ async fn start<St: Backing>(
     Ok(watcher)
 }
 
-/// Serves gRPC, HTTP and the admin endpoints on `listeners` until `stop` is made, then
-/// finishes the calls in flight.
+/// Serves gRPC, HTTP and the admin endpoints on `listeners`, answering as `answering`
+/// says, until `stop` is made, then finishes the calls in flight.
 async fn serve_all<St: Backing>(
     listeners: Listeners,
     readiness: Readiness<St>,
     metrics: PrometheusHandle,
+    answering: Answering,
     stop: StopRequest,
 ) -> Result<(), String> {
-    let endpoints = http::router(readiness.clone(), metrics);
+    let endpoints = http::router(readiness.clone(), metrics, answering);
     let admin = listeners.admin.map(|listener| {
         axum::serve(listener, admin::router(readiness.clone()))
             .with_graceful_shutdown(stop.clone().made())
     });
-    let service = RateLimitServiceServer::new(RlsService::new(readiness));
+    let service = RateLimitServiceServer::new(RlsService::new(readiness, answering));
     // Without TCP_NODELAY, a small answer can wait for a delayed ACK (40 ms).
     let incoming = TcpIncoming::from(listeners.grpc).with_nodelay(Some(true));
     let grpc = tonic::transport::Server::builder()

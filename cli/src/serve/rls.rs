@@ -2,6 +2,7 @@
 //! and the answer, one status per descriptor. Shared by the gRPC service and `POST /json`;
 //! the admin endpoints check, read and answer a call with the same parts.
 
+use super::metadata::{dynamic_metadata, passed_metadata};
 use super::proto::envoy::config::core::v3::HeaderValue;
 use super::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
 use super::proto::envoy::r#type::v3::RateLimitUnit;
@@ -11,6 +12,7 @@ use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{
 };
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use super::store::Backing;
+use serde_json::Map;
 use std::time::Duration;
 use tollgate::response::verdict_headers;
 use tollgate::rules::{self, Rate, Rules};
@@ -24,9 +26,16 @@ const MOST_ENTRIES: usize = 16;
 /// The longest key or value of an entry, in bytes.
 const LONGEST_TEXT: usize = 4096;
 
-/// Decides `request` with `limiter`: the answer, or why the request is malformed. A call
-/// for a domain the rules do not limit is answered `OK`, nothing limited, as
-/// envoyproxy/ratelimit answers it.
+/// How the service answers, besides its decisions: envoyproxy/ratelimit's settings.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Answering {
+    /// Whether answers carry dynamic metadata (`RESPONSE_DYNAMIC_METADATA`).
+    pub(crate) dynamic_metadata: bool,
+}
+
+/// Decides `request` with `limiter`, answering as `answering` says: the answer, or why the
+/// request is malformed. A call for a domain the rules do not limit is answered `OK`,
+/// nothing limited, as envoyproxy/ratelimit answers it.
 ///
 /// # Errors
 ///
@@ -35,11 +44,16 @@ const LONGEST_TEXT: usize = 4096;
 pub(crate) async fn should_rate_limit<St: Backing>(
     limiter: &Limiter<St>,
     request: &RateLimitRequest,
+    answering: Answering,
 ) -> Result<RateLimitResponse, Status> {
     let rules = limiter.rules();
     well_formed(request)?;
     if request.domain != rules.domain() {
-        return Ok(unlimited(request));
+        let mut answer = unlimited(request);
+        if answering.dynamic_metadata {
+            answer.dynamic_metadata = Some(dynamic_metadata(request, Map::new()));
+        }
+        return Ok(answer);
     }
     malformed(request, &rules, limiter.store())?;
     let entries = CallEntries::new(request);
@@ -62,10 +76,15 @@ pub(crate) async fn should_rate_limit<St: Backing>(
             })
         })
         .collect();
+    let statuses = statuses(&checked, &descriptors);
+    let dynamic_metadata = answering
+        .dynamic_metadata
+        .then(|| dynamic_metadata(request, passed_metadata(&checked, &statuses)));
     Ok(RateLimitResponse {
         overall_code: overall.into(),
-        statuses: statuses(&checked, &descriptors),
+        statuses,
         response_headers_to_add,
+        dynamic_metadata,
         ..RateLimitResponse::default()
     })
 }
@@ -256,7 +275,8 @@ fn own_limit(limit: &RateLimitOverride) -> Option<LimitOverride> {
 
 /// The status of a descriptor whose limit decided `decision` (`None`: no limit applies to
 /// it), `own` the descriptor's own limit if it brought one. A shadow-mode limit only
-/// reports: its descriptor is `OK`, its figures its own.
+/// reports: its descriptor is `OK`, its figures its own; a quota over its limit is
+/// `OVER_LIMIT` even in a call admitted (another quota had room).
 fn status(
     rules: &Rules,
     decision: Option<&LimitDecision>,
@@ -269,7 +289,13 @@ fn status(
         };
     };
     let decided = limit.decision();
-    let over = !decided.allowed && !limit.is_shadow();
+    // A quota refuses no call alone (it is booked as a shadow limit), but says it is over.
+    let quota = rules
+        .limits()
+        .get(limit.limit_index())
+        .is_some_and(|rule| rule.is_quota() && !rule.is_shadow())
+        && !rules.shadow_mode();
+    let over = !decided.allowed && (!limit.is_shadow() || quota);
     let until_reset = if decided.allowed {
         decided.reset_after
     } else {

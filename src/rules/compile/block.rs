@@ -68,6 +68,8 @@ impl Compiler {
                 sources: limit.sources.clone(),
                 rate,
                 shadow: limit.shadow,
+                quota: false,
+                metadata: None,
                 on_store_error: limit.on_store_error,
                 sync_every: limit.sync_every,
                 approximate: None,

@@ -61,6 +61,8 @@ impl Compiler {
             sources: sources.into(),
             rate,
             shadow: descriptor.value.shadow_mode,
+            quota: false,
+            metadata: None,
             on_store_error: self.on_store_error,
             sync_every: None,
             approximate: None,

@@ -71,6 +71,8 @@ impl Compiler {
                 max_in_flight: most,
             },
             shadow: false,
+            quota: false,
+            metadata: None,
             on_store_error: self.on_store_error,
             sync_every: None,
             approximate: None,

@@ -92,6 +92,7 @@ pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErro
         has_concurrency: compiler.limits.iter().any(|l| l.max_in_flight().is_some()),
         has_blocks: compiler.limits.iter().any(|l| l.block.is_some()),
         has_settlements: compiler.limits.iter().any(|l| l.settlement.is_some()),
+        has_quotas: compiler.limits.iter().any(|l| l.quota),
         load_shedding,
         limits: compiler.limits,
         declared,

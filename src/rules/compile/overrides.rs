@@ -30,6 +30,8 @@ impl Compiler {
                 sources: Box::new([]),
                 rate,
                 shadow: false,
+                quota: false,
+                metadata: None,
                 on_store_error: self.on_store_error,
                 sync_every: None,
                 approximate: None,

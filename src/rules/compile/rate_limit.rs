@@ -10,9 +10,11 @@ use crate::rules::period::parse_period;
 use crate::rules::size::{format_size, parse_size};
 use crate::rules::state_id::state_id;
 use crate::rules::tree::NodeLimit;
+use crate::rules::KeySources;
 use crate::rules::{Cost, Limit, Rate, Unit};
 use crate::store::Approximate;
 use serde_saphyr::Location;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The longest period a limit may have.
@@ -109,6 +111,10 @@ impl Compiler {
         chain: &str,
         sources: &[usize],
     ) -> Option<NodeLimit> {
+        if descriptor.value.quota_mode && self.keys == KeySources::Request {
+            let message = "quota_mode is a rate limit service's (tollgate serve): a call is refused only when every quota it reaches is over";
+            self.error(descriptor.referenced, path, message);
+        }
         let raw = descriptor.value.rate_limit.as_ref()?;
         let path = format!("{path}.rate_limit");
         self.written_name(raw.value.name.as_ref(), &path);
@@ -151,6 +157,8 @@ impl Compiler {
             sources: sources.into(),
             rate,
             shadow: descriptor.value.shadow_mode,
+            quota: descriptor.value.quota_mode,
+            metadata: descriptor.value.metadata.clone().map(Arc::new),
             on_store_error: raw.value.on_store_error.unwrap_or(self.on_store_error),
             sync_every,
             approximate,

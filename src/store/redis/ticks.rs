@@ -167,7 +167,11 @@ mod tests {
             .unwrap()
             .with_burst(10);
         assert_eq!(clamped_cost(u64::MAX, Algorithm::TokenBucket, &quota), 11);
-        assert_eq!(clamped_cost(0, Algorithm::FixedWindow, &quota), 1);
+        assert_eq!(
+            clamped_cost(0, Algorithm::FixedWindow, &quota),
+            0,
+            "a check"
+        );
         assert_eq!(clamped_cost(3, Algorithm::FixedWindow, &quota), 3);
     }
 }
