@@ -163,6 +163,11 @@ impl Rules {
                 message,
             )]));
         }
+        compile::compile(Rules::parse(yaml)?, keys)
+    }
+
+    /// The rules file `yaml`, read, not compiled yet.
+    fn parse(yaml: &str) -> Result<file::RawRules, RuleErrors> {
         let mut budget = Budget::default();
         budget.max_depth = 48;
         budget.max_nodes = 100_000;
@@ -171,18 +176,83 @@ impl Rules {
         budget.max_documents = 1;
         let mut options = Options::default();
         options.budget = Some(budget);
-        let raw: file::RawRules =
-            serde_saphyr::from_str_with_options(yaml, options).map_err(|error| {
-                let location = error.location().unwrap_or(Location::UNKNOWN);
-                let message = error.without_snippet().to_string();
-                // The location is reported on its own; drop the parser's copy of it.
-                let suffix = format!(" at line {}, column {}", location.line(), location.column());
-                let message = message
-                    .strip_suffix(&suffix)
-                    .map_or(message.clone(), str::to_owned);
-                RuleErrors::new(vec![RuleError::new(location, "", message)])
+        serde_saphyr::from_str_with_options(yaml, options).map_err(|error| {
+            let location = error.location().unwrap_or(Location::UNKNOWN);
+            let message = error.without_snippet().to_string();
+            // The location is reported on its own; drop the parser's copy of it.
+            let suffix = format!(" at line {}, column {}", location.line(), location.column());
+            let message = message
+                .strip_suffix(&suffix)
+                .map_or(message.clone(), str::to_owned);
+            RuleErrors::new(vec![RuleError::new(location, "", message)])
+        })
+    }
+
+    /// Reads and compiles several rules files of one domain as one, as
+    /// envoyproxy/ratelimit merges them with `MERGE_DOMAIN_CONFIG=true`: their descriptors
+    /// in the files' order, every other setting the first file's. Two entries of the same
+    /// key and value at one level are an error, as in one file.
+    ///
+    /// ```
+    /// use tollgate::rules::{KeySources, Rules};
+    ///
+    /// let directory = std::env::temp_dir().join(format!("merge-{}", std::process::id()));
+    /// std::fs::create_dir_all(&directory)?;
+    /// let (first, second) = (directory.join("a.yaml"), directory.join("b.yaml"));
+    /// let limit = |key: &str| format!(
+    ///     "domain: shop\ndescriptors:\n  - key: {key}\n    rate_limit: {{ unit: minute, requests_per_unit: 5 }}\n"
+    /// );
+    /// std::fs::write(&first, limit("user"))?;
+    /// std::fs::write(&second, limit("tenant"))?;
+    /// let rules = Rules::from_files_with(&[&first, &second], KeySources::Given)?;
+    /// assert_eq!((rules.domain(), rules.limits().len()), ("shop", 2));
+    /// # std::fs::remove_dir_all(&directory)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Rules::from_file_with`], each file's own mistakes naming it; files of
+    /// different domains; the merged rules' mistakes name every file.
+    pub fn from_files_with(
+        paths: &[impl AsRef<Path>],
+        keys: KeySources,
+    ) -> Result<Rules, RuleErrors> {
+        let mut merged: Option<file::RawRules> = None;
+        for path in paths {
+            let path = path.as_ref();
+            let bytes = Rules::read_file(path)?;
+            let text = std::str::from_utf8(&bytes).map_err(|error| {
+                file_error(path, format!("the rules file is not UTF-8 text: {error}"))
             })?;
-        compile::compile(raw, keys)
+            let raw =
+                Rules::parse(text).map_err(|errors| errors.in_file(path.display().to_string()))?;
+            let Some(first) = &mut merged else {
+                merged = Some(raw);
+                continue;
+            };
+            let domain = |raw: &file::RawRules| raw.domain.as_ref().map(|d| d.value.clone());
+            if domain(&raw) != domain(first) {
+                let message = format!(
+                    "its domain is not the first file's (`{}`): only files of one domain merge",
+                    domain(first).unwrap_or_default()
+                );
+                return Err(file_error(path, message));
+            }
+            first.descriptors.extend(raw.descriptors);
+        }
+        let merged = merged.ok_or_else(|| {
+            RuleErrors::new(vec![RuleError::new(
+                Location::UNKNOWN,
+                "",
+                "no rules file to merge",
+            )])
+        })?;
+        let names: Vec<String> = paths
+            .iter()
+            .map(|path| path.as_ref().display().to_string())
+            .collect();
+        compile::compile(merged, keys).map_err(|errors| errors.in_file(names.join(" + ")))
     }
 
     /// Reads and compiles a rules file.

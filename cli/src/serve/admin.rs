@@ -25,11 +25,11 @@
 //! `404` for another domain. A store that cannot answer is `503`, with its error; a reset
 //! it failed may have forgotten some keys and not others.
 
-use super::http::{json, limiter_and_call, refused, unavailable, Refusal};
+use super::http::{domains_and_call, json, refused, unavailable, Refusal};
 use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use super::proto::envoy::service::ratelimit::v3::RateLimitRequest;
 use super::readiness::Readiness;
-use super::rls::{duration, malformed, statuses, CallEntries};
+use super::rls::{duration, limiter_for, statuses, CallEntries};
 use super::store::Backing;
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
@@ -84,14 +84,15 @@ async fn reset<St: Backing>(readiness: Readiness<St>, body: Bytes) -> Response {
     }
 }
 
-/// The limiter of `readiness` and the call in `body`, checked as `POST /json` checks it;
-/// else why it is refused, as `POST /json` refuses it.
-fn checked_call<'r, St: Backing>(
-    readiness: &'r Readiness<St>,
+/// The limiter of the domain of the call in `body`, and the call, checked as `POST /json`
+/// checks it; else why it is refused, as `POST /json` refuses it, or `404` for a domain
+/// the service does not limit.
+fn checked_call<St: Backing>(
+    readiness: &Readiness<St>,
     body: &[u8],
-) -> Result<(&'r Limiter<St>, RateLimitRequest), Refusal> {
-    let (limiter, request) = limiter_and_call(readiness, body)?;
-    malformed(&request, &limiter.rules(), limiter.store()).map_err(|status| refused(&status))?;
+) -> Result<(Limiter<St>, RateLimitRequest), Refusal> {
+    let (domains, request) = domains_and_call(readiness, body)?;
+    let limiter = limiter_for(domains, &request).map_err(|status| refused(&status))?;
     Ok((limiter, request))
 }
 

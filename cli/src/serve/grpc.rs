@@ -7,7 +7,7 @@ use super::rls::{should_rate_limit, Answering};
 use super::store::Backing;
 use tonic::{Request, Response, Status};
 
-/// Envoy's rate limit service, deciding with the service's limiter once it is
+/// Envoy's rate limit service, deciding with the service's domains once it is
 /// [ready](Readiness); `UNAVAILABLE`, with the reason, before.
 pub(crate) struct RlsService<St: Backing> {
     readiness: Readiness<St>,
@@ -15,7 +15,8 @@ pub(crate) struct RlsService<St: Backing> {
 }
 
 impl<St: Backing> RlsService<St> {
-    /// The service, deciding once `readiness` has a limiter, answering as `answering` says.
+    /// The service, deciding once `readiness` has its domains, answering as `answering`
+    /// says.
     pub(crate) fn new(readiness: Readiness<St>, answering: Answering) -> Self {
         RlsService {
             readiness,
@@ -30,8 +31,8 @@ impl<St: Backing> RateLimitService for RlsService<St> {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        let limiter = self.readiness.limiter().map_err(Status::unavailable)?;
-        let answer = should_rate_limit(limiter, request.get_ref(), self.answering).await?;
+        let domains = self.readiness.domains().map_err(Status::unavailable)?;
+        let answer = should_rate_limit(domains, request.get_ref(), &self.answering).await?;
         Ok(Response::new(answer))
     }
 }

@@ -30,6 +30,7 @@
 //! until the service is ready, `POST /json` answers `503` with the same reason as
 //! `GET /healthcheck`, and `GET /metrics` answers as always.
 
+use super::domains::Domains;
 use super::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use super::readiness::Readiness;
@@ -45,8 +46,6 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde::Serialize;
 use std::future::ready;
 use std::time::Duration;
-use tollgate::store::Store;
-use tollgate::Limiter;
 use tonic::Status;
 
 /// How often the Prometheus recorder folds its histogram samples into summaries, so that
@@ -93,7 +92,7 @@ pub(crate) fn router<St: Backing>(
     Router::new()
         .route(
             "/json",
-            post(move |body: Bytes| decide(deciding.clone(), body, answering)),
+            post(move |body: Bytes| decide(deciding.clone(), body, answering.clone())),
         )
         .route("/healthcheck", get(move || ready(healthcheck(&readiness))))
         .route("/metrics", get(move || ready(prometheus_text(&metrics))))
@@ -106,11 +105,11 @@ async fn decide<St: Backing>(
     body: Bytes,
     answering: Answering,
 ) -> Response {
-    let (limiter, request) = match limiter_and_call(&readiness, &body) {
+    let (domains, request) = match domains_and_call(&readiness, &body) {
         Ok(ready) => ready,
         Err(refusal) => return refusal.into_response(),
     };
-    match should_rate_limit(limiter, &request, answering).await {
+    match should_rate_limit(domains, &request, &answering).await {
         Ok(answer) => answer_json(&answer),
         Err(status) => refused(&status).into_response(),
     }
@@ -119,19 +118,19 @@ async fn decide<St: Backing>(
 /// A call refused: its HTTP status, and the reason as text.
 pub(crate) type Refusal = (StatusCode, String);
 
-/// For an endpoint that takes a `RateLimitRequest` in JSON: the limiter of `readiness` and
+/// For an endpoint that takes a `RateLimitRequest` in JSON: the domains of `readiness` and
 /// the call in `body`; else `503` with the reason while the service is not ready, and
 /// `400` with the reason for a body that is not such a request.
-pub(crate) fn limiter_and_call<'r, St: Backing>(
+pub(crate) fn domains_and_call<'r, St: Backing>(
     readiness: &'r Readiness<St>,
     body: &[u8],
-) -> Result<(&'r Limiter<St>, RateLimitRequest), Refusal> {
-    let limiter = readiness.limiter().map_err(|reason| unavailable(&reason))?;
+) -> Result<(&'r Domains<St>, RateLimitRequest), Refusal> {
+    let domains = readiness.domains().map_err(|reason| unavailable(&reason))?;
     let request = serde_json::from_slice::<RateLimitRequest>(body).map_err(|error| {
         let message = format!("not a RateLimitRequest in JSON: {error}\n");
         (StatusCode::BAD_REQUEST, message)
     })?;
-    Ok((limiter, request))
+    Ok((domains, request))
 }
 
 /// The refusal of a call the service refused with `status`: its HTTP status, and its
@@ -159,7 +158,7 @@ pub(crate) fn json(status: StatusCode, value: &impl Serialize) -> Response {
 }
 
 /// `GET /healthcheck`: `OK`, or `503` with the reason while the service is not ready.
-fn healthcheck<St: Store>(readiness: &Readiness<St>) -> Response {
+fn healthcheck<St: Backing>(readiness: &Readiness<St>) -> Response {
     match readiness.health() {
         Ok(()) => "OK".into_response(),
         Err(reason) => unavailable(&reason).into_response(),
@@ -209,6 +208,7 @@ mod tests {
     use crate::serve::proto::envoy::service::ratelimit::v3::rate_limit_response::{
         DescriptorStatus, RateLimit,
     };
+    use crate::serve::rules_source::Loaded;
     use axum::body::Body;
     use http::Request;
     use tollgate::rules::{KeySources, Rules};
@@ -441,8 +441,8 @@ mod tests {
         )
     }
 
-    /// A limiter of one limit, 1 request a minute per `user`.
-    fn limiter() -> Limiter<MemoryStore> {
+    /// One domain, `edge`, of one limit, 1 request a minute per `user`.
+    fn domains() -> Domains<MemoryStore> {
         let yaml = "
 domain: edge
 defaults: { algorithm: gcra }
@@ -451,7 +451,11 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 1, name: per-user }
 ";
         let rules = Rules::from_yaml_with(yaml, KeySources::Given).unwrap();
-        Limiter::with_store(rules, MemoryStore::new())
+        let loaded = Loaded {
+            compiled: vec![("edge.yaml".into(), rules)],
+            failed: Vec::new(),
+        };
+        Domains::new(loaded, MemoryStore::new, false)
     }
 
     /// The endpoints of a service in the phase `readiness` tells.
@@ -460,10 +464,10 @@ descriptors:
         router(readiness.clone(), metrics, Answering::default())
     }
 
-    /// The endpoints of a ready service, over [`limiter`].
+    /// The endpoints of a ready service, over [`domains`].
     fn ready_endpoints() -> Router {
         let readiness = Readiness::starting("loading the rules");
-        readiness.set_ready(limiter());
+        readiness.set_ready(domains());
         endpoints(&readiness)
     }
 
@@ -531,7 +535,7 @@ descriptors:
         assert_eq!((status, body.as_str()), starting);
         let (status, _, body) = call(&mut router, post_json(call_body)).await;
         assert_eq!((status, body.as_str()), starting);
-        readiness.set_ready(limiter());
+        readiness.set_ready(domains());
         let (status, _, body) = call(&mut router, probe()).await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, "OK"));
         let (status, _, _) = call(&mut router, post_json(call_body)).await;

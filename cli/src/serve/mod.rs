@@ -21,48 +21,71 @@
 //! store sends the counts of its local-first limits, and the process exits with status 0.
 
 mod admin;
+mod domains;
 mod grpc;
 mod http;
 mod metadata;
 pub(crate) mod proto;
 mod readiness;
 mod rls;
+mod rules_source;
+mod settings;
 mod shutdown;
 mod store;
+mod watch;
 
 use clap::Args;
+use domains::Domains;
 use grpc::RlsService;
 use metrics_exporter_prometheus::PrometheusHandle;
 use proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use readiness::Readiness;
-use rls::Answering;
+use rls::{Answering, Headers};
+use rules_source::RulesSource;
+use settings::Upstream;
 use shutdown::{Signals, Stop, StopRequest, GRACE};
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use store::{Backing, StoreChoice};
 use tokio::net::TcpListener;
 use tokio::task::JoinError;
-use tollgate::reload::RulesWatcher;
-use tollgate::rules::{KeySources, Rules};
-use tollgate::store::{MemoryStore, Store};
-use tollgate::Limiter;
+use tollgate::store::MemoryStore;
 use tonic::transport::server::TcpIncoming;
+use watch::StoreMaker;
 
 /// Where `tollgate serve` listens, and where its state lives.
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
-    /// The rules file (YAML): tollgate's format, or an envoyproxy/ratelimit configuration.
-    #[arg(long, value_name = "FILE")]
-    rules: PathBuf,
-    /// The gRPC address of the rate limit service.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8081")]
-    grpc: SocketAddr,
-    /// The HTTP address of `POST /json`, `GET /healthcheck` and `GET /metrics`.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
-    http: SocketAddr,
+    /// The rules (YAML, tollgate's format or an envoyproxy/ratelimit configuration): a
+    /// file, or a directory of them, one domain each. Without it, envoyproxy/ratelimit's
+    /// directory: `$RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY`.
+    #[arg(long, value_name = "FILE|DIR")]
+    rules: Option<PathBuf>,
+    /// Files of one domain in the rules directory merge into one, as
+    /// envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`; without it, a second file of a domain
+    /// is refused.
+    #[arg(
+        long,
+        env = "MERGE_DOMAIN_CONFIG",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new(),
+    )]
+    merge_domain_config: bool,
+    /// The gRPC address of the rate limit service [default: 127.0.0.1:8081; without
+    /// `--rules`, `$GRPC_HOST:$GRPC_PORT`, 0.0.0.0:8081 by default, as envoyproxy/ratelimit]
+    #[arg(long, value_name = "ADDR")]
+    grpc: Option<SocketAddr>,
+    /// The HTTP address of `POST /json`, `GET /healthcheck` and `GET /metrics` [default:
+    /// 127.0.0.1:8080; without `--rules`, `$HOST:$PORT`, 0.0.0.0:8080 by default]
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
     /// Keep the state in this Redis server (redis://HOST:PORT), shared with every instance
     /// using it; in memory without.
     #[arg(long, value_name = "URL", conflicts_with = "redis_cluster")]
@@ -89,10 +112,38 @@ pub(crate) struct ServeArgs {
 }
 
 impl ServeArgs {
-    /// How the service answers, besides its decisions.
-    fn answering(&self) -> Answering {
-        Answering {
+    /// Where the rules are: `--rules`, or envoyproxy/ratelimit's directory.
+    fn rules_source(&self) -> RulesSource {
+        let path = self.rules.clone().unwrap_or_else(runtime_directory);
+        RulesSource::at(path, self.merge_domain_config)
+    }
+
+    /// envoyproxy/ratelimit's settings, from the environment, when started without
+    /// `--rules`: as a drop-in for its container.
+    fn upstream(&self) -> Option<Upstream> {
+        self.rules.is_none().then(Upstream::from_env)
+    }
+
+    /// How the service answers, besides its decisions: with `upstream`'s headers.
+    fn answering(&self, upstream: Option<&Upstream>) -> Result<Answering, String> {
+        Ok(Answering {
             dynamic_metadata: self.response_dynamic_metadata,
+            headers: upstream.map_or(Ok(Headers::Rules), Upstream::headers)?,
+        })
+    }
+
+    /// The address of the `flag` given, else `upstream`'s `host` and `port`, else
+    /// `default` (a loopback address).
+    fn address(
+        flag: Option<SocketAddr>,
+        upstream: Option<&Upstream>,
+        (host, port): (&str, &str),
+        default: SocketAddr,
+    ) -> Result<SocketAddr, String> {
+        match (flag, upstream) {
+            (Some(addr), _) => Ok(addr),
+            (None, Some(upstream)) => upstream.listen(host, port, default.port()),
+            (None, None) => Ok(default),
         }
     }
 }
@@ -122,8 +173,24 @@ pub(crate) fn run(args: &ServeArgs) -> ExitCode {
 
 /// Binds, starts, serves until a signal and stops (see the module docs).
 async fn serve(args: &ServeArgs) -> Result<(), String> {
-    let listeners = Listeners::bind(args).await?;
-    let store = StoreChoice::new(args.redis.as_deref(), &args.redis_cluster)?;
+    let upstream = args.upstream();
+    if let Some(upstream) = &upstream {
+        for notice in upstream.unsupported()? {
+            println!("tollgate serve: {notice}");
+        }
+    }
+    let answering = args.answering(upstream.as_ref())?;
+    let shadow = upstream
+        .as_ref()
+        .map(Upstream::shadow_mode)
+        .transpose()?
+        .unwrap_or(false);
+    let listeners = Listeners::bind(args, upstream.as_ref()).await?;
+    let flags = args.redis.is_some() || !args.redis_cluster.is_empty();
+    let store = match &upstream {
+        Some(upstream) if !flags => StoreChoice::of(upstream.store()?)?,
+        _ => StoreChoice::new(args.redis.as_deref(), &args.redis_cluster)?,
+    };
     let signals = Signals::listen()?;
     // Before the limiter: it registers its metrics when it is built.
     let metrics = http::install_metrics()?;
@@ -133,6 +200,8 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
         listeners,
         metrics,
         signals,
+        answering,
+        shadow,
     };
     match store {
         StoreChoice::Memory => {
@@ -187,10 +256,19 @@ struct Listeners {
 }
 
 impl Listeners {
-    /// Binds the addresses of `args`, before anything else: a bad or busy one is an error.
-    async fn bind(args: &ServeArgs) -> Result<Listeners, String> {
-        let (grpc, grpc_addr) = listen(args.grpc, "gRPC").await?;
-        let (http, http_addr) = listen(args.http, "HTTP").await?;
+    /// Binds the addresses of `args` (or of `upstream`'s settings), before anything else:
+    /// a bad or busy one is an error.
+    async fn bind(args: &ServeArgs, upstream: Option<&Upstream>) -> Result<Listeners, String> {
+        let loopback = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        let grpc = ServeArgs::address(
+            args.grpc,
+            upstream,
+            ("GRPC_HOST", "GRPC_PORT"),
+            loopback(8081),
+        )?;
+        let http = ServeArgs::address(args.http, upstream, ("HOST", "PORT"), loopback(8080))?;
+        let (grpc, grpc_addr) = listen(grpc, "gRPC").await?;
+        let (http, http_addr) = listen(http, "HTTP").await?;
         let (admin, admin_addr) = match args.admin {
             Some(addr) => {
                 let (listener, bound) = listen(addr, "admin").await?;
@@ -226,6 +304,10 @@ struct Service<'a> {
     listeners: Listeners,
     metrics: PrometheusHandle,
     signals: Signals,
+    /// How it answers, besides its decisions.
+    answering: Answering,
+    /// Whether every limit only reports (`SHADOW_MODE`).
+    shadow: bool,
 }
 
 impl Service<'_> {
@@ -242,13 +324,13 @@ impl Service<'_> {
             self.listeners,
             readiness.clone(),
             self.metrics,
-            self.args.answering(),
+            self.answering,
             stop.request(),
         ));
         // Ends only when the service cannot start; else it keeps the rules watched.
         let starting = async {
-            match start(self.args, addresses, &readiness, store).await {
-                Ok(_watcher) => std::future::pending().await,
+            match start(self.args, addresses, &readiness, store, self.shadow).await {
+                Ok(()) => std::future::pending().await,
                 Err(error) => error,
             }
         };
@@ -271,36 +353,67 @@ impl Service<'_> {
             }
         };
         // After the last call: what it admitted is sent too.
-        if let Ok(limiter) = readiness.limiter() {
-            limiter.store().finish().await;
+        if let Ok(domains) = readiness.domains() {
+            for (_, limiter) in domains.limiters() {
+                limiter.store().finish().await;
+            }
         }
         drained
     }
 }
 
-/// Compiles the rules, connects `store`, and marks the service ready; the watcher of its
-/// rules file.
-async fn start<St: Backing>(
+/// Compiles the rules, connects `store`, marks the service ready (every limit only
+/// reporting when `shadow`), and keeps the rules watched.
+async fn start<St: Backing + 'static>(
     args: &ServeArgs,
     addresses: Addresses,
     readiness: &Readiness<St>,
     store: impl Future<Output = St>,
-) -> Result<RulesWatcher, String> {
-    let rules = Rules::from_file_with(&args.rules, KeySources::Given)
-        .map_err(|errors| errors.to_string())?;
-    let limiter = Limiter::with_store(rules, store.await);
-    // Watching reads the file again: a change saved while the store connected is in force.
-    let watcher = watch(&args.rules, limiter.clone())?;
-    St::keep_up(&limiter);
-    let rules = limiter.rules();
-    readiness.set_ready(limiter);
-    println!(
-        "tollgate serve: domain `{}`, {} limit(s) from {}; {addresses}",
-        rules.domain(),
-        rules.limits().len(),
-        args.rules.display(),
-    );
-    Ok(watcher)
+    shadow: bool,
+) -> Result<(), String> {
+    let source = args.rules_source();
+    let loaded = source.load();
+    if !loaded.failed.is_empty() {
+        let failed: Vec<String> = loaded
+            .failed
+            .into_iter()
+            .map(|(_, errors)| errors)
+            .collect();
+        return Err(failed.join("\n"));
+    }
+    let store = store.await;
+    let make: StoreMaker<St> = Arc::new(move || store.for_another_domain());
+    let domains = Domains::new(loaded, || make(), shadow);
+    // Watching reads the files again: a change saved while the store connected is in force.
+    watch::watch(source.clone(), domains.clone(), make);
+    St::keep_up(&domains);
+    let served = domains.limiters();
+    readiness.set_ready(domains);
+    if served.is_empty() {
+        println!(
+            "tollgate serve: no domain in {} yet; {addresses}",
+            source.path().display()
+        );
+    }
+    for (domain, limiter) in served {
+        println!(
+            "tollgate serve: domain `{domain}`, {} limit(s) from {}; {addresses}",
+            limiter.rules().limits().len(),
+            source.path().display(),
+        );
+    }
+    Ok(())
+}
+
+/// envoyproxy/ratelimit's rules directory, from its settings:
+/// `$RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY` (by default
+/// `/srv/runtime_data/current/config`).
+fn runtime_directory() -> PathBuf {
+    let setting =
+        |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
+    PathBuf::from(setting("RUNTIME_ROOT", "/srv/runtime_data/current"))
+        .join(setting("RUNTIME_SUBDIRECTORY", ""))
+        .join(setting("RUNTIME_APPDIRECTORY", "config"))
 }
 
 /// Serves gRPC, HTTP and the admin endpoints on `listeners`, answering as `answering`
@@ -312,7 +425,7 @@ async fn serve_all<St: Backing>(
     answering: Answering,
     stop: StopRequest,
 ) -> Result<(), String> {
-    let endpoints = http::router(readiness.clone(), metrics, answering);
+    let endpoints = http::router(readiness.clone(), metrics, answering.clone());
     let admin = listeners.admin.map(|listener| {
         axum::serve(listener, admin::router(readiness.clone()))
             .with_graceful_shutdown(stop.clone().made())
@@ -349,12 +462,4 @@ fn stopped_by_itself(outcome: Result<(), String>) -> String {
     outcome
         .err()
         .unwrap_or_else(|| "the servers stopped by themselves".to_owned())
-}
-
-/// Watches `path` for changes to put in force on `limiter`.
-fn watch<St: Store>(path: &Path, limiter: Limiter<St>) -> Result<RulesWatcher, String> {
-    RulesWatcher::builder(path)
-        .key_sources(KeySources::Given)
-        .watch(limiter)
-        .map_err(|error| format!("cannot watch {}: {error}", path.display()))
 }

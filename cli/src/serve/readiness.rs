@@ -3,12 +3,12 @@
 //!
 //! The service goes through three phases, only forward: *starting*, with the reason it
 //! cannot decide yet (the rules are loading, Redis is not reachable), *ready*, and
-//! *stopping*. Its [`Limiter`] is put in once built, when the service becomes ready.
+//! *stopping*. Its [`Domains`] are put in once built, when the service becomes ready.
 
+use super::domains::Domains;
+use super::store::Backing;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
-use tollgate::store::Store;
-use tollgate::Limiter;
 
 /// Where the service is in its life.
 #[derive(Debug, PartialEq, Eq)]
@@ -45,7 +45,7 @@ impl fmt::Display for Phase {
     }
 }
 
-/// The service's phase and, once built, its limiter. Clones share them.
+/// The service's phase and, once built, its domains. Clones share them.
 pub(crate) struct Readiness<St> {
     shared: Arc<Shared<St>>,
 }
@@ -55,7 +55,7 @@ struct Shared<St> {
     /// Held only to read or replace the phase, never across an `.await`.
     phase: Mutex<Phase>,
     /// Set once, when the service becomes ready.
-    limiter: OnceLock<Limiter<St>>,
+    domains: OnceLock<Domains<St>>,
 }
 
 impl<St> Clone for Readiness<St> {
@@ -66,13 +66,13 @@ impl<St> Clone for Readiness<St> {
     }
 }
 
-impl<St: Store> Readiness<St> {
+impl<St: Backing> Readiness<St> {
     /// A service starting, not deciding yet for `reason`.
     pub(crate) fn starting(reason: impl Into<String>) -> Self {
         Readiness {
             shared: Arc::new(Shared {
                 phase: Mutex::new(Phase::Starting(reason.into())),
-                limiter: OnceLock::new(),
+                domains: OnceLock::new(),
             }),
         }
     }
@@ -82,10 +82,10 @@ impl<St: Store> Readiness<St> {
         self.advance(Phase::Starting(reason.into()));
     }
 
-    /// Puts `limiter` in, and marks the service ready (unless it is stopping already).
-    pub(crate) fn set_ready(&self, limiter: Limiter<St>) {
-        // A second limiter is never built: `serve` builds one, once.
-        let _ = self.shared.limiter.set(limiter);
+    /// Puts `domains` in, and marks the service ready (unless it is stopping already).
+    pub(crate) fn set_ready(&self, domains: Domains<St>) {
+        // Built once: `serve` builds them, then reloads them in place.
+        let _ = self.shared.domains.set(domains);
         self.advance(Phase::Ready);
     }
 
@@ -103,11 +103,11 @@ impl<St: Store> Readiness<St> {
         }
     }
 
-    /// The limiter to decide a call with, or why there is none yet. While stopping, the
+    /// The domains to decide a call with, or why there are none yet. While stopping, the
     /// calls still coming on open connections are decided.
-    pub(crate) fn limiter(&self) -> Result<&Limiter<St>, String> {
-        match self.shared.limiter.get() {
-            Some(limiter) => Ok(limiter),
+    pub(crate) fn domains(&self) -> Result<&Domains<St>, String> {
+        match self.shared.domains.get() {
+            Some(domains) => Ok(domains),
             None => Err(self.phase().to_string()),
         }
     }
@@ -131,10 +131,11 @@ impl<St: Store> Readiness<St> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serve::rules_source::Loaded;
     use tollgate::rules::{KeySources, Rules};
     use tollgate::store::MemoryStore;
 
-    fn limiter() -> Limiter<MemoryStore> {
+    fn domains() -> Domains<MemoryStore> {
         let yaml = "
 domain: edge
 descriptors:
@@ -142,7 +143,11 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 1 }
 ";
         let rules = Rules::from_yaml_with(yaml, KeySources::Given).unwrap();
-        Limiter::with_store(rules, MemoryStore::new())
+        let loaded = Loaded {
+            compiled: vec![("edge.yaml".into(), rules)],
+            failed: Vec::new(),
+        };
+        Domains::new(loaded, MemoryStore::new, false)
     }
 
     #[test]
@@ -168,29 +173,29 @@ descriptors:
         readiness.waiting_for("cannot connect to Redis at `redis://127.0.0.1:1`");
         let why = "starting: cannot connect to Redis at `redis://127.0.0.1:1`";
         assert_eq!(readiness.health(), Err(why.to_owned()));
-        assert_eq!(readiness.limiter().err().as_deref(), Some(why));
+        assert_eq!(readiness.domains().err().as_deref(), Some(why));
     }
 
     #[test]
     fn a_ready_service_decides_and_still_does_while_stopping() {
         let readiness = Readiness::starting("loading the rules");
         let shared = readiness.clone();
-        readiness.set_ready(limiter());
+        readiness.set_ready(domains());
         assert_eq!(shared.health(), Ok(()));
-        assert!(shared.limiter().is_ok());
+        assert!(shared.domains().is_ok());
         shared.waiting_for("a late reason");
         assert_eq!(shared.health(), Ok(()), "ready stays ready");
         shared.set_stopping();
         assert_eq!(shared.health(), Err("shutting down".to_owned()));
-        assert!(shared.limiter().is_ok(), "calls in flight are decided");
+        assert!(shared.domains().is_ok(), "calls in flight are decided");
     }
 
     #[test]
     fn a_service_stopped_while_starting_never_becomes_ready() {
         let readiness = Readiness::starting("connecting to Redis");
         readiness.set_stopping();
-        assert_eq!(readiness.limiter().err().as_deref(), Some("shutting down"));
-        readiness.set_ready(limiter());
+        assert_eq!(readiness.domains().err().as_deref(), Some("shutting down"));
+        readiness.set_ready(domains());
         assert_eq!(readiness.health(), Err("shutting down".to_owned()));
     }
 }

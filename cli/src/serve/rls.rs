@@ -2,6 +2,7 @@
 //! and the answer, one status per descriptor. Shared by the gRPC service and `POST /json`;
 //! the admin endpoints check, read and answer a call with the same parts.
 
+use super::domains::Domains;
 use super::metadata::{dynamic_metadata, passed_metadata};
 use super::proto::envoy::config::core::v3::HeaderValue;
 use super::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
@@ -27,35 +28,55 @@ const MOST_ENTRIES: usize = 16;
 const LONGEST_TEXT: usize = 4096;
 
 /// How the service answers, besides its decisions: envoyproxy/ratelimit's settings.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Answering {
     /// Whether answers carry dynamic metadata (`RESPONSE_DYNAMIC_METADATA`).
     pub(crate) dynamic_metadata: bool,
+    /// The headers answers carry.
+    pub(crate) headers: Headers,
 }
 
-/// Decides `request` with `limiter`, answering as `answering` says: the answer, or why the
-/// request is malformed. A call for a domain the rules do not limit is answered `OK`,
-/// nothing limited, as envoyproxy/ratelimit answers it.
+/// The headers an answer gives the response (`response_headers_to_add`).
+#[derive(Debug, Clone, Default)]
+pub(crate) enum Headers {
+    /// Those the rules' `response` section chooses, as the layer would.
+    #[default]
+    Rules,
+    /// None: envoyproxy/ratelimit's default.
+    None,
+    /// envoyproxy/ratelimit's (`LIMIT_RESPONSE_HEADERS_ENABLED`), under these names: the
+    /// limit, what remains and the seconds until the reset, of the descriptor with the least
+    /// left (or of the last over its limit).
+    Upstream {
+        limit: String,
+        remaining: String,
+        reset: String,
+    },
+}
+
+/// Decides `request` with the limiter of its domain among `domains`, answering as
+/// `answering` says: the answer, or why the request is malformed. A call for a domain the
+/// service does not limit is answered `OK`, nothing limited, as envoyproxy/ratelimit
+/// answers it.
 ///
 /// # Errors
 ///
 /// `INVALID_ARGUMENT` for a request with no domain, no descriptors, too many of them or
 /// text too long.
 pub(crate) async fn should_rate_limit<St: Backing>(
-    limiter: &Limiter<St>,
+    domains: &Domains<St>,
     request: &RateLimitRequest,
-    answering: Answering,
+    answering: &Answering,
 ) -> Result<RateLimitResponse, Status> {
-    let rules = limiter.rules();
     well_formed(request)?;
-    if request.domain != rules.domain() {
+    let Some(limiter) = domains.get(&request.domain) else {
         let mut answer = unlimited(request);
         if answering.dynamic_metadata {
             answer.dynamic_metadata = Some(dynamic_metadata(request, Map::new()));
         }
         return Ok(answer);
-    }
-    malformed(request, &rules, limiter.store())?;
+    };
+    malformed(request, &limiter.rules(), limiter.store())?;
     let entries = CallEntries::new(request);
     let descriptors = entries.descriptors();
     let checked = limiter.check_descriptors(&descriptors).await;
@@ -66,17 +87,27 @@ pub(crate) async fn should_rate_limit<St: Backing>(
     } else {
         Code::OverLimit
     };
-    let response_headers_to_add = verdict_headers(rules, verdict)
-        .iter()
-        .filter_map(|(name, value)| {
-            Some(HeaderValue {
-                key: name.as_str().to_owned(),
-                value: value.to_str().ok()?.to_owned(),
-                ..HeaderValue::default()
-            })
-        })
-        .collect();
     let statuses = statuses(&checked, &descriptors);
+    let response_headers_to_add = match &answering.headers {
+        Headers::Rules => verdict_headers(rules, verdict)
+            .iter()
+            .filter_map(|(name, value)| Some(header(name.as_str(), value.to_str().ok()?)))
+            .collect(),
+        Headers::None => Vec::new(),
+        Headers::Upstream {
+            limit,
+            remaining,
+            reset,
+        } => upstream_headers(&checked, &statuses)
+            .map(|(l, r, s)| {
+                vec![
+                    header(limit, &l.to_string()),
+                    header(remaining, &r.to_string()),
+                    header(reset, &s.to_string()),
+                ]
+            })
+            .unwrap_or_default(),
+    };
     let dynamic_metadata = answering
         .dynamic_metadata
         .then(|| dynamic_metadata(request, passed_metadata(&checked, &statuses)));
@@ -152,6 +183,46 @@ pub(crate) fn statuses(
         .collect()
 }
 
+/// A header of an answer.
+fn header(name: &str, value: &str) -> HeaderValue {
+    HeaderValue {
+        key: name.to_owned(),
+        value: value.to_owned(),
+        ..HeaderValue::default()
+    }
+}
+
+/// What envoyproxy/ratelimit's headers say of `statuses`, which `call` decided: the limit,
+/// what remains and the seconds until the reset of the status with a limit and the least
+/// left (the first, on a tie), or of the last over its limit but for quotas; `None` when
+/// no status has a limit.
+fn upstream_headers(call: &CallVerdict, statuses: &[DescriptorStatus]) -> Option<(u32, u32, i64)> {
+    let mut least: Option<&DescriptorStatus> = None;
+    let mut over: Option<&DescriptorStatus> = None;
+    for (decision, status) in call.descriptors().iter().zip(statuses) {
+        if status.current_limit.is_none() {
+            continue;
+        }
+        let quota = decision
+            .as_ref()
+            .and_then(|decision| call.rules().limits().get(decision.limit_index()))
+            .is_some_and(|limit| limit.is_quota());
+        if status.code() == Code::OverLimit && !quota {
+            over = Some(status);
+        }
+        if least.is_none_or(|least| status.limit_remaining < least.limit_remaining) {
+            least = Some(status);
+        }
+    }
+    let status = over.or(least)?;
+    let limit = status.current_limit.as_ref()?.requests_per_unit;
+    let reset = status
+        .duration_until_reset
+        .as_ref()
+        .map_or(0, |d| d.seconds);
+    Some((limit, status.limit_remaining, reset))
+}
+
 /// The answer to a well-formed `request` for a domain no rules limit: `OK`, each
 /// descriptor `OK` with no limit.
 fn unlimited(request: &RateLimitRequest) -> RateLimitResponse {
@@ -186,22 +257,41 @@ fn well_formed(request: &RateLimitRequest) -> Result<(), Status> {
     Ok(())
 }
 
+/// The limiter of `request`'s domain among `domains`, for the admin endpoints, once the
+/// call is found well formed (see [`malformed`]).
+///
+/// # Errors
+///
+/// As [`malformed`]; `NOT_FOUND` for a domain the service does not limit.
+pub(crate) fn limiter_for<St: Backing>(
+    domains: &Domains<St>,
+    request: &RateLimitRequest,
+) -> Result<Limiter<St>, Status> {
+    well_formed(request)?;
+    let limiter = domains.get(&request.domain).ok_or_else(|| {
+        let served: Vec<String> = domains
+            .limiters()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        Status::not_found(format!(
+            "unknown domain `{}`: this service limits {}",
+            shortened(&request.domain),
+            served.join(", ")
+        ))
+    })?;
+    malformed(request, &limiter.rules(), limiter.store())?;
+    Ok(limiter)
+}
+
 /// Why `request` cannot be decided under `rules` with `store`, if it cannot: see
-/// [`should_rate_limit`], and `NOT_FOUND` for a domain the rules do not limit (which
-/// [`should_rate_limit`] answers before).
-pub(crate) fn malformed<St: Backing>(
+/// [`should_rate_limit`].
+fn malformed<St: Backing>(
     request: &RateLimitRequest,
     rules: &Rules,
     store: &St,
 ) -> Result<(), Status> {
     well_formed(request)?;
-    if request.domain != rules.domain() {
-        return Err(Status::not_found(format!(
-            "unknown domain `{}`: this service limits the domain `{}`",
-            shortened(&request.domain),
-            rules.domain()
-        )));
-    }
     if request.descriptors.len() > MOST_DESCRIPTORS {
         return Err(Status::invalid_argument(format!(
             "{} descriptors: at most {MOST_DESCRIPTORS} in one call",

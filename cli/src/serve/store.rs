@@ -6,12 +6,12 @@
 //! An address that no wait can make work (not a URL, a scheme other than `redis://` or
 //! `rediss://`, cluster nodes that disagree on their password) is an error at once.
 
+use super::domains::Domains;
 use super::readiness::Readiness;
 use std::fmt;
 use std::time::Duration;
 use tollgate::algorithm::{Algorithm, Quota};
 use tollgate::store::{MemoryStore, RedisStore, RedisStoreBuilder, Store};
-use tollgate::Limiter;
 
 /// The first wait before connecting to Redis again.
 const FIRST_WAIT: Duration = Duration::from_millis(100);
@@ -65,6 +65,22 @@ impl StoreChoice {
     }
 }
 
+impl StoreChoice {
+    /// The store of `target`, Redis (its addresses checked as [`StoreChoice::new`] checks
+    /// them), in memory without one.
+    ///
+    /// # Errors
+    ///
+    /// An address that retrying cannot fix.
+    pub(crate) fn of(target: Option<RedisTarget>) -> Result<StoreChoice, String> {
+        match target {
+            None => Ok(StoreChoice::Memory),
+            Some(RedisTarget::Server(url)) => StoreChoice::new(Some(&url), &[]),
+            Some(RedisTarget::Cluster(nodes)) => StoreChoice::new(None, &nodes),
+        }
+    }
+}
+
 /// Whether `url` can name a Redis server, whether one answers there or not.
 fn check_url(url: &str) -> Result<(), String> {
     redis::Client::open(url)
@@ -100,11 +116,26 @@ impl RedisTarget {
 }
 
 impl fmt::Display for RedisTarget {
+    /// Where it is, a password in its URLs left out.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RedisTarget::Server(url) => write!(f, "Redis at {url}"),
-            RedisTarget::Cluster(nodes) => write!(f, "the Redis Cluster at {}", nodes.join(", ")),
+            RedisTarget::Server(url) => write!(f, "Redis at {}", without_password(url)),
+            RedisTarget::Cluster(nodes) => {
+                let nodes: Vec<String> = nodes.iter().map(|node| without_password(node)).collect();
+                write!(f, "the Redis Cluster at {}", nodes.join(", "))
+            }
         }
+    }
+}
+
+/// `url` with its credentials (`user:password@`), if any, written `***@`: fit for a log.
+fn without_password(url: &str) -> String {
+    let credentials = url
+        .split_once("://")
+        .and_then(|(scheme, rest)| Some((scheme, rest.rsplit_once('@')?.1)));
+    match credentials {
+        Some((scheme, host)) => format!("{scheme}://***@{host}"),
+        None => url.to_owned(),
     }
 }
 
@@ -116,8 +147,11 @@ fn next_wait(wait: Duration) -> Duration {
 
 /// What `tollgate serve` does with its store besides deciding.
 pub(crate) trait Backing: Store + Sized {
-    /// Starts what the store needs done while `limiter` decides with it.
-    fn keep_up(limiter: &Limiter<Self>);
+    /// The store of one more domain: the same Redis, or a memory of its own.
+    fn for_another_domain(&self) -> Self;
+
+    /// Starts what the stores need done while `domains` decide with them.
+    fn keep_up(domains: &Domains<Self>);
 
     /// Whether the store can keep a limit decided by `algorithm` under `quota` (a
     /// descriptor's own, which comes with the call), or why not.
@@ -128,16 +162,23 @@ pub(crate) trait Backing: Store + Sized {
 }
 
 impl Backing for MemoryStore {
-    /// Forgets idle keys, and sets `tollgate_tracked_keys`, every [`SWEEP_EVERY`]: without
-    /// it, memory grows with every client ever seen. The task ends with the process.
-    fn keep_up(limiter: &Limiter<Self>) {
-        let limiter = limiter.clone();
+    fn for_another_domain(&self) -> Self {
+        MemoryStore::new()
+    }
+
+    /// Forgets idle keys, and sets `tollgate_tracked_keys`, every [`SWEEP_EVERY`], in each
+    /// domain's store: without it, memory grows with every client ever seen. The task ends
+    /// with the process.
+    fn keep_up(domains: &Domains<Self>) {
+        let domains = domains.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(SWEEP_EVERY);
             loop {
                 every.tick().await;
-                limiter.store().sweep();
-                limiter.record_tracked_keys();
+                for (_, limiter) in domains.limiters() {
+                    limiter.store().sweep();
+                    limiter.record_tracked_keys();
+                }
             }
         });
     }
@@ -152,8 +193,12 @@ impl Backing for MemoryStore {
 }
 
 impl Backing for RedisStore {
+    fn for_another_domain(&self) -> Self {
+        self.clone()
+    }
+
     /// Nothing: the store keeps its connection and syncs by itself.
-    fn keep_up(_limiter: &Limiter<Self>) {}
+    fn keep_up(_domains: &Domains<Self>) {}
 
     fn holds(&self, algorithm: Algorithm, quota: &Quota) -> Result<(), String> {
         RedisStore::holds(self, algorithm, quota).map_err(|error| error.to_string())

@@ -70,8 +70,15 @@ impl Served {
         let rules = rules.to_str().expect("a UTF-8 path");
         let ports = ["--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"];
         let args = [&["serve", "--rules", rules][..], &ports, extra].concat();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .args(args)
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+        command.args(args);
+        Served::spawn_command(command, until)
+    }
+
+    /// Runs `command`, a `tollgate serve`, and reads its output until a line saying where
+    /// it listens for which `until` holds.
+    fn spawn_command(mut command: Command, until: fn(&str) -> bool) -> Served {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -159,4 +166,14 @@ pub fn http_call(addr: &str, request_line: &str, body: &str) -> (u16, String) {
         .map_or("", |(_, body)| body)
         .to_owned();
     (status, body)
+}
+
+impl Served {
+    /// Starts `tollgate serve` configured as envoyproxy/ratelimit is, from `env` alone (no
+    /// `--rules`), with `extra` arguments, and waits until it is ready.
+    pub fn start_from_env(env: &[(&str, &str)], extra: &[&str]) -> Served {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+        command.arg("serve").args(extra).envs(env.iter().copied());
+        Served::spawn_command(command, |line| line.starts_with("tollgate serve: domain "))
+    }
 }

@@ -1,0 +1,354 @@
+//! envoyproxy/ratelimit's settings, read from the environment as it reads them, for a
+//! `tollgate serve` started without `--rules`: a drop-in for its container. Each setting is
+//! honoured, or has no effect for a reason said at start, or, when it asks for something
+//! tollgate does not do, stops the start with a message naming it; none is ignored
+//! silently.
+
+use super::rls::Headers;
+use super::store::RedisTarget;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+/// The environment, as envoyproxy/ratelimit reads it.
+pub(crate) struct Upstream {
+    vars: BTreeMap<String, String>,
+}
+
+/// A setting tollgate reads but that changes nothing in it, and why.
+const WITHOUT_EFFECT: [(&str, &str); 14] = [
+    (
+        "LOG_LEVEL",
+        "tollgate serve logs what it does to standard output and error",
+    ),
+    (
+        "LOG_FORMAT",
+        "tollgate serve logs what it does to standard output and error",
+    ),
+    (
+        "DEBUG_HOST",
+        "there is no debug listener: GET /metrics, and --admin, serve what it did",
+    ),
+    (
+        "DEBUG_PORT",
+        "there is no debug listener: GET /metrics, and --admin, serve what it did",
+    ),
+    (
+        "REDIS_POOL_SIZE",
+        "one multiplexed connection serves every call",
+    ),
+    (
+        "REDIS_PIPELINE_WINDOW",
+        "calls are batched while the connection is busy",
+    ),
+    (
+        "REDIS_PIPELINE_LIMIT",
+        "calls are batched while the connection is busy",
+    ),
+    (
+        "REDIS_TIMEOUT",
+        "a Redis call that takes longer than 50 ms is a store error",
+    ),
+    (
+        "EXPIRATION_JITTER_MAX_SECONDS",
+        "a key expires when its state no longer matters",
+    ),
+    (
+        "LOCAL_CACHE_SIZE_IN_BYTES",
+        "the over-limit cache is always on, and bounded",
+    ),
+    (
+        "NEAR_LIMIT_RATIO",
+        "tollgate's metrics count decisions per limit",
+    ),
+    ("STATS_FLUSH_INTERVAL", "GET /metrics serves the metrics"),
+    (
+        "RUNTIME_WATCH_ROOT",
+        "the rules directory is read every second",
+    ),
+    (
+        "RUNTIME_IGNOREDOTFILES",
+        "only *.yaml and *.yml files are read",
+    ),
+];
+
+impl Upstream {
+    /// The environment of this process.
+    pub(crate) fn from_env() -> Self {
+        Upstream {
+            vars: std::env::vars().collect(),
+        }
+    }
+
+    /// The value of `name`, if set.
+    fn get(&self, name: &str) -> Option<&str> {
+        self.vars.get(name).map(String::as_str)
+    }
+
+    /// The boolean `name`, as envoyproxy/ratelimit parses it (`true`, `1`, `t`...).
+    fn flag(&self, name: &str) -> Result<Option<bool>, String> {
+        let Some(value) = self.get(name) else {
+            return Ok(None);
+        };
+        match value {
+            "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(Some(true)),
+            "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(Some(false)),
+            other => Err(format!("{name}={other}: not a boolean (true or false)")),
+        }
+    }
+
+    /// The address of `host` and `port` (`GRPC_HOST`, `GRPC_PORT`), by default `0.0.0.0`
+    /// and `default_port`, as envoyproxy/ratelimit listens.
+    pub(crate) fn listen(
+        &self,
+        host: &str,
+        port: &str,
+        default_port: u16,
+    ) -> Result<SocketAddr, String> {
+        let host_value = self.get(host).unwrap_or("0.0.0.0");
+        let port_value = match self.get(port) {
+            Some(port_value) => port_value
+                .parse::<u16>()
+                .map_err(|_| format!("{port}={port_value}: not a port"))?,
+            None => default_port,
+        };
+        format!("{host_value}:{port_value}")
+            .parse()
+            .or_else(|_| format!("[{host_value}]:{port_value}").parse())
+            .map_err(|_| format!("{host}={host_value}: not an IP address"))
+    }
+
+    /// The store the settings ask for: `None` for the memory store (`BACKEND_TYPE=memory`,
+    /// tollgate's own), else Redis (`BACKEND_TYPE=redis`, the default) as `REDIS_TYPE`,
+    /// `REDIS_SOCKET_TYPE`, `REDIS_URL`, `REDIS_AUTH` and `REDIS_TLS` say.
+    pub(crate) fn store(&self) -> Result<Option<RedisTarget>, String> {
+        match self.get("BACKEND_TYPE").unwrap_or("redis") {
+            "redis" | "" => {}
+            "memory" => return Ok(None),
+            other => {
+                return Err(format!(
+                    "BACKEND_TYPE={other}: tollgate serve keeps its state in Redis (redis) or in memory (memory)"
+                ))
+            }
+        }
+        let tls = self.flag("REDIS_TLS")?.unwrap_or(false);
+        let socket = self.get("REDIS_SOCKET_TYPE").unwrap_or("unix");
+        let url = self
+            .get("REDIS_URL")
+            .unwrap_or("/var/run/nutcracker/ratelimit.sock");
+        let auth = match self.get("REDIS_AUTH") {
+            Some(auth) if auth.contains(':') => format!("{auth}@"),
+            Some(auth) if !auth.is_empty() => format!(":{auth}@"),
+            _ => String::new(),
+        };
+        let scheme = if tls { "rediss" } else { "redis" };
+        let node = |address: &str| -> Result<String, String> {
+            match socket {
+                "tcp" => Ok(format!("{scheme}://{auth}{}", address.trim())),
+                "unix" if !tls => Ok(format!("redis+unix://{}", address.trim())),
+                "unix" => {
+                    Err("REDIS_TLS=true with REDIS_SOCKET_TYPE=unix: TLS runs over tcp".to_owned())
+                }
+                other => Err(format!("REDIS_SOCKET_TYPE={other}: tcp or unix")),
+            }
+        };
+        match self
+            .get("REDIS_TYPE")
+            .unwrap_or("single")
+            .to_ascii_lowercase()
+            .as_str()
+        {
+            "single" | "" => Ok(Some(RedisTarget::Server(node(url)?))),
+            "cluster" => {
+                let nodes: Result<Vec<String>, String> = url.split(',').map(node).collect();
+                Ok(Some(RedisTarget::Cluster(nodes?)))
+            }
+            other => Err(format!(
+                "REDIS_TYPE={other}: tollgate serve connects to a single Redis or a Redis Cluster"
+            )),
+        }
+    }
+
+    /// The headers answers carry: envoyproxy/ratelimit's, under the names it is told, with
+    /// `LIMIT_RESPONSE_HEADERS_ENABLED`; else none.
+    pub(crate) fn headers(&self) -> Result<Headers, String> {
+        if !self
+            .flag("LIMIT_RESPONSE_HEADERS_ENABLED")?
+            .unwrap_or(false)
+        {
+            return Ok(Headers::None);
+        }
+        let name = |setting: &str, default: &str| self.get(setting).unwrap_or(default).to_owned();
+        Ok(Headers::Upstream {
+            limit: name("LIMIT_LIMIT_HEADER", "RateLimit-Limit"),
+            remaining: name("LIMIT_REMAINING_HEADER", "RateLimit-Remaining"),
+            reset: name("LIMIT_RESET_HEADER", "RateLimit-Reset"),
+        })
+    }
+
+    /// Whether every limit only reports (`SHADOW_MODE`).
+    pub(crate) fn shadow_mode(&self) -> Result<bool, String> {
+        Ok(self.flag("SHADOW_MODE")?.unwrap_or(false))
+    }
+
+    /// Checks the settings tollgate does not honour: an error naming the first that asks
+    /// for something tollgate does not do; else a line for each set that changes nothing.
+    pub(crate) fn unsupported(&self) -> Result<Vec<String>, String> {
+        let asked_for = |name: &str, why: &str| Err(format!("{name}: {why}"));
+        let on = |name: &str| self.flag(name).map(|flag| flag == Some(true));
+        if self.get("BACKEND_TYPE") == Some("memcache")
+            || self
+                .get("MEMCACHE_HOST_PORT")
+                .is_some_and(|v| !v.is_empty())
+        {
+            return asked_for(
+                "BACKEND_TYPE=memcache",
+                "tollgate serve keeps its state in Redis or in memory, not memcached",
+            );
+        }
+        if self.get("CONFIG_TYPE").is_some_and(|v| v != "FILE") {
+            return asked_for(
+                "CONFIG_TYPE",
+                "tollgate serve reads its rules from files (FILE), not from an xDS server",
+            );
+        }
+        for (name, why) in [
+            (
+                "REDIS_PERSECOND",
+                "one Redis keeps every limit; a second one for per-second limits is not supported",
+            ),
+            (
+                "USE_STATSD",
+                "statsd metrics are not supported yet: set USE_STATSD=false and read GET /metrics",
+            ),
+            (
+                "USE_DOG_STATSD",
+                "DogStatsD metrics are not supported: read GET /metrics",
+            ),
+            (
+                "USE_PROMETHEUS",
+                "tollgate serves its Prometheus metrics on GET /metrics of the HTTP port",
+            ),
+            (
+                "GRPC_SERVER_USE_TLS",
+                "the gRPC listener over TLS is not supported yet",
+            ),
+            (
+                "QUOTA_MODE",
+                "quota mode for every descriptor is not supported: write quota_mode: true on each",
+            ),
+            (
+                "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
+                "tollgate never charges a refused call's descriptors already",
+            ),
+            (
+                "TRACING_ENABLED",
+                "OpenTelemetry tracing is not supported: tollgate logs its decisions",
+            ),
+            (
+                "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED",
+                "GET /healthcheck is OK once the rules loaded",
+            ),
+            (
+                "FORCE_START_WITHOUT_INITIAL_CONFIG",
+                "tollgate serve starts only with valid rules",
+            ),
+        ] {
+            if on(name)? {
+                return asked_for(name, why);
+            }
+        }
+        if self.get("GRPC_UDS").is_some_and(|v| !v.is_empty()) {
+            return asked_for(
+                "GRPC_UDS",
+                "the gRPC listener is a TCP address (GRPC_HOST, GRPC_PORT)",
+            );
+        }
+        if self.get("CACHE_KEY_PREFIX").is_some_and(|v| !v.is_empty()) {
+            return asked_for(
+                "CACHE_KEY_PREFIX",
+                "tollgate's Redis keys have their own layout, prefixed `tollgate`",
+            );
+        }
+        let notices = WITHOUT_EFFECT
+            .iter()
+            .filter(|(name, _)| self.get(name).is_some())
+            .map(|(name, why)| format!("{name} has no effect: {why}"))
+            .collect();
+        Ok(notices)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upstream(vars: &[(&str, &str)]) -> Upstream {
+        Upstream {
+            vars: vars
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn addresses_and_redis_are_read_as_upstream_reads_them() {
+        let defaults = upstream(&[]);
+        assert_eq!(
+            defaults.listen("GRPC_HOST", "GRPC_PORT", 8081),
+            Ok("0.0.0.0:8081".parse().unwrap())
+        );
+        let set = upstream(&[("GRPC_HOST", "127.0.0.1"), ("GRPC_PORT", "9000")]);
+        assert_eq!(
+            set.listen("GRPC_HOST", "GRPC_PORT", 8081),
+            Ok("127.0.0.1:9000".parse().unwrap())
+        );
+        let bad = upstream(&[("PORT", "http")]).listen("HOST", "PORT", 8080);
+        assert_eq!(bad, Err("PORT=http: not a port".to_owned()));
+
+        let unix = |target: Option<RedisTarget>| target.map(|t| t.to_string());
+        assert_eq!(
+            unix(defaults.store().unwrap()).as_deref(),
+            Some("Redis at redis+unix:///var/run/nutcracker/ratelimit.sock")
+        );
+        let tcp = upstream(&[
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", "redis:6379"),
+            ("REDIS_AUTH", "secret"),
+            ("REDIS_TLS", "true"),
+        ]);
+        assert_eq!(
+            unix(tcp.store().unwrap()).as_deref(),
+            Some("Redis at rediss://***@redis:6379")
+        );
+        let cluster = upstream(&[
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_TYPE", "cluster"),
+            ("REDIS_URL", "a:1,b:2"),
+        ]);
+        assert_eq!(
+            unix(cluster.store().unwrap()).as_deref(),
+            Some("the Redis Cluster at redis://a:1, redis://b:2")
+        );
+        assert!(upstream(&[("BACKEND_TYPE", "memory")])
+            .store()
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn a_setting_tollgate_does_not_honour_stops_the_start_or_is_said() {
+        let refused = upstream(&[("BACKEND_TYPE", "memcache")]).unsupported();
+        assert!(refused.unwrap_err().starts_with("BACKEND_TYPE=memcache"));
+        let refused = upstream(&[("USE_STATSD", "true")]).unsupported();
+        assert!(refused.unwrap_err().starts_with("USE_STATSD"));
+        assert_eq!(
+            upstream(&[("USE_STATSD", "false")]).unsupported(),
+            Ok(Vec::new())
+        );
+        let notices = upstream(&[("LOG_LEVEL", "debug")]).unsupported().unwrap();
+        assert_eq!(notices.len(), 1);
+        assert!(notices[0].starts_with("LOG_LEVEL has no effect"));
+        assert!(upstream(&[("SHADOW_MODE", "maybe")]).shadow_mode().is_err());
+    }
+}

@@ -1,0 +1,443 @@
+//! envoyproxy/ratelimit's integration tests (`test/integration/integration_test.go`),
+//! ported: `tollgate serve` started as upstream's container is, from upstream's settings in
+//! the environment alone, on upstream's runtime directory (vendored under `upstream/`, at
+//! commit f2fb157) and a real Redis, called as those tests call it. Each asserts upstream's
+//! answer (`upstream/CATALOGUE.md`, section 2); where tollgate differs by design (a refused
+//! call charges none of its descriptors), the assertion says so.
+#![cfg(feature = "server")]
+
+mod common;
+#[path = "../src/serve/proto.rs"]
+mod proto;
+#[path = "../../tests/common/redis_server.rs"]
+#[allow(dead_code)]
+mod redis_server;
+
+use common::Served;
+use proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use proto::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
+use proto::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code, DescriptorStatus, RateLimit,
+};
+use proto::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use redis_server::RedisServer;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tonic::transport::{Channel, Endpoint};
+
+/// Upstream's runtime directory: `current/ratelimit/config/` holds `basic.yaml`,
+/// `another.yaml` and `share_threshold.yaml`; `current/ratelimit/reload.yaml` waits to be
+/// copied in.
+fn runtime() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/upstream/test/integration/runtime")
+}
+
+/// `tollgate serve` as upstream's tests configure their service (`defaultSettings` and
+/// `makeSimpleRedisSettings`): the runtime at `root`, Redis `redis` over TCP, statsd off;
+/// listening on free loopback ports. And a client of it.
+async fn serve(root: &Path, redis: &RedisServer) -> (Served, RateLimitServiceClient<Channel>) {
+    serve_with(root, redis, &[]).await
+}
+
+/// [`serve`], with `extra` settings.
+async fn serve_with(
+    root: &Path,
+    redis: &RedisServer,
+    extra: &[(&str, &str)],
+) -> (Served, RateLimitServiceClient<Channel>) {
+    let root = root.join("current");
+    let redis_url = format!("127.0.0.1:{}", redis.port());
+    let mut settings = vec![
+        ("RUNTIME_ROOT", root.to_str().expect("a UTF-8 path")),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("RUNTIME_APPDIRECTORY", "config"),
+        ("REDIS_SOCKET_TYPE", "tcp"),
+        ("REDIS_URL", &redis_url),
+        ("BACKEND_TYPE", "redis"),
+        ("USE_STATSD", "false"),
+        ("GRPC_HOST", "127.0.0.1"),
+        ("GRPC_PORT", "0"),
+        ("HOST", "127.0.0.1"),
+        ("PORT", "0"),
+    ];
+    settings.extend_from_slice(extra);
+    let served = Served::start_from_env(&settings, &[]);
+    let channel = Endpoint::from_shared(format!("http://{}", served.grpc))
+        .expect("an endpoint")
+        .connect()
+        .await
+        .expect("connected");
+    (served, RateLimitServiceClient::new(channel))
+}
+
+/// Upstream's `common.NewRateLimitRequest`: `domain`, a descriptor of each entry list,
+/// `hits_addend` 1.
+fn request(domain: &str, descriptors: &[&[(&str, &str)]]) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.to_owned(),
+        descriptors: descriptors
+            .iter()
+            .map(|entries| RateLimitDescriptor {
+                entries: entries
+                    .iter()
+                    .map(|(key, value)| Entry {
+                        key: (*key).to_owned(),
+                        value: (*value).to_owned(),
+                    })
+                    .collect(),
+                ..RateLimitDescriptor::default()
+            })
+            .collect(),
+        hits_addend: 1,
+    }
+}
+
+async fn ask(
+    client: &mut RateLimitServiceClient<Channel>,
+    request: RateLimitRequest,
+) -> RateLimitResponse {
+    client
+        .should_rate_limit(request)
+        .await
+        .expect("an answer")
+        .into_inner()
+}
+
+/// Upstream's `newDescriptorStatus`, its `duration_until_reset` taken from the answer (as
+/// upstream's tests take it), after checking it is whole seconds.
+fn status(
+    code: Code,
+    limit: Option<(u32, Unit)>,
+    remaining: u32,
+    answered: &DescriptorStatus,
+) -> DescriptorStatus {
+    let duration_until_reset = limit.and(answered.duration_until_reset);
+    if let Some(duration) = &duration_until_reset {
+        assert_eq!(duration.nanos, 0, "whole seconds: {answered:?}");
+        assert!(duration.seconds > 0, "{answered:?}");
+    }
+    DescriptorStatus {
+        code: code.into(),
+        current_limit: limit.map(|(requests_per_unit, unit)| RateLimit {
+            requests_per_unit,
+            unit: unit.into(),
+            ..RateLimit::default()
+        }),
+        limit_remaining: remaining,
+        duration_until_reset,
+        ..DescriptorStatus::default()
+    }
+}
+
+/// Asserts `answer` is `overall` with `expected` statuses, and nothing else (upstream
+/// compares whole answers: no headers, no metadata).
+fn assert_answer(
+    answer: &RateLimitResponse,
+    overall: Code,
+    expected: &[DescriptorStatus],
+    what: &str,
+) {
+    let expected = RateLimitResponse {
+        overall_code: overall.into(),
+        statuses: expected.to_vec(),
+        ..RateLimitResponse::default()
+    };
+    assert_eq!(answer, &expected, "{what}");
+}
+
+/// Waits, if need be, until the hour has more than a minute left, and the minute more
+/// than 20 s: the limits count in fixed windows, and a test's calls must fall in one.
+async fn within_windows() {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis();
+    let (into_hour, into_minute) = (now % 3_600_000, now % 60_000);
+    let wait = if into_hour > 3_540_000 {
+        3_600_000 - into_hour
+    } else if into_minute > 40_000 {
+        60_000 - into_minute
+    } else {
+        return;
+    };
+    let wait = u64::try_from(wait).expect("under an hour") + 100;
+    tokio::time::sleep(Duration::from_millis(wait)).await;
+}
+
+/// testBasicBaseConfig, without the per-second Redis or the local cache (settings
+/// tollgate does not take): an unknown domain, a limit per second, one per minute counted
+/// past its limit, two in one call, and a day's reset counting down.
+#[tokio::test]
+async fn basic_config() {
+    let redis = RedisServer::start();
+    within_windows().await;
+    let (_served, mut client) = serve(&runtime(), &redis).await;
+
+    let answer = ask(&mut client, request("foo", &[&[("hello", "world")]])).await;
+    let unknown = status(Code::Ok, None, 0, &answer.statuses[0]);
+    assert_answer(&answer, Code::Ok, &[unknown], "an unknown domain");
+
+    let answer = ask(&mut client, request("basic", &[&[("key1", "foo")]])).await;
+    let first = status(Code::Ok, Some((50, Unit::Second)), 49, &answer.statuses[0]);
+    assert_answer(&answer, Code::Ok, &[first], "basic key1");
+
+    let random = format!(
+        "{}",
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    for i in 0..25u32 {
+        let answer = ask(&mut client, request("another", &[&[("key2", &random)]])).await;
+        let (code, remaining) = if i < 20 {
+            (Code::Ok, 20 - (i + 1))
+        } else {
+            (Code::OverLimit, 0)
+        };
+        let expected = status(
+            code,
+            Some((20, Unit::Minute)),
+            remaining,
+            &answer.statuses[0],
+        );
+        assert_answer(&answer, code, &[expected], &format!("key2, call {i}"));
+    }
+
+    let random = format!("{}-{}", random, 2);
+    for i in 0..15u32 {
+        let call = request("another", &[&[("key2", &random)], &[("key3", &random)]]);
+        let answer = ask(&mut client, call).await;
+        let over = i >= 10;
+        // Upstream charges key2 on every call (its remaining 20 - (i + 1)); tollgate, all or
+        // nothing, charges none of a refused call's descriptors: key2 stays at 10 from the
+        // eleventh call, upstream's answer with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
+        let key2 = if over { 10 } else { 20 - (i + 1) };
+        let (code, key3) = if over {
+            (Code::OverLimit, 0)
+        } else {
+            (Code::Ok, 10 - (i + 1))
+        };
+        let expected = [
+            status(
+                Code::Ok,
+                Some((20, Unit::Minute)),
+                key2,
+                &answer.statuses[0],
+            ),
+            status(code, Some((10, Unit::Hour)), key3, &answer.statuses[1]),
+        ];
+        assert_answer(
+            &answer,
+            code,
+            &expected,
+            &format!("key2 and key3, call {i}"),
+        );
+    }
+
+    let day = |answer: &RateLimitResponse| {
+        answer.statuses[0]
+            .duration_until_reset
+            .as_ref()
+            .expect("a reset")
+            .seconds
+    };
+    let first = ask(&mut client, request("another", &[&[("key4", "durTest")]])).await;
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let second = ask(&mut client, request("another", &[&[("key4", "durTest")]])).await;
+    assert!(
+        day(&second) < day(&first),
+        "{} then {}",
+        day(&first),
+        day(&second)
+    );
+}
+
+/// TestShareThreshold: every file under `files/` shares one count of 10 an hour; the
+/// files under `files_no_share/` each have their own.
+#[tokio::test]
+async fn share_threshold() {
+    let redis = RedisServer::start();
+    within_windows().await;
+    let (_served, mut client) = serve(&runtime(), &redis).await;
+    let domain = "share-threshold-test";
+    for _ in 0..10 {
+        ask(&mut client, request(domain, &[&[("files", "files/a.pdf")]])).await;
+    }
+    let answer = ask(&mut client, request(domain, &[&[("files", "files/b.csv")]])).await;
+    let over = status(
+        Code::OverLimit,
+        Some((10, Unit::Hour)),
+        0,
+        &answer.statuses[0],
+    );
+    assert_answer(
+        &answer,
+        Code::OverLimit,
+        &[over],
+        "files/b.csv shares files/a.pdf's count",
+    );
+    for i in 0..10 {
+        let own = format!("files_no_share/{i}-{}", std::process::id());
+        let answer = ask(&mut client, request(domain, &[&[("files_no_share", &own)]])).await;
+        let fresh = status(Code::Ok, Some((10, Unit::Hour)), 9, &answer.statuses[0]);
+        assert_answer(&answer, Code::Ok, &[fresh], &own);
+    }
+}
+
+/// Copies the directory `from` into `to`, recursively.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("a directory");
+    for entry in std::fs::read_dir(from).expect("readable") {
+        let entry = entry.expect("an entry");
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copied");
+        }
+    }
+}
+
+/// Asks `attempt` every 100 ms until it holds, for at most 20 s.
+async fn poll(what: &str, mut attempt: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !attempt().await {
+        assert!(Instant::now() < deadline, "after 20 s: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// testConfigReload: a file copied into the config directory puts its domain in force,
+/// and removed, takes it out; the other domains serve throughout.
+#[tokio::test]
+async fn config_reload() {
+    let redis = RedisServer::start();
+    let root = tempfile::tempdir().expect("a temporary directory");
+    copy_dir(&runtime(), root.path());
+    let ratelimit = root.path().join("current/ratelimit");
+    let (_served, mut client) = serve(root.path(), &redis).await;
+
+    let answer = ask(&mut client, request("reload", &[&[("block", "foo")]])).await;
+    let nothing = status(Code::Ok, None, 0, &answer.statuses[0]);
+    assert_answer(&answer, Code::Ok, &[nothing], "reload is not loaded yet");
+
+    std::fs::copy(
+        ratelimit.join("reload.yaml"),
+        ratelimit.join("config/reload.yaml"),
+    )
+    .expect("copied");
+    poll("the reload domain is in force", async || {
+        let answer = ask(&mut client, request("reload", &[&[("key1", "foo")]])).await;
+        answer.statuses[0].current_limit.is_some()
+    })
+    .await;
+    let answer = ask(&mut client, request("reload", &[&[("key1", "fresh")]])).await;
+    let first = status(Code::Ok, Some((50, Unit::Second)), 49, &answer.statuses[0]);
+    assert_answer(&answer, Code::Ok, &[first], "reload's key1");
+
+    // A file broken keeps its domain's rules, and leaves the others alone.
+    std::fs::write(
+        ratelimit.join("config/basic.yaml"),
+        "domain: basic\ndescriptors: [oops\n",
+    )
+    .expect("written");
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let answer = ask(&mut client, request("basic", &[&[("key1", "kept")]])).await;
+    let kept = status(Code::Ok, Some((50, Unit::Second)), 49, &answer.statuses[0]);
+    assert_answer(&answer, Code::Ok, &[kept], "basic keeps its rules");
+
+    std::fs::remove_file(ratelimit.join("config/reload.yaml")).expect("removed");
+    poll("the reload domain is gone", async || {
+        let answer = ask(&mut client, request("reload", &[&[("key1", "foo")]])).await;
+        answer.statuses[0].current_limit.is_none()
+    })
+    .await;
+    let answer = ask(&mut client, request("basic", &[&[("key1", "bar")]])).await;
+    assert_eq!(answer.overall_code(), Code::Ok, "basic served throughout");
+}
+
+/// Two files of one domain: refused, as upstream refuses them, unless
+/// `MERGE_DOMAIN_CONFIG=true`, which merges them (TestDomainMerge's files).
+#[tokio::test]
+async fn files_of_one_domain_merge_only_when_asked() {
+    let redis = RedisServer::start();
+    let root = tempfile::tempdir().expect("a temporary directory");
+    let config = root.path().join("current/ratelimit/config");
+    std::fs::create_dir_all(&config).expect("a directory");
+    let upstream_config =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/upstream/test/config");
+    for name in ["merge_domain_key1.yaml", "merge_domain_key2.yaml"] {
+        std::fs::copy(upstream_config.join(name), config.join(name)).expect("copied");
+    }
+    let (code, _, errors) = tollgate_from_env(root.path(), &redis, &[]);
+    assert_ne!(code, Some(0));
+    assert!(
+        errors.contains("duplicate domain `test-domain`"),
+        "{errors}"
+    );
+    assert!(errors.contains("MERGE_DOMAIN_CONFIG"), "{errors}");
+
+    let merging = [("MERGE_DOMAIN_CONFIG", "true")];
+    let (_served, mut client) = serve_with(root.path(), &redis, &merging).await;
+    for (key, requests) in [("key1", 10), ("key2", 20)] {
+        let answer = ask(
+            &mut client,
+            request("test-domain", &[&[(key, &format!("value{}", &key[3..]))]]),
+        )
+        .await;
+        let limit = answer.statuses[0]
+            .current_limit
+            .as_ref()
+            .map(|l| l.requests_per_unit);
+        assert_eq!(limit, Some(requests), "{key}: {answer:?}");
+    }
+}
+
+/// The `tollgate serve` of [`serve`], with `extra` settings, run until it exits: its exit
+/// code, output and errors.
+fn tollgate_from_env(
+    root: &Path,
+    redis: &RedisServer,
+    extra: &[(&str, &str)],
+) -> (Option<i32>, String, String) {
+    let redis_url = format!("127.0.0.1:{}", redis.port());
+    let root = root.join("current");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .arg("serve")
+        .envs([
+            ("RUNTIME_ROOT", root.to_str().expect("a UTF-8 path")),
+            ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", &redis_url),
+            ("GRPC_HOST", "127.0.0.1"),
+            ("GRPC_PORT", "0"),
+            ("HOST", "127.0.0.1"),
+            ("PORT", "0"),
+        ])
+        .envs(extra.iter().copied())
+        .output()
+        .expect("the tollgate binary runs");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// A setting of upstream's that tollgate does not honour stops the start, naming it.
+#[test]
+fn a_setting_tollgate_does_not_honour_stops_the_start() {
+    let redis = RedisServer::start();
+    for (setting, value) in [
+        ("USE_STATSD", "true"),
+        ("BACKEND_TYPE", "memcache"),
+        ("REDIS_PERSECOND", "true"),
+    ] {
+        let (code, _, errors) = tollgate_from_env(&runtime(), &redis, &[(setting, value)]);
+        assert_ne!(code, Some(0), "{setting}");
+        assert!(errors.contains(setting), "{setting}: {errors}");
+    }
+}
