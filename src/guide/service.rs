@@ -57,12 +57,65 @@
 //! `failure_mode_deny` decides the requests meanwhile; a probe on `/healthcheck` keeps the
 //! instance out of a load balancer until it is ready.
 //!
-//! Once it is ready, the file is watched as in [hot reload](super::operations#hot-reload)
-//! (a change saved while it waited for Redis included): a saved change is in force within
-//! a moment, and a bad edit is logged while the rules in force keep serving. `tollgate
-//! check --service rules.yaml` validates a file before it ships, Envoy's files included,
-//! and lists how the service reads it differently from envoyproxy/ratelimit. One file, one
-//! domain: a service for several domains is several `tollgate serve`s.
+//! Once it is ready, the rules are read again every second (a change saved while it waited
+//! for Redis included): a saved change is in force within a second, and a bad edit is
+//! logged while the rules in force keep serving. `tollgate check --service rules.yaml`
+//! validates a file before it ships, Envoy's files included, and lists how the service
+//! reads it differently from envoyproxy/ratelimit.
+//!
+//! `--rules DIR` serves a directory: every `*.yaml` (and `*.yml`) file in it is a domain,
+//! all served at once; a call names its domain, and a domain without a file limits
+//! nothing. A file added, changed or removed takes effect within a second; a file that no
+//! longer compiles keeps its domain's rules (logged), and leaves the other domains alone.
+//! Two files of one domain are refused, unless `--merge-domain-config` (or
+//! `MERGE_DOMAIN_CONFIG=true`) merges them, their descriptors in the files' order.
+//!
+//! ## In envoyproxy/ratelimit's place
+//!
+//! Started without `--rules`, `tollgate serve` is configured as envoyproxy/ratelimit is, from
+//! its environment variables, so that its container's deployment runs unchanged: the rules
+//! are the directory `$RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY`, served as
+//! above. Each setting is honoured, or said at start to have no effect, or stops the start
+//! with a message naming it when it asks for what tollgate does not do; none is ignored
+//! silently. Flags still win over the environment.
+//!
+//! | Setting | Default | tollgate serve |
+//! |---|---|---|
+//! | `RUNTIME_ROOT`, `RUNTIME_SUBDIRECTORY`, `RUNTIME_APPDIRECTORY` | `/srv/runtime_data/current`, empty, `config` | the rules directory, read every second |
+//! | `RUNTIME_WATCH_ROOT`, `RUNTIME_IGNOREDOTFILES` | | no effect (said): the directory is read every second, `*.yaml` files only |
+//! | `MERGE_DOMAIN_CONFIG` | `false` | honoured |
+//! | `GRPC_HOST`, `GRPC_PORT` | `0.0.0.0`, `8081` | the gRPC listener |
+//! | `HOST`, `PORT` | `0.0.0.0`, `8080` | `POST /json`, `GET /healthcheck`, `GET /metrics` |
+//! | `BACKEND_TYPE` | `redis` | `redis`; `memory` (tollgate's) keeps the state in the process; `memcache` stops the start |
+//! | `REDIS_SOCKET_TYPE`, `REDIS_URL` | `unix`, `/var/run/nutcracker/ratelimit.sock` | honoured (`host:port` over `tcp`, a socket path over `unix`) |
+//! | `REDIS_TYPE` | `SINGLE` | `single`, `cluster` (`REDIS_URL` a comma-separated list of nodes); `sentinel` stops the start for now |
+//! | `REDIS_AUTH`, `REDIS_TLS` | empty, `false` | honoured (`password` or `user:password`; `rediss://`) |
+//! | `REDIS_POOL_SIZE`, `REDIS_PIPELINE_WINDOW`, `REDIS_PIPELINE_LIMIT`, `REDIS_TIMEOUT` | | no effect (said): one multiplexed connection, calls batched while it is busy, 50 ms timeout |
+//! | `REDIS_PERSECOND` (and its `REDIS_PERSECOND_*`) | `false` | `true` stops the start: one Redis keeps every limit |
+//! | `LOCAL_CACHE_SIZE_IN_BYTES` | `0` | no effect (said): the over-limit cache is always on, bounded |
+//! | `EXPIRATION_JITTER_MAX_SECONDS`, `NEAR_LIMIT_RATIO`, `STATS_FLUSH_INTERVAL` | | no effect (said) |
+//! | `CACHE_KEY_PREFIX` | empty | set, it stops the start: tollgate's keys have their own layout |
+//! | `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` | `false` | `true` stops the start: a refused call never charges its descriptors here |
+//! | `SHADOW_MODE` | `false` | honoured: every limit only reports |
+//! | `QUOTA_MODE` | `false` | `true` stops the start: write `quota_mode: true` on each descriptor |
+//! | `RESPONSE_DYNAMIC_METADATA` | `false` | honoured (also `--response-dynamic-metadata`) |
+//! | `LIMIT_RESPONSE_HEADERS_ENABLED`, `LIMIT_LIMIT_HEADER`, `LIMIT_REMAINING_HEADER`, `LIMIT_RESET_HEADER` | `false`, `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` | honoured: without it, no headers, as upstream |
+//! | `USE_STATSD`, `STATSD_HOST`, `STATSD_PORT` | `true` | `true` set stops the start for now (statsd metrics are to come); `GET /metrics` serves Prometheus |
+//! | `USE_DOG_STATSD`, `USE_PROMETHEUS` | `false` | `true` stops the start: `GET /metrics` serves Prometheus |
+//! | `GRPC_SERVER_USE_TLS` and its `GRPC_*_TLS_*` | `false` | `true` stops the start for now |
+//! | `GRPC_UDS` | empty | set, it stops the start: the gRPC listener is TCP |
+//! | `CONFIG_TYPE` | `FILE` | `FILE`; `GRPC_XDS_SOTW` stops the start |
+//! | `TRACING_ENABLED`, `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`, `FORCE_START_WITHOUT_INITIAL_CONFIG` | `false` | `true` stops the start |
+//! | `LOG_LEVEL`, `LOG_FORMAT`, `DEBUG_HOST`, `DEBUG_PORT` | | no effect (said) |
+//!
+//! With `--rules`, the environment plays no part (but `MERGE_DOMAIN_CONFIG` and
+//! `RESPONSE_DYNAMIC_METADATA`), and the defaults are tollgate's: loopback addresses, the
+//! state in memory, the rate-limit headers of the rules' `response` section.
+//!
+//! envoyproxy/ratelimit's own tests run against it in this repository, on its own files
+//! (`cli/tests/upstream*.rs`): its config tests, its integration tests on its runtime
+//! directory and a real Redis, and its integration-test scripts on its
+//! `examples/ratelimit/config/example.yaml`.
 //!
 //! ## Stopping
 //!
