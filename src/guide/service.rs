@@ -26,6 +26,9 @@
 //! - `--grpc ADDR` (default `127.0.0.1:8081`): `ShouldRateLimit`, over plaintext HTTP/2.
 //! - `--http ADDR` (default `127.0.0.1:8080`): `POST /json`, `GET /healthcheck` and
 //!   `GET /metrics` ([below](#http-endpoints)).
+//! - `--tls-cert FILE --tls-key FILE`: gRPC over TLS (PEM files); with `--tls-client-ca
+//!   FILE`, mutual TLS (a client must show a certificate that CA signed), and with
+//!   `--tls-client-san NAME`, that certificate must name it (else `UNAUTHENTICATED`).
 //! - `--admin ADDR` (off without it): `POST /v1/peek` and `POST /v1/reset`, to see and
 //!   reset a client's state, on a listener of their own ([below](#seeing-and-resetting-a-client)).
 //! - The state is in memory by default: each instance counts alone. With `--redis URL`, or
@@ -102,7 +105,8 @@
 //! | `LIMIT_RESPONSE_HEADERS_ENABLED`, `LIMIT_LIMIT_HEADER`, `LIMIT_REMAINING_HEADER`, `LIMIT_RESET_HEADER` | `false`, `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` | honoured: without it, no headers, as upstream |
 //! | `USE_STATSD`, `STATSD_HOST`, `STATSD_PORT` | `true` | `true` set stops the start for now (statsd metrics are to come); `GET /metrics` serves Prometheus |
 //! | `USE_DOG_STATSD`, `USE_PROMETHEUS` | `false` | `true` stops the start: `GET /metrics` serves Prometheus |
-//! | `GRPC_SERVER_USE_TLS` and its `GRPC_*_TLS_*` | `false` | `true` stops the start for now |
+//! | `GRPC_SERVER_USE_TLS`, `GRPC_SERVER_TLS_CERT`, `GRPC_SERVER_TLS_KEY` | `false` | honoured: gRPC over TLS (rustls; also `--tls-cert`, `--tls-key`) |
+//! | `GRPC_CLIENT_TLS_CACERT`, `GRPC_CLIENT_TLS_SAN` | empty | honoured: mutual TLS, a client's certificate signed by that CA, naming that SAN (also `--tls-client-ca`, `--tls-client-san`); another name is `UNAUTHENTICATED` |
 //! | `GRPC_UDS` | empty | set, it stops the start: the gRPC listener is TCP |
 //! | `CONFIG_TYPE` | `FILE` | `FILE`; `GRPC_XDS_SOTW` stops the start |
 //! | `TRACING_ENABLED`, `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`, `FORCE_START_WITHOUT_INITIAL_CONFIG` | `false` | `true` stops the start |

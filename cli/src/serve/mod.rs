@@ -32,6 +32,7 @@ mod rules_source;
 mod settings;
 mod shutdown;
 mod store;
+mod tls;
 mod watch;
 
 use clap::Args;
@@ -51,10 +52,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use store::{Backing, StoreChoice};
+use tls::GrpcTls;
 use tokio::net::TcpListener;
 use tokio::task::JoinError;
 use tollgate::store::MemoryStore;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::ServerTlsConfig;
 use watch::StoreMaker;
 
 /// Where `tollgate serve` listens, and where its state lives.
@@ -97,6 +100,19 @@ pub(crate) struct ServeArgs {
     /// state. Off without it. Anyone who reaches it can reset any client: keep it private.
     #[arg(long, value_name = "ADDR")]
     admin: Option<SocketAddr>,
+    /// Serve gRPC over TLS with this certificate chain (PEM); with `--tls-key`.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of `--tls-cert` (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Mutual TLS: a gRPC client must show a certificate signed by this CA (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// Mutual TLS: a client's certificate must hold this name among its subject
+    /// alternative names.
+    #[arg(long, value_name = "NAME", requires = "tls_client_ca")]
+    tls_client_san: Option<String>,
     /// Answers carry dynamic metadata, as envoyproxy/ratelimit's do with this setting: the
     /// call, and the `metadata` of the limits its descriptors passed.
     #[arg(
@@ -130,6 +146,20 @@ impl ServeArgs {
             dynamic_metadata: self.response_dynamic_metadata,
             headers: upstream.map_or(Ok(Headers::Rules), Upstream::headers)?,
         })
+    }
+
+    /// The gRPC listener's TLS: the flags', else `upstream`'s settings'.
+    fn grpc_tls(&self, upstream: Option<&Upstream>) -> Result<Option<GrpcTls>, String> {
+        match (&self.tls_cert, &self.tls_key, upstream) {
+            (Some(cert), Some(key), _) => Ok(Some(GrpcTls {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: self.tls_client_ca.clone(),
+                client_san: self.tls_client_san.clone(),
+            })),
+            (_, _, Some(upstream)) => upstream.grpc_tls(),
+            _ => Ok(None),
+        }
     }
 
     /// The address of the `flag` given, else `upstream`'s `host` and `port`, else
@@ -180,6 +210,9 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
         }
     }
     let answering = args.answering(upstream.as_ref())?;
+    let tls = args.grpc_tls(upstream.as_ref())?;
+    // Read now: a missing file stops the start, before anything listens.
+    let tls_config = tls.as_ref().map(GrpcTls::server_config).transpose()?;
     let shadow = upstream
         .as_ref()
         .map(Upstream::shadow_mode)
@@ -202,6 +235,7 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
         signals,
         answering,
         shadow,
+        tls: tls_config.map(|config| (config, tls.and_then(|tls| tls.client_san))),
     };
     match store {
         StoreChoice::Memory => {
@@ -308,6 +342,8 @@ struct Service<'a> {
     answering: Answering,
     /// Whether every limit only reports (`SHADOW_MODE`).
     shadow: bool,
+    /// The gRPC listener's TLS, and the name a client's certificate must hold.
+    tls: Option<(ServerTlsConfig, Option<String>)>,
 }
 
 impl Service<'_> {
@@ -325,6 +361,7 @@ impl Service<'_> {
             readiness.clone(),
             self.metrics,
             self.answering,
+            self.tls,
             stop.request(),
         ));
         // Ends only when the service cannot start; else it keeps the rules watched.
@@ -416,13 +453,15 @@ fn runtime_directory() -> PathBuf {
         .join(setting("RUNTIME_APPDIRECTORY", "config"))
 }
 
-/// Serves gRPC, HTTP and the admin endpoints on `listeners`, answering as `answering`
-/// says, until `stop` is made, then finishes the calls in flight.
+/// Serves gRPC (over `tls` when given, a client's certificate holding its name when one is
+/// given), HTTP and the admin endpoints on `listeners`, answering as `answering` says,
+/// until `stop` is made, then finishes the calls in flight.
 async fn serve_all<St: Backing>(
     listeners: Listeners,
     readiness: Readiness<St>,
     metrics: PrometheusHandle,
     answering: Answering,
+    tls: Option<(ServerTlsConfig, Option<String>)>,
     stop: StopRequest,
 ) -> Result<(), String> {
     let endpoints = http::router(readiness.clone(), metrics, answering.clone());
@@ -430,10 +469,24 @@ async fn serve_all<St: Backing>(
         axum::serve(listener, admin::router(readiness.clone()))
             .with_graceful_shutdown(stop.clone().made())
     });
-    let service = RateLimitServiceServer::new(RlsService::new(readiness, answering));
+    let (tls, san) = tls.unzip();
+    let san = san.flatten();
+    let service = RateLimitServiceServer::with_interceptor(
+        RlsService::new(readiness, answering),
+        move |request| match &san {
+            Some(san) => tls::require_san(request, san),
+            None => Ok(request),
+        },
+    );
     // Without TCP_NODELAY, a small answer can wait for a delayed ACK (40 ms).
     let incoming = TcpIncoming::from(listeners.grpc).with_nodelay(Some(true));
-    let grpc = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder
+            .tls_config(tls)
+            .map_err(|error| format!("gRPC over TLS: {error}"))?;
+    }
+    let grpc = builder
         .add_service(service)
         .serve_with_incoming_shutdown(incoming, stop.clone().made());
     let http = axum::serve(listeners.http, endpoints).with_graceful_shutdown(stop.made());

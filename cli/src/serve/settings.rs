@@ -6,8 +6,10 @@
 
 use super::rls::Headers;
 use super::store::RedisTarget;
+use super::tls::GrpcTls;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 /// The environment, as envoyproxy/ratelimit reads it.
 pub(crate) struct Upstream {
@@ -185,6 +187,26 @@ impl Upstream {
         })
     }
 
+    /// The gRPC listener's TLS, with `GRPC_SERVER_USE_TLS`: `GRPC_SERVER_TLS_CERT` and
+    /// `GRPC_SERVER_TLS_KEY`, and for mutual TLS `GRPC_CLIENT_TLS_CACERT` and
+    /// `GRPC_CLIENT_TLS_SAN`.
+    pub(crate) fn grpc_tls(&self) -> Result<Option<GrpcTls>, String> {
+        if !self.flag("GRPC_SERVER_USE_TLS")?.unwrap_or(false) {
+            return Ok(None);
+        }
+        let file = |name: &str| match self.get(name) {
+            Some(path) if !path.is_empty() => Ok(PathBuf::from(path)),
+            _ => Err(format!("GRPC_SERVER_USE_TLS=true needs {name}")),
+        };
+        let optional = |name: &str| self.get(name).filter(|value| !value.is_empty());
+        Ok(Some(GrpcTls {
+            cert: file("GRPC_SERVER_TLS_CERT")?,
+            key: file("GRPC_SERVER_TLS_KEY")?,
+            client_ca: optional("GRPC_CLIENT_TLS_CACERT").map(PathBuf::from),
+            client_san: optional("GRPC_CLIENT_TLS_SAN").map(str::to_owned),
+        }))
+    }
+
     /// Whether every limit only reports (`SHADOW_MODE`).
     pub(crate) fn shadow_mode(&self) -> Result<bool, String> {
         Ok(self.flag("SHADOW_MODE")?.unwrap_or(false))
@@ -227,10 +249,6 @@ impl Upstream {
             (
                 "USE_PROMETHEUS",
                 "tollgate serves its Prometheus metrics on GET /metrics of the HTTP port",
-            ),
-            (
-                "GRPC_SERVER_USE_TLS",
-                "the gRPC listener over TLS is not supported yet",
             ),
             (
                 "QUOTA_MODE",
