@@ -396,16 +396,17 @@ async fn files_of_one_domain_merge_only_when_asked() {
     }
 }
 
-/// The `tollgate serve` of [`serve`], with `extra` settings, run until it exits: its exit
-/// code, output and errors.
+/// The `tollgate serve` of [`serve`], with `extra` settings, run until it exits (within
+/// 30 s, or it is killed and the test fails): its exit code, output and errors.
 fn tollgate_from_env(
     root: &Path,
     redis: &RedisServer,
     extra: &[(&str, &str)],
 ) -> (Option<i32>, String, String) {
+    use std::io::Read;
     let redis_url = format!("127.0.0.1:{}", redis.port());
     let root = root.join("current");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
         .arg("serve")
         .envs([
             ("RUNTIME_ROOT", root.to_str().expect("a UTF-8 path")),
@@ -418,13 +419,29 @@ fn tollgate_from_env(
             ("PORT", "0"),
         ])
         .envs(extra.iter().copied())
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("the tollgate binary runs");
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("its status") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("tollgate serve still runs after 30 s with {extra:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut output = (String::new(), String::new());
+    if let Some(mut out) = child.stdout.take() {
+        out.read_to_string(&mut output.0).expect("its output");
+    }
+    if let Some(mut err) = child.stderr.take() {
+        err.read_to_string(&mut output.1).expect("its errors");
+    }
+    (status.code(), output.0, output.1)
 }
 
 /// A setting of upstream's that tollgate does not honour stops the start, naming it.
@@ -432,7 +449,7 @@ fn tollgate_from_env(
 fn a_setting_tollgate_does_not_honour_stops_the_start() {
     let redis = RedisServer::start();
     for (setting, value) in [
-        ("USE_STATSD", "true"),
+        ("USE_DOG_STATSD", "true"),
         ("BACKEND_TYPE", "memcache"),
         ("REDIS_PERSECOND", "true"),
     ] {

@@ -173,13 +173,39 @@ async fn trigger_shadow_mode_key() {
     assert_eq!(sixth.statuses[0].limit_remaining, 0);
 }
 
-/// value-included-in-stats-key-when-unspecified.sh: `unspec`, 2 a minute, per value.
+/// value-included-in-stats-key-when-unspecified.sh: `unspec`, 2 a minute, per value, and
+/// `detailed_metric`: the statsd server hears `over_limit` under a key naming the value.
 #[tokio::test]
 async fn value_included_in_stats_key_when_unspecified() {
-    let (_served, mut client) = serve(&example(), &[]).await;
+    let statsd = std::net::UdpSocket::bind("127.0.0.1:0").expect("a UDP socket");
+    statsd
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("a timeout");
+    let address = statsd.local_addr().expect("its address").to_string();
+    let (_served, mut client) = serve(&example(), &["--statsd", &address]).await;
     let headers = [("unspec", "unspecified_value")];
     for expected in [200, 200, 429] {
         assert_eq!(curl(&mut client, "/unspec", &headers).await, expected);
+    }
+    let key = "ratelimit.service.rate_limit.rl.unspec_unspecified_value";
+    let mut heard = String::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !heard.contains(&format!("{key}.over_limit:1|c")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "statsd heard: {heard}"
+        );
+        let mut datagram = [0; 2048];
+        if let Ok(read) = statsd.recv(&mut datagram) {
+            heard.push_str(&String::from_utf8_lossy(&datagram[..read]));
+            heard.push('\n');
+        }
+    }
+    for counter in ["total_hits", "within_limit"] {
+        assert!(
+            heard.contains(&format!("{key}.{counter}:1|c")),
+            "{counter}: {heard}"
+        );
     }
 }
 

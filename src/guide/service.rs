@@ -96,14 +96,15 @@
 //! | `REDIS_POOL_SIZE`, `REDIS_PIPELINE_WINDOW`, `REDIS_PIPELINE_LIMIT`, `REDIS_TIMEOUT` | | no effect (said): one multiplexed connection, calls batched while it is busy, 50 ms timeout |
 //! | `REDIS_PERSECOND` (and its `REDIS_PERSECOND_*`) | `false` | `true` stops the start: one Redis keeps every limit |
 //! | `LOCAL_CACHE_SIZE_IN_BYTES` | `0` | no effect (said): the over-limit cache is always on, bounded |
-//! | `EXPIRATION_JITTER_MAX_SECONDS`, `NEAR_LIMIT_RATIO`, `STATS_FLUSH_INTERVAL` | | no effect (said) |
+//! | `EXPIRATION_JITTER_MAX_SECONDS`, `STATS_FLUSH_INTERVAL` | | no effect (said): keys expire with their state; each call's counts are sent at once |
+//! | `NEAR_LIMIT_RATIO` | `0.8` | no effect (said): `near_limit` counts past 0.8 of a limit |
 //! | `CACHE_KEY_PREFIX` | empty | set, it stops the start: tollgate's keys have their own layout |
 //! | `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` | `false` | `true` stops the start: a refused call never charges its descriptors here |
 //! | `SHADOW_MODE` | `false` | honoured: every limit only reports |
 //! | `QUOTA_MODE` | `false` | `true` stops the start: write `quota_mode: true` on each descriptor |
 //! | `RESPONSE_DYNAMIC_METADATA` | `false` | honoured (also `--response-dynamic-metadata`) |
 //! | `LIMIT_RESPONSE_HEADERS_ENABLED`, `LIMIT_LIMIT_HEADER`, `LIMIT_REMAINING_HEADER`, `LIMIT_RESET_HEADER` | `false`, `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` | honoured: without it, no headers, as upstream |
-//! | `USE_STATSD`, `STATSD_HOST`, `STATSD_PORT` | `true` | `true` set stops the start for now (statsd metrics are to come); `GET /metrics` serves Prometheus |
+//! | `USE_STATSD`, `STATSD_HOST`, `STATSD_PORT` | `true`, `localhost`, `8125` | honoured: upstream's statistics, under its names, over UDP (also `--statsd HOST:PORT`; [below](#statistics)) |
 //! | `USE_DOG_STATSD`, `USE_PROMETHEUS` | `false` | `true` stops the start: `GET /metrics` serves Prometheus |
 //! | `GRPC_SERVER_USE_TLS`, `GRPC_SERVER_TLS_CERT`, `GRPC_SERVER_TLS_KEY` | `false` | honoured: gRPC over TLS (rustls; also `--tls-cert`, `--tls-key`) |
 //! | `GRPC_CLIENT_TLS_CACERT`, `GRPC_CLIENT_TLS_SAN` | empty | honoured: mutual TLS, a client's certificate signed by that CA, naming that SAN (also `--tls-client-ca`, `--tls-client-san`); another name is `UNAUTHENTICATED` |
@@ -111,6 +112,21 @@
 //! | `CONFIG_TYPE` | `FILE` | `FILE`; `GRPC_XDS_SOTW` stops the start |
 //! | `TRACING_ENABLED`, `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`, `FORCE_START_WITHOUT_INITIAL_CONFIG` | `false` | `true` stops the start |
 //! | `LOG_LEVEL`, `LOG_FORMAT`, `DEBUG_HOST`, `DEBUG_PORT` | | no effect (said) |
+//!
+//! ## Statistics
+//!
+//! With `USE_STATSD` (upstream's default) or `--statsd HOST:PORT`, each call's counts go to
+//! a statsd server over UDP, under envoyproxy/ratelimit's names, so that its dashboards and
+//! `statsd_exporter` mappings keep working: for each descriptor with a limit,
+//! `ratelimit.service.rate_limit.<key>.total_hits`, `.over_limit`, `.near_limit` (past 80 %
+//! of the limit), `.within_limit` and `.shadow_mode`, and
+//! `ratelimit.service.rate_limit.<domain>.domain_not_found` for a domain not served. The
+//! key is upstream's ([`Limit::stats_key`](crate::rules::Limit::stats_key)): the domain,
+//! then the entries on the way as the file names them (`rl.foo.bar_bkthomps`), the call's
+//! values with `detailed_metric` (`rl.unspec_unspecified_value`) or `value_to_metric`, a
+//! `share_threshold` wildcard as written. A refused call's hits are counted as upstream
+//! counts them, though tollgate charged none. `GET /metrics` has `near_limit` too, as
+//! `tollgate_near_limit_total{domain, limit}`.
 //!
 //! With `--rules`, the environment plays no part (but `MERGE_DOMAIN_CONFIG` and
 //! `RESPONSE_DYNAMIC_METADATA`), and the defaults are tollgate's: loopback addresses, the

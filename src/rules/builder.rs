@@ -215,8 +215,8 @@ impl DescriptorSpec {
             share_threshold: false,
             quota_mode: false,
             metadata: None,
-            _detailed_metric: false,
-            _value_to_metric: false,
+            detailed_metric: false,
+            value_to_metric: false,
             descriptors: Vec::new(),
         })
     }

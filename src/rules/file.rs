@@ -244,12 +244,12 @@ pub(crate) struct RawDescriptor {
     /// `metadata`): any map.
     #[serde(default)]
     pub(crate) metadata: Option<serde_json::Map<String, serde_json::Value>>,
-    /// envoyproxy/ratelimit's metric options, accepted so that its files load unchanged;
-    /// tollgate's metrics are per limit whatever they say.
-    #[serde(default, rename = "detailed_metric")]
-    pub(crate) _detailed_metric: bool,
-    #[serde(default, rename = "value_to_metric")]
-    pub(crate) _value_to_metric: bool,
+    /// envoyproxy/ratelimit's metric options: how its statistics name the entry's limit
+    /// (tollgate's own metrics are per limit whatever they say).
+    #[serde(default)]
+    pub(crate) detailed_metric: bool,
+    #[serde(default)]
+    pub(crate) value_to_metric: bool,
     #[serde(default, deserialize_with = "null_as_empty")]
     pub(crate) descriptors: Vec<Located<RawDescriptor>>,
 }

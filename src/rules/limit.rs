@@ -1,5 +1,6 @@
 //! One rate limit of the rules: what it allows, to whom, and what a request weighs.
 
+use super::stats_key::StatsEntry;
 use super::tree::Values;
 use super::OnStoreError;
 use super::Settlement;
@@ -27,6 +28,8 @@ pub struct Limit {
     pub(super) quota: bool,
     /// `metadata`: what a rate limit service returns of the limit.
     pub(super) metadata: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
+    /// The descriptor entries on the way to the limit, as its statistics key names them.
+    pub(super) stats_path: Arc<[StatsEntry]>,
     pub(super) on_store_error: OnStoreError,
     pub(super) sync_every: Option<Duration>,
     pub(super) approximate: Option<Approximate>,
@@ -226,6 +229,39 @@ impl Limit {
     /// ```
     pub fn metadata(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
         self.metadata.as_deref()
+    }
+
+    /// The key envoyproxy/ratelimit's statistics count this limit's hits under, for a
+    /// rate limit service's descriptor of `entries` in `domain`
+    /// (`ratelimit.service.rate_limit.<key>.total_hits`, ...): the domain, then each entry
+    /// on the way as the file names it (`key_value` for an exact value, `key` for a
+    /// key-only entry, `key_prefix*` for a wildcard), as the call names it with
+    /// `detailed_metric` on the limit's entry, or with `value_to_metric` on a key-only or
+    /// wildcard entry; a `share_threshold` wildcard always by itself.
+    ///
+    /// ```
+    /// use tollgate::rules::{KeySources, Rules};
+    ///
+    /// let rules = Rules::from_yaml_with(r#"
+    /// domain: rl
+    /// descriptors:
+    ///   - key: foo
+    ///     descriptors:
+    ///       - key: bar
+    ///         value: bkthomps
+    ///         rate_limit: { unit: minute, requests_per_unit: 1 }
+    ///   - key: unspec
+    ///     detailed_metric: true
+    ///     rate_limit: { unit: minute, requests_per_unit: 2 }
+    /// "#, KeySources::Given)?;
+    /// let call = [("foo", "pelle"), ("bar", "bkthomps")];
+    /// assert_eq!(rules.limits()[0].stats_key("rl", &call), "rl.foo.bar_bkthomps");
+    /// let call = [("unspec", "unspecified_value")];
+    /// assert_eq!(rules.limits()[1].stats_key("rl", &call), "rl.unspec_unspecified_value");
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    pub fn stats_key(&self, domain: &str, entries: &[(&str, &str)]) -> String {
+        super::stats_key::stats_key(domain, &self.stats_path, entries)
     }
 
     /// Whether the limit is a quota (`quota_mode: true`, envoyproxy/ratelimit's): a rate

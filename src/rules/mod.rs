@@ -37,6 +37,7 @@ mod response_options;
 pub(crate) mod settlement;
 mod size;
 mod state_id;
+pub(crate) mod stats_key;
 pub(crate) mod tree;
 mod wildcard;
 

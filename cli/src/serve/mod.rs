@@ -31,6 +31,7 @@ mod rls;
 mod rules_source;
 mod settings;
 mod shutdown;
+mod stats;
 mod store;
 mod tls;
 mod watch;
@@ -45,6 +46,7 @@ use rls::{Answering, Headers};
 use rules_source::RulesSource;
 use settings::Upstream;
 use shutdown::{Signals, Stop, StopRequest, GRACE};
+use stats::Statsd;
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -113,6 +115,10 @@ pub(crate) struct ServeArgs {
     /// alternative names.
     #[arg(long, value_name = "NAME", requires = "tls_client_ca")]
     tls_client_san: Option<String>,
+    /// Send envoyproxy/ratelimit's statistics of each call to this statsd server
+    /// (HOST:PORT, over UDP), under its names.
+    #[arg(long, value_name = "HOST:PORT")]
+    statsd: Option<String>,
     /// Answers carry dynamic metadata, as envoyproxy/ratelimit's do with this setting: the
     /// call, and the `metadata` of the limits its descriptors passed.
     #[arg(
@@ -140,11 +146,27 @@ impl ServeArgs {
         self.rules.is_none().then(Upstream::from_env)
     }
 
-    /// How the service answers, besides its decisions: with `upstream`'s headers.
+    /// How the service answers, besides its decisions: with `upstream`'s headers and
+    /// statistics.
     fn answering(&self, upstream: Option<&Upstream>) -> Result<Answering, String> {
+        let statsd = match (&self.statsd, upstream) {
+            (Some(address), _) => {
+                let (host, port) = address
+                    .rsplit_once(':')
+                    .and_then(|(host, port)| Some((host.to_owned(), port.parse().ok()?)))
+                    .ok_or_else(|| format!("--statsd {address}: write HOST:PORT"))?;
+                Some((host, port))
+            }
+            (None, Some(upstream)) => upstream.statsd()?,
+            (None, None) => None,
+        };
+        let statsd = statsd
+            .map(|(host, port)| Statsd::new(&host, port).map(Arc::new))
+            .transpose()?;
         Ok(Answering {
             dynamic_metadata: self.response_dynamic_metadata,
             headers: upstream.map_or(Ok(Headers::Rules), Upstream::headers)?,
+            statsd,
         })
     }
 

@@ -12,8 +12,10 @@ use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
 };
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use super::stats::{count_near_limits, Statsd};
 use super::store::Backing;
 use serde_json::Map;
+use std::sync::Arc;
 use std::time::Duration;
 use tollgate::response::verdict_headers;
 use tollgate::rules::{self, Rate, Rules};
@@ -34,6 +36,8 @@ pub(crate) struct Answering {
     pub(crate) dynamic_metadata: bool,
     /// The headers answers carry.
     pub(crate) headers: Headers,
+    /// Where envoyproxy/ratelimit's statistics of each call go (`USE_STATSD`), if anywhere.
+    pub(crate) statsd: Option<Arc<Statsd>>,
 }
 
 /// The headers an answer gives the response (`response_headers_to_add`).
@@ -70,6 +74,9 @@ pub(crate) async fn should_rate_limit<St: Backing>(
 ) -> Result<RateLimitResponse, Status> {
     well_formed(request)?;
     let Some(limiter) = domains.get(&request.domain) else {
+        if let Some(statsd) = &answering.statsd {
+            statsd.domain_not_found(&request.domain, request.descriptors.len());
+        }
         let mut answer = unlimited(request);
         if answering.dynamic_metadata {
             answer.dynamic_metadata = Some(dynamic_metadata(request, Map::new()));
@@ -88,6 +95,10 @@ pub(crate) async fn should_rate_limit<St: Backing>(
         Code::OverLimit
     };
     let statuses = statuses(&checked, &descriptors);
+    if let Some(statsd) = &answering.statsd {
+        statsd.count(&request.domain, &checked, &descriptors, &statuses);
+    }
+    count_near_limits(&request.domain, &checked, &descriptors, &statuses);
     let response_headers_to_add = match &answering.headers {
         Headers::Rules => verdict_headers(rules, verdict)
             .iter()

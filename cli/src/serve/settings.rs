@@ -58,11 +58,11 @@ const WITHOUT_EFFECT: [(&str, &str); 14] = [
         "LOCAL_CACHE_SIZE_IN_BYTES",
         "the over-limit cache is always on, and bounded",
     ),
+    ("NEAR_LIMIT_RATIO", "near_limit counts past 0.8 of a limit"),
     (
-        "NEAR_LIMIT_RATIO",
-        "tollgate's metrics count decisions per limit",
+        "STATS_FLUSH_INTERVAL",
+        "each call's statistics are sent at once",
     ),
-    ("STATS_FLUSH_INTERVAL", "GET /metrics serves the metrics"),
     (
         "RUNTIME_WATCH_ROOT",
         "the rules directory is read every second",
@@ -207,6 +207,22 @@ impl Upstream {
         }))
     }
 
+    /// Where envoyproxy/ratelimit's statistics go: `$STATSD_HOST:$STATSD_PORT`
+    /// (`localhost:8125`) unless `USE_STATSD=false`.
+    pub(crate) fn statsd(&self) -> Result<Option<(String, u16)>, String> {
+        if !self.flag("USE_STATSD")?.unwrap_or(true) {
+            return Ok(None);
+        }
+        let host = self.get("STATSD_HOST").unwrap_or("localhost").to_owned();
+        let port = match self.get("STATSD_PORT") {
+            Some(port) => port
+                .parse()
+                .map_err(|_| format!("STATSD_PORT={port}: not a port"))?,
+            None => 8125,
+        };
+        Ok(Some((host, port)))
+    }
+
     /// Whether every limit only reports (`SHADOW_MODE`).
     pub(crate) fn shadow_mode(&self) -> Result<bool, String> {
         Ok(self.flag("SHADOW_MODE")?.unwrap_or(false))
@@ -237,10 +253,6 @@ impl Upstream {
             (
                 "REDIS_PERSECOND",
                 "one Redis keeps every limit; a second one for per-second limits is not supported",
-            ),
-            (
-                "USE_STATSD",
-                "statsd metrics are not supported yet: set USE_STATSD=false and read GET /metrics",
             ),
             (
                 "USE_DOG_STATSD",
@@ -358,12 +370,15 @@ mod tests {
     fn a_setting_tollgate_does_not_honour_stops_the_start_or_is_said() {
         let refused = upstream(&[("BACKEND_TYPE", "memcache")]).unsupported();
         assert!(refused.unwrap_err().starts_with("BACKEND_TYPE=memcache"));
-        let refused = upstream(&[("USE_STATSD", "true")]).unsupported();
-        assert!(refused.unwrap_err().starts_with("USE_STATSD"));
+        let refused = upstream(&[("USE_DOG_STATSD", "true")]).unsupported();
+        assert!(refused.unwrap_err().starts_with("USE_DOG_STATSD"));
         assert_eq!(
-            upstream(&[("USE_STATSD", "false")]).unsupported(),
+            upstream(&[("USE_STATSD", "true")]).unsupported(),
             Ok(Vec::new())
         );
+        let statsd = upstream(&[("STATSD_HOST", "stats"), ("STATSD_PORT", "9125")]).statsd();
+        assert_eq!(statsd, Ok(Some(("stats".to_owned(), 9125))));
+        assert_eq!(upstream(&[("USE_STATSD", "false")]).statsd(), Ok(None));
         let notices = upstream(&[("LOG_LEVEL", "debug")]).unsupported().unwrap();
         assert_eq!(notices.len(), 1);
         assert!(notices[0].starts_with("LOG_LEVEL has no effect"));

@@ -7,6 +7,7 @@ use crate::rules::limit::Block;
 use crate::rules::period::parse_period;
 use crate::rules::state_id::state_id;
 use crate::rules::{KeySources, Limit, Rate, Unit};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The shortest `block_for`.
@@ -70,6 +71,7 @@ impl Compiler {
                 shadow: limit.shadow,
                 quota: false,
                 metadata: None,
+                stats_path: Arc::from([]),
                 on_store_error: limit.on_store_error,
                 sync_every: limit.sync_every,
                 approximate: None,

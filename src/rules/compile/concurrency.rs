@@ -6,6 +6,7 @@ use crate::rules::period::parse_period;
 use crate::rules::state_id::state_id;
 use crate::rules::tree::NodeLimit;
 use crate::rules::{KeySources, Limit, Rate, Unit};
+use std::sync::Arc;
 use std::time::Duration;
 
 impl Compiler {
@@ -63,6 +64,7 @@ impl Compiler {
             shadow: descriptor.value.shadow_mode,
             quota: false,
             metadata: None,
+            stats_path: Arc::from([]),
             on_store_error: self.on_store_error,
             sync_every: None,
             approximate: None,

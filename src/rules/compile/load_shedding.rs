@@ -4,6 +4,7 @@ use super::Compiler;
 use crate::rules::file::{Located, RawLoadShedding, RawMaxInFlight, RawPriority};
 use crate::rules::load_shedding::{Bounds, LoadShedding, MaxInFlight};
 use crate::rules::{KeySources, Limit, Rate};
+use std::sync::Arc;
 
 /// The most priority levels: more would be a list of clients, not of priorities.
 const MAX_LEVELS: usize = 16;
@@ -73,6 +74,7 @@ impl Compiler {
             shadow: false,
             quota: false,
             metadata: None,
+            stats_path: Arc::from([]),
             on_store_error: self.on_store_error,
             sync_every: None,
             approximate: None,

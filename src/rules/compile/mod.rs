@@ -14,6 +14,7 @@ mod sources;
 
 use super::error::{RuleError, RuleErrors};
 use super::file::{Located, OnStoreError, RawDescriptor, RawRules};
+use super::stats_key::StatsEntry;
 use super::tree::{Group, Level, Node};
 use super::wildcard::Wildcard;
 use super::{response_options, Limit, Rules};
@@ -45,6 +46,7 @@ pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErro
         default_sync_every: None,
         default_approximate: None,
         blocked: Vec::new(),
+        stats_path: Vec::new(),
     };
     if let Some(written) = &raw.defaults.sync_every {
         compiler.default_sync_every = compiler
@@ -127,6 +129,8 @@ struct Compiler {
     default_sync_every: Option<Duration>,
     /// `defaults.approximate`; `None` also when it is `none` or wrong (reported once, there).
     default_approximate: Option<Approximate>,
+    /// The entries from the top to the one being compiled, as statistics name them.
+    stats_path: Vec<StatsEntry>,
 }
 
 impl Compiler {
@@ -176,6 +180,13 @@ impl Compiler {
             };
             // The sources of the entries down to this one (an unknown key has none).
             let sources: Vec<usize> = parent_sources.iter().copied().chain(source).collect();
+            self.stats_path.push(StatsEntry {
+                key: raw.key.value.clone(),
+                value: value.map(str::to_owned),
+                value_to_metric: raw.value_to_metric,
+                share_threshold: raw.share_threshold,
+                detailed_metric: raw.detailed_metric,
+            });
             let node = Node {
                 limit: self.limit(descriptor, &path, &chain, &sources),
                 concurrency: self.concurrency(descriptor, &path, &chain, &sources),
@@ -189,6 +200,7 @@ impl Compiler {
                     depth + 1,
                 ),
             };
+            self.stats_path.pop();
             // An unknown key was reported; its entry was still compiled for its own errors.
             let Some(source) = source else {
                 continue;

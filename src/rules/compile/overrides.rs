@@ -5,6 +5,7 @@ use super::Compiler;
 use crate::algorithm::Quota;
 use crate::rules::limit::{Limit, Rate};
 use crate::rules::Unit;
+use std::sync::Arc;
 
 /// What the override limits' `descriptor` says, for logs.
 const DESCRIPTOR: &str = "(a descriptor's own limit)";
@@ -32,6 +33,7 @@ impl Compiler {
                 shadow: false,
                 quota: false,
                 metadata: None,
+                stats_path: Arc::from([]),
                 on_store_error: self.on_store_error,
                 sync_every: None,
                 approximate: None,

@@ -159,6 +159,7 @@ impl Compiler {
             shadow: descriptor.value.shadow_mode,
             quota: descriptor.value.quota_mode,
             metadata: descriptor.value.metadata.clone().map(Arc::new),
+            stats_path: Arc::from(self.stats_path.as_slice()),
             on_store_error: raw.value.on_store_error.unwrap_or(self.on_store_error),
             sync_every,
             approximate,

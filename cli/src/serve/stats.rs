@@ -1,0 +1,322 @@
+//! envoyproxy/ratelimit's statistics of each call: for each descriptor with a limit, its
+//! hits counted under its limit's key (`ratelimit.service.rate_limit.<key>.total_hits`,
+//! `over_limit`, `near_limit`, `within_limit`, `shadow_mode`), as upstream counts them, so
+//! that its dashboards keep working. Sent to a statsd server (`USE_STATSD`, over UDP,
+//! through `metrics-exporter-statsd`); `near_limit` also goes to `GET /metrics`, as
+//! `tollgate_near_limit_total`.
+
+use super::proto::envoy::service::ratelimit::v3::rate_limit_response::DescriptorStatus;
+use metrics::{Key, Metadata, Recorder};
+use metrics_exporter_statsd::{StatsdBuilder, StatsdRecorder};
+use tollgate::{CallVerdict, Descriptor, LimitDecision};
+
+/// envoyproxy/ratelimit's `NEAR_LIMIT_RATIO`: a count past this share of its limit is near it.
+const NEAR_LIMIT_RATIO: f32 = 0.8;
+
+/// Where the statistics go.
+pub(crate) struct Statsd {
+    recorder: StatsdRecorder,
+}
+
+impl std::fmt::Debug for Statsd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Statsd")
+    }
+}
+
+/// What one descriptor's hits count as.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Counts {
+    total_hits: u64,
+    over_limit: u64,
+    near_limit: u64,
+    within_limit: u64,
+    shadow_mode: u64,
+}
+
+impl Statsd {
+    /// Statistics sent to the statsd server at `host`:`port`.
+    ///
+    /// # Errors
+    ///
+    /// The address is not one, or no UDP socket could be opened.
+    pub(crate) fn new(host: &str, port: u16) -> Result<Self, String> {
+        let recorder = StatsdBuilder::from(host, port)
+            // Each count is sent at once: a statsd server sums them.
+            .with_buffer_size(1)
+            .build(None)
+            .map_err(|error| format!("statsd at {host}:{port}: {error}"))?;
+        Ok(Statsd { recorder })
+    }
+
+    /// Counts a call of `descriptors` descriptors for `domain`, which the service does not
+    /// limit: `ratelimit.service.rate_limit.<domain>.domain_not_found`.
+    pub(crate) fn domain_not_found(&self, domain: &str, descriptors: usize) {
+        let key = Key::from_name(format!(
+            "ratelimit.service.rate_limit.{domain}.domain_not_found"
+        ));
+        let metadata = Metadata::new(module_path!(), metrics::Level::INFO, None);
+        let count = u64::try_from(descriptors).unwrap_or(u64::MAX);
+        self.recorder
+            .register_counter(&key, &metadata)
+            .increment(count);
+    }
+
+    /// Counts a call in `domain` of `descriptors`, which `call` decided with `statuses`.
+    pub(crate) fn count(
+        &self,
+        domain: &str,
+        call: &CallVerdict,
+        descriptors: &[Descriptor<'_>],
+        statuses: &[DescriptorStatus],
+    ) {
+        for (key, counts) in counted(domain, call, descriptors, statuses) {
+            for (name, value) in [
+                ("total_hits", counts.total_hits),
+                ("over_limit", counts.over_limit),
+                ("near_limit", counts.near_limit),
+                ("within_limit", counts.within_limit),
+                ("shadow_mode", counts.shadow_mode),
+            ] {
+                if value > 0 {
+                    let key = Key::from_name(format!("ratelimit.service.rate_limit.{key}.{name}"));
+                    let metadata = Metadata::new(module_path!(), metrics::Level::INFO, None);
+                    self.recorder
+                        .register_counter(&key, &metadata)
+                        .increment(value);
+                }
+            }
+        }
+    }
+}
+
+/// Counts the near-limit hits of a call in `domain` in `GET /metrics`.
+pub(crate) fn count_near_limits(
+    domain: &str,
+    call: &CallVerdict,
+    descriptors: &[Descriptor<'_>],
+    statuses: &[DescriptorStatus],
+) {
+    for (position, decision) in call.descriptors().iter().enumerate() {
+        let Some(decision) = decision else { continue };
+        let (Some(descriptor), Some(status)) = (descriptors.get(position), statuses.get(position))
+        else {
+            continue;
+        };
+        let shadow = shadow(call, decision);
+        let near = counts(
+            descriptor.cost,
+            status,
+            decision.decision().allowed,
+            shadow,
+            call.verdict().is_allowed(),
+        )
+        .near_limit;
+        if near > 0 {
+            metrics::counter!("tollgate_near_limit_total", "domain" => domain.to_owned(), "limit" => decision.limit().to_owned())
+                .increment(near);
+        }
+    }
+}
+
+/// Whether `decision`'s limit only reports: in shadow mode, not a quota (booked as a
+/// shadow limit, but counted over its limit).
+fn shadow(call: &CallVerdict, decision: &LimitDecision) -> bool {
+    let quota = call
+        .rules()
+        .limits()
+        .get(decision.limit_index())
+        .is_some_and(|limit| limit.is_quota());
+    decision.is_shadow() && !quota
+}
+
+/// Each descriptor with a limit, by its statistics key, and what its hits count as.
+fn counted(
+    domain: &str,
+    call: &CallVerdict,
+    descriptors: &[Descriptor<'_>],
+    statuses: &[DescriptorStatus],
+) -> Vec<(String, Counts)> {
+    let rules = call.rules();
+    let admitted = call.verdict().is_allowed();
+    call.descriptors()
+        .iter()
+        .zip(descriptors.iter().zip(statuses))
+        .filter_map(|(decision, (descriptor, status))| {
+            let decision = decision.as_ref()?;
+            let key = match rules.limits().get(decision.limit_index()) {
+                Some(limit) if descriptor.limit.is_none() => {
+                    limit.stats_key(domain, descriptor.entries)
+                }
+                // A descriptor's own limit: named by its entries, as upstream names it.
+                _ => own_limit_key(domain, descriptor.entries),
+            };
+            let counts = counts(
+                descriptor.cost,
+                status,
+                decision.decision().allowed,
+                shadow(call, decision),
+                admitted,
+            );
+            Some((key, counts))
+        })
+        .collect()
+}
+
+/// The key of a descriptor's own limit: the domain and each entry, `key_value` (`key`
+/// for an empty value).
+fn own_limit_key(domain: &str, entries: &[(&str, &str)]) -> String {
+    let mut key = domain.to_owned();
+    for (entry, value) in entries {
+        key.push('.');
+        key.push_str(entry);
+        if !value.is_empty() {
+            key.push('_');
+            key.push_str(value);
+        }
+    }
+    key
+}
+
+/// What `hits` of a descriptor whose status is `status` count as (its limit `allowed` it
+/// or not, `shadow` or not, in a call `admitted` or not), as envoyproxy/ratelimit counts
+/// them from the count before and after the hits (its `base_limiter.go`). A refused
+/// call's hits are counted as upstream would, though tollgate charged none of them.
+fn counts(
+    hits: u64,
+    status: &DescriptorStatus,
+    allowed: bool,
+    shadow: bool,
+    admitted: bool,
+) -> Counts {
+    let Some(limit) = status
+        .current_limit
+        .as_ref()
+        .map(|l| u64::from(l.requests_per_unit))
+    else {
+        return Counts::default();
+    };
+    let remaining = u64::from(status.limit_remaining);
+    let (before, after) = match (allowed, admitted) {
+        // Charged: what remains is after the hits.
+        (true, true) => {
+            let after = limit.saturating_sub(remaining);
+            (after.saturating_sub(hits), after)
+        }
+        // Not charged, what remains as it stands.
+        (true, false) => {
+            let before = limit.saturating_sub(remaining);
+            (before, before + hits)
+        }
+        // Over: the count stands at the limit at least.
+        (false, _) => (limit, limit + hits),
+    };
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let near = (limit as f32 * NEAR_LIMIT_RATIO).floor() as u64;
+    let mut counts = Counts {
+        total_hits: hits,
+        ..Counts::default()
+    };
+    if after > limit {
+        if before >= limit {
+            counts.over_limit = hits;
+        } else {
+            counts.over_limit = after - limit;
+            counts.near_limit = limit - near.max(before);
+        }
+        if shadow {
+            counts.shadow_mode = if before >= limit { hits } else { after - limit };
+        }
+    } else {
+        counts.within_limit = hits;
+        if after > near {
+            counts.near_limit = if before >= near { hits } else { after - near };
+        }
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::proto::envoy::service::ratelimit::v3::rate_limit_response::{
+        Code, RateLimit,
+    };
+
+    fn status(code: Code, limit: u32, remaining: u32) -> DescriptorStatus {
+        DescriptorStatus {
+            code: code.into(),
+            current_limit: Some(RateLimit {
+                requests_per_unit: limit,
+                ..RateLimit::default()
+            }),
+            limit_remaining: remaining,
+            ..DescriptorStatus::default()
+        }
+    }
+
+    /// envoyproxy/ratelimit's fixed_cache_impl_test.go: 15 an hour, counts 11, 13, 16.
+    #[test]
+    fn hits_count_as_upstream_counts_them() {
+        let ok = |remaining| counts(1, &status(Code::Ok, 15, remaining), true, false, true);
+        assert_eq!(
+            ok(4),
+            Counts {
+                total_hits: 1,
+                within_limit: 1,
+                ..Counts::default()
+            }
+        );
+        assert_eq!(
+            ok(2),
+            Counts {
+                total_hits: 1,
+                within_limit: 1,
+                near_limit: 1,
+                ..Counts::default()
+            }
+        );
+        let over = counts(1, &status(Code::OverLimit, 15, 0), false, false, false);
+        assert_eq!(
+            over,
+            Counts {
+                total_hits: 1,
+                over_limit: 1,
+                ..Counts::default()
+            }
+        );
+        // 20 a second, 3 hits to 19: near from 16.
+        let heavy = counts(3, &status(Code::Ok, 20, 1), true, false, true);
+        assert_eq!(
+            heavy,
+            Counts {
+                total_hits: 3,
+                within_limit: 3,
+                near_limit: 3,
+                ..Counts::default()
+            }
+        );
+        let shadow = counts(1, &status(Code::Ok, 3, 0), false, true, true);
+        assert_eq!(
+            shadow,
+            Counts {
+                total_hits: 1,
+                over_limit: 1,
+                shadow_mode: 1,
+                ..Counts::default()
+            }
+        );
+    }
+
+    #[test]
+    fn an_own_limit_is_named_by_its_entries() {
+        assert_eq!(
+            own_limit_key("d", &[("k1", "v1"), ("k2", "")]),
+            "d.k1_v1.k2"
+        );
+    }
+}
