@@ -31,7 +31,10 @@ async fn five_then_refused(limiter: &Limiter<RedisStore>, user: &str) {
     let mut admitted = Vec::new();
     for _ in 0..6 {
         let verdict = limiter.check(&[("user", user)], 1).await;
-        assert!(verdict.decision().is_some(), "decided by Redis: {verdict:?}");
+        assert!(
+            verdict.decision().is_some(),
+            "decided by Redis: {verdict:?}"
+        );
         admitted.push(verdict.is_allowed());
     }
     assert_eq!(admitted, [true, true, true, true, true, false], "{user}");

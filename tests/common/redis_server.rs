@@ -1010,20 +1010,40 @@ impl RedisSentinel {
             servers: vec![master, replica],
             sentinel,
         };
+        // A replica the sentinel has not seen linked to its master cannot be promoted
+        // (NOGOODSLAVE): wait for its view of the replica's link.
+        let replica_port = replica_port.to_string();
         wait_for(
-            "the sentinel to name the master and know its replica",
+            "the sentinel to name the master and see its replica linked",
             || {
                 setup.named_master_port() == Some(master_port)
-                    && setup
-                        .sentinel
-                        .cli(&["SENTINEL", "REPLICAS", SENTINEL_MASTER])
-                        .is_some_and(|out| {
-                            out.lines()
-                                .any(|line| line.trim() == replica_port.to_string())
-                        })
+                    && setup.replicas_seen().iter().any(|replica| {
+                        replica.get("port") == Some(&replica_port)
+                            && replica.get("master-link-status").map(String::as_str) == Some("ok")
+                            && replica.get("flags").map(String::as_str) == Some("slave")
+                    })
             },
         );
         setup
+    }
+
+    /// The replicas as the sentinel sees them (`SENTINEL REPLICAS`), each its fields.
+    fn replicas_seen(&self) -> Vec<std::collections::BTreeMap<String, String>> {
+        let out = self
+            .sentinel
+            .cli(&["SENTINEL", "REPLICAS", SENTINEL_MASTER])
+            .unwrap_or_default();
+        let lines: Vec<&str> = out.lines().map(str::trim).collect();
+        let mut replicas: Vec<std::collections::BTreeMap<String, String>> = Vec::new();
+        for pair in lines.chunks_exact(2) {
+            if pair[0] == "name" {
+                replicas.push(std::collections::BTreeMap::new());
+            }
+            if let Some(replica) = replicas.last_mut() {
+                replica.insert(pair[0].to_owned(), pair[1].to_owned());
+            }
+        }
+        replicas
     }
 
     /// The sentinel's URL, as a store takes it.

@@ -249,10 +249,14 @@ impl RedisStoreBuilder {
             return Err(StoreError::new(message, "invalid key prefix"));
         }
         let certificates = self.certificates()?;
+        let breaker = Arc::new(Breaker::new(self.breaker_threshold, self.breaker_cooldown));
         let connection = match &self.topology {
             Topology::Server => self.connect_server(certificates).await?,
             Topology::Cluster => self.connect_cluster(certificates).await?,
-            Topology::Sentinel { master } => self.connect_sentinel(master, certificates).await?,
+            Topology::Sentinel { master } => {
+                self.connect_sentinel(master, certificates, breaker.clone())
+                    .await?
+            }
         };
         let program = Program::new();
         load(&program, &connection).await?;
@@ -266,7 +270,7 @@ impl RedisStoreBuilder {
                 legacy_layout: self.legacy_layout,
                 prefix: self.prefix,
                 timeout: self.timeout,
-                breaker: Breaker::new(self.breaker_threshold, self.breaker_cooldown),
+                breaker,
                 denials: self.over_limit_cache.then(|| Denials::new(100_000)),
                 clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
                 started: std::time::Instant::now(),
@@ -370,11 +374,13 @@ impl RedisStoreBuilder {
         Ok(Connection::Cluster(connection))
     }
 
-    /// A connection to the master the sentinels name `master`, which follows failovers.
+    /// A connection to the master the sentinels name `master`, which follows failovers and
+    /// lets `breaker` probe the new master at once.
     async fn connect_sentinel(
         &self,
         master: &str,
         certificates: Option<redis::TlsCertificates>,
+        breaker: Arc<Breaker>,
     ) -> Result<Connection, StoreError> {
         use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
         use redis::IntoConnectionInfo;
@@ -435,6 +441,7 @@ impl RedisStoreBuilder {
             master.to_owned(),
             config,
             self.connection_timeout(),
+            breaker,
         )
         .await
         .map_err(|e| {

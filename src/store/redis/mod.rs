@@ -90,7 +90,8 @@ struct Inner {
     legacy_layout: bool,
     prefix: String,
     timeout: Duration,
-    breaker: Breaker,
+    /// Shared with a connection behind sentinels, which ends its cooldown on a new master.
+    breaker: Arc<Breaker>,
     denials: Option<Denials>,
     clock: Arc<dyn Clock>,
     /// The origin of the monotonic time of the over-limit cache.

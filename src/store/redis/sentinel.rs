@@ -4,11 +4,13 @@
 //! store connects, and again whenever a call fails as a lost master does: the connection
 //! drops or is refused, a call times out, or the server answers `READONLY` (it was demoted to
 //! a replica). One search runs at a time, in the background, until the sentinels name a
-//! master that answers as one (waits from 25 ms, doubling, up to 500 ms between tries);
+//! master that answers as one (waits from 25 ms, doubling, up to 200 ms between tries);
 //! meanwhile calls go to the connection in place and fail as it fails, which the store's
 //! timeout, circuit breaker and `on_store_error` policies handle as any outage. The new
-//! master's connection then replaces the old one for every call that follows.
+//! master's connection then replaces the old one for every call that follows, and the
+//! circuit breaker's cooldown ends: the next call tries the new master at once.
 
+use super::breaker::Breaker;
 use parking_lot::Mutex;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::sentinel::SentinelClient;
@@ -20,7 +22,7 @@ use std::time::Duration;
 /// The first wait between two searches for the master; then doubling.
 const FIRST_WAIT: Duration = Duration::from_millis(25);
 /// The longest wait between two searches for the master.
-const LONGEST_WAIT: Duration = Duration::from_millis(500);
+const LONGEST_WAIT: Duration = Duration::from_millis(200);
 
 /// A connection to the master named by the sentinels; clones share it.
 #[derive(Clone)]
@@ -42,6 +44,8 @@ struct Shared {
     config: redis::AsyncConnectionConfig,
     /// The longest one search may take: asking the sentinels, checking and connecting.
     search_timeout: Duration,
+    /// The store's circuit breaker: a new master ends its cooldown.
+    breaker: Arc<Breaker>,
 }
 
 /// A master the sentinels named, and the connection to it.
@@ -62,6 +66,7 @@ impl SentinelConnection {
         master: String,
         config: redis::AsyncConnectionConfig,
         search_timeout: Duration,
+        breaker: Arc<Breaker>,
     ) -> Result<Self, RedisError> {
         let found = find(&mut client, &config, search_timeout).await?;
         tracing::debug!(master, address = %found.address, "connected to the master the sentinels name");
@@ -73,6 +78,7 @@ impl SentinelConnection {
                 client: Mutex::new(Some(client)),
                 config,
                 search_timeout,
+                breaker,
             }),
         })
     }
@@ -122,6 +128,8 @@ async fn search(shared: Weak<Shared>) {
                 tracing::warn!(master = %shared.master, address = %master.address, "on the Redis master the sentinels name");
                 shared.current.store(Arc::new(master));
                 shared.searching.store(false, Ordering::Release);
+                // Calls paused by the breaker need not wait out its cooldown.
+                shared.breaker.probe_now();
                 return;
             }
             Err(error) => {
