@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::demo::DemoServer;
 use common::redis_server::{free_port, RedisSentinel, SENTINEL_MASTER};
 use common::runtime;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -272,4 +273,28 @@ fn no_sentinel_to_ask_fails_connect_clearly() {
             "{error}"
         );
     });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_reaches_the_master_through_the_sentinels_of_its_environment() {
+    let redis = RedisSentinel::start();
+    let rules = "domain: demo\ndefaults: { on_store_error: deny }\nsources: { user: { header: x-user } }\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n";
+    // The sentinel as `host:port`, beside one that does not answer.
+    let setting = format!(
+        "{SENTINEL_MASTER}@127.0.0.1:{},127.0.0.1:{}",
+        free_port(),
+        redis.sentinel.port()
+    );
+    let demo = DemoServer::start_with(rules, &[("TOLLGATE_REDIS_SENTINEL", &setting)]);
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        let reply = common::server::get(demo.addr, "/", &[("x-user", "frank")]).await;
+        statuses.push(reply.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 429], "{}", demo.log());
+    let master = redis.master().expect("a master");
+    assert!(
+        redis.servers[master].calls("fcall") >= 6,
+        "the master decided"
+    );
 }

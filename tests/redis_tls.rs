@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::demo::DemoServer;
 use common::redis_server::RedisServer;
 use common::runtime;
 use common::tls_certs::TestCertificates;
@@ -12,12 +13,11 @@ use tollgate::rules::Rules;
 use tollgate::store::{RedisStore, RedisStoreBuilder, StoreError};
 use tollgate::Limiter;
 
-/// One limit of 5 an hour per `user`.
+/// One limit of 5 an hour per `user`, failing closed: only Redis admits.
+const FIVE_AN_HOUR: &str = "domain: tls\ndefaults: { on_store_error: deny }\nsources: { user: { header: x-user } }\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n";
+
 fn five_an_hour() -> Rules {
-    Rules::from_yaml(
-        "domain: tls\nsources: { user: { header: x-user } }\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 5 }\n",
-    )
-    .expect("valid rules")
+    Rules::from_yaml(FIVE_AN_HOUR).expect("valid rules")
 }
 
 /// `builder`, with a generous timeout (a TLS handshake on a loaded test machine), connected.
@@ -140,4 +140,32 @@ fn tls_files_that_cannot_be_used_fail_connect_with_their_names() {
             "{error}"
         );
     });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_reaches_redis_over_mutual_tls_from_its_environment() {
+    let certificates = TestCertificates::new();
+    let server = RedisServer::start_tls(certificates.server(true));
+    let path = |path: &std::path::Path| path.display().to_string();
+    let (ca, cert, key) = (
+        path(&certificates.ca),
+        path(&certificates.client_cert),
+        path(&certificates.client_key),
+    );
+    let demo = DemoServer::start_with(
+        FIVE_AN_HOUR,
+        &[
+            ("TOLLGATE_REDIS_URL", &server.url()),
+            ("TOLLGATE_REDIS_CA", &ca),
+            ("TOLLGATE_REDIS_CERT", &cert),
+            ("TOLLGATE_REDIS_KEY", &key),
+        ],
+    );
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        let reply = common::server::get(demo.addr, "/", &[("x-user", "erin")]).await;
+        statuses.push(reply.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 429], "{}", demo.log());
+    assert!(server.calls("fcall") >= 6, "Redis decided, over TLS");
 }
