@@ -5,7 +5,7 @@
 mod common;
 
 use common::demo::DemoServer;
-use common::redis_server::RedisServer;
+use common::redis_server::{RedisCluster, RedisServer};
 use common::runtime;
 use common::tls_certs::TestCertificates;
 use std::time::Duration;
@@ -168,4 +168,32 @@ async fn the_demo_reaches_redis_over_mutual_tls_from_its_environment() {
     }
     assert_eq!(statuses, [200, 200, 200, 200, 200, 429], "{}", demo.log());
     assert!(server.calls("fcall") >= 6, "Redis decided, over TLS");
+}
+
+#[test]
+fn decisions_on_a_cluster_over_mutual_tls_are_exact() {
+    let certificates = TestCertificates::new();
+    let cluster = RedisCluster::start_tls(3, &certificates.server(true));
+    let urls = cluster.urls();
+    assert!(urls.iter().all(|url| url.starts_with("rediss://")));
+    runtime().block_on(async {
+        let store = connect(
+            RedisStore::cluster_builder(urls)
+                .tls_ca(&certificates.ca)
+                .tls_client_cert(&certificates.client_cert, &certificates.client_key),
+        )
+        .await
+        .expect("connects to every node over TLS");
+        let limiter = Limiter::with_store(five_an_hour(), store);
+        // Users spread over the three masters.
+        for user in 0..12 {
+            five_then_refused(&limiter, &format!("user-{user}")).await;
+        }
+    });
+    let deciding = cluster
+        .nodes
+        .iter()
+        .filter(|node| node.calls("fcall") > 0)
+        .count();
+    assert_eq!(deciding, 3, "every master decided some users, over TLS");
 }

@@ -320,10 +320,11 @@
 //! Redis that wants a client certificate and got none, with `received fatal alert:
 //! CertificateRequired`. The host in the URL must be one the server's certificate names
 //! (an IP address too, as a subject alternative name). A Redis Cluster over TLS takes
-//! `rediss://` nodes and the same files (the cluster's nodes then announce their TLS ports,
-//! `tls-cluster yes`). The demo reads `TOLLGATE_REDIS_CA`, `TOLLGATE_REDIS_CERT` and
+//! `rediss://` nodes and the same files, used for every node it finds (its nodes announce
+//! their TLS ports with `tls-cluster yes`). The demo reads `TOLLGATE_REDIS_CA`, `TOLLGATE_REDIS_CERT` and
 //! `TOLLGATE_REDIS_KEY` beside a `rediss://` `TOLLGATE_REDIS_URL`. Tested with redis-server
-//! 7.0 serving TLS only, with certificates made at test time (`tests/redis_tls.rs`).
+//! 7.0 serving TLS only, a server and a cluster of three masters, with and without mutual
+//! TLS, with certificates made at test time (`tests/redis_tls.rs`).
 //!
 //! ## Redis Sentinel
 //!

@@ -410,7 +410,27 @@ impl RedisCluster {
         )
     }
 
+    /// As [`RedisCluster::start`], every node serving TLS only, its cluster bus too
+    /// (`tls-cluster yes`).
+    pub fn start_tls(masters: usize, tls: &ServerTls) -> RedisCluster {
+        Self::create_with(
+            masters,
+            0,
+            &["--cluster-node-timeout", "2000", "--tls-cluster", "yes"],
+            Some(tls),
+        )
+    }
+
     fn create(masters: usize, replicas_per_master: usize, extra: &[&str]) -> RedisCluster {
+        Self::create_with(masters, replicas_per_master, extra, None)
+    }
+
+    fn create_with(
+        masters: usize,
+        replicas_per_master: usize,
+        extra: &[&str],
+        tls: Option<&ServerTls>,
+    ) -> RedisCluster {
         let count = masters * (1 + replicas_per_master);
         let ports = free_ports(2 * count);
         let nodes: Vec<RedisServer> = ports
@@ -428,7 +448,10 @@ impl RedisCluster {
                     &bus,
                 ];
                 args.extend_from_slice(extra);
-                RedisServer::start_with(port, &args)
+                let mut node = RedisServer::new(port, &args);
+                node.tls = tls.cloned();
+                node.spawn();
+                node
             })
             .collect();
         let addresses: Vec<String> = nodes
@@ -436,6 +459,7 @@ impl RedisCluster {
             .map(|node| format!("127.0.0.1:{}", node.port()))
             .collect();
         let output = Command::new("redis-cli")
+            .args(nodes[0].cli_options())
             .args(["--cluster", "create"])
             .args(&addresses)
             .args(["--cluster-replicas", &replicas_per_master.to_string()])
