@@ -98,7 +98,12 @@ impl SentinelConnection {
             shared.searching.store(false, Ordering::Release);
             return;
         }
-        tracing::warn!(master = %shared.master, address = %used.address, %error, "lost the Redis master: asking the sentinels for it");
+        // A call given up (a timeout) is often only a busy master: not worth a warning.
+        if error.is_timeout() {
+            tracing::debug!(master = %shared.master, address = %used.address, %error, "a call to the Redis master timed out: asking the sentinels for it");
+        } else {
+            tracing::warn!(master = %shared.master, address = %used.address, %error, "lost the Redis master: asking the sentinels for it");
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             shared.searching.store(false, Ordering::Release);
             return;
@@ -125,7 +130,7 @@ async fn search(shared: Weak<Shared>) {
         *shared.client.lock() = Some(client);
         match found {
             Ok(master) => {
-                tracing::warn!(master = %shared.master, address = %master.address, "on the Redis master the sentinels name");
+                tracing::info!(master = %shared.master, address = %master.address, "on the Redis master the sentinels name");
                 shared.current.store(Arc::new(master));
                 shared.searching.store(false, Ordering::Release);
                 // Calls paused by the breaker need not wait out its cooldown.
