@@ -5,6 +5,9 @@
 //! TOLLGATE_RULES=my-rules.yaml TOLLGATE_LISTEN=0.0.0.0:8080 cargo run --example server
 //! TOLLGATE_REDIS_URL=redis://127.0.0.1:6379 cargo run --example server --features redis
 //! TOLLGATE_REDIS_CLUSTER=redis://127.0.0.1:7000,redis://127.0.0.1:7001 cargo run --example server --features redis
+//! TOLLGATE_REDIS_SENTINEL=mymaster@127.0.0.1:26379,127.0.0.1:26380 cargo run --example server --features redis
+//! TOLLGATE_REDIS_URL=rediss://127.0.0.1:6380 TOLLGATE_REDIS_CA=ca.pem cargo run --example server --features redis
+//! TOLLGATE_REDIS_URL=rediss://127.0.0.1:6380 TOLLGATE_REDIS_CA=ca.pem TOLLGATE_REDIS_CERT=client.pem TOLLGATE_REDIS_KEY=client.key cargo run --example server --features redis
 //! TOLLGATE_RULES=examples/local-first.yaml TOLLGATE_REDIS_URL=redis://127.0.0.1:6379 cargo run --example server --features redis
 //! cargo run --example server --features metrics   # and GET /metrics, in Prometheus format
 //! ```
@@ -20,7 +23,14 @@
 //! within a second; a bad edit is logged and the previous rules keep serving. With
 //! `TOLLGATE_REDIS_URL`, the state lives in Redis, so two instances on two ports share their
 //! limits; with `TOLLGATE_REDIS_CLUSTER` (some of its nodes, comma-separated), in a Redis
-//! Cluster, spread over its masters. `examples/local-first.yaml` decides its per-client limit
+//! Cluster, spread over its masters; with `TOLLGATE_REDIS_SENTINEL`, in the master that Redis
+//! Sentinel names, followed through failovers: the master's name, `@`, and some sentinels,
+//! comma-separated, each `host:port` or a URL (`rediss://host:port` over TLS,
+//! `redis://:password@host:port` for a sentinel that asks for one). A `rediss://` URL (or
+//! node) is reached over TLS, trusting the system's CAs, or the PEM file `TOLLGATE_REDIS_CA`;
+//! `TOLLGATE_REDIS_CERT` and `TOLLGATE_REDIS_KEY` (PEM, both or neither) are the client
+//! certificate and key for a Redis that asks for one (mutual TLS). Behind sentinels, the
+//! master is reached over TLS when the sentinels are, or when these files are given. `examples/local-first.yaml` decides its per-client limit
 //! local-first (`sync_every: 100ms`): in memory, agreed through Redis every 100 ms. `/metrics` exists only in builds with the `metrics` feature: without it tollgate
 //! measures nothing, and the plain `cargo run --example server` stays lean.
 
@@ -54,25 +64,14 @@ async fn main() -> ExitCode {
     let limits = rules.limits().len();
     println!("tollgate demo on http://{listen} with {limits} limits from {rules_path}");
 
-    let redis = (
-        std::env::var("TOLLGATE_REDIS_URL").ok(),
-        std::env::var("TOLLGATE_REDIS_CLUSTER").ok(),
-    );
-    match redis {
-        (Some(_), Some(_)) => {
-            eprintln!("set TOLLGATE_REDIS_URL (one server) or TOLLGATE_REDIS_CLUSTER (a cluster), not both");
+    match redis_from_env() {
+        Err(error) => {
+            eprintln!("{error}");
             ExitCode::FAILURE
         }
-        (Some(url), None) => {
-            let nodes = Redis::Server(url);
-            serve_with_redis(nodes, rules, unlimited, &rules_path, &listen).await
-        }
-        (None, Some(nodes)) => {
-            let nodes = Redis::Cluster(nodes.split(',').map(|n| n.trim().to_owned()).collect());
-            serve_with_redis(nodes, rules, unlimited, &rules_path, &listen).await
-        }
-        (None, None) => {
-            println!("state: in memory (set TOLLGATE_REDIS_URL or TOLLGATE_REDIS_CLUSTER to share it through Redis)");
+        Ok(Some(redis)) => serve_with_redis(redis, rules, unlimited, &rules_path, &listen).await,
+        Ok(None) => {
+            println!("state: in memory (set TOLLGATE_REDIS_URL, TOLLGATE_REDIS_CLUSTER or TOLLGATE_REDIS_SENTINEL to share it through Redis)");
             let limiter = Limiter::new(rules);
             #[cfg(feature = "metrics")]
             tokio::spawn(sweep_and_count_keys(limiter.clone()));
@@ -81,12 +80,108 @@ async fn main() -> ExitCode {
     }
 }
 
-/// Where the state lives when it is shared.
-enum Redis {
+/// Where the state lives when it is shared, and the TLS files to reach it with.
+struct Redis {
+    nodes: Nodes,
+    /// `TOLLGATE_REDIS_CA`: the CA to trust instead of the system's.
+    ca: Option<String>,
+    /// `TOLLGATE_REDIS_CERT` and `TOLLGATE_REDIS_KEY`: a client certificate and its key.
+    client_cert: Option<(String, String)>,
+}
+
+/// The Redis servers that hold the state.
+enum Nodes {
     /// One server's URL.
     Server(String),
     /// Some nodes of a Redis Cluster.
     Cluster(Vec<String>),
+    /// The master the sentinels know by that name, and some sentinels' URLs.
+    Sentinel {
+        master: String,
+        sentinels: Vec<String>,
+    },
+}
+
+/// The Redis the environment names, if any; what is wrong with it, else.
+fn redis_from_env() -> Result<Option<Redis>, String> {
+    let var = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .filter(|value| !value.trim().is_empty())
+    };
+    let chosen: Vec<(&str, String)> = [
+        "TOLLGATE_REDIS_URL",
+        "TOLLGATE_REDIS_CLUSTER",
+        "TOLLGATE_REDIS_SENTINEL",
+    ]
+    .into_iter()
+    .filter_map(|name| Some((name, var(name)?)))
+    .collect();
+    let (ca, cert, key) = (
+        var("TOLLGATE_REDIS_CA"),
+        var("TOLLGATE_REDIS_CERT"),
+        var("TOLLGATE_REDIS_KEY"),
+    );
+    let client_cert = match (cert, key) {
+        (Some(cert), Some(key)) => Some((cert, key)),
+        (None, None) => None,
+        _ => return Err("set both TOLLGATE_REDIS_CERT and TOLLGATE_REDIS_KEY (the client certificate and its key), or neither".to_owned()),
+    };
+    let nodes = match chosen.as_slice() {
+        [] if ca.is_some() || client_cert.is_some() => {
+            return Err("TLS files are set (TOLLGATE_REDIS_CA, _CERT, _KEY), but no Redis: set TOLLGATE_REDIS_URL, TOLLGATE_REDIS_CLUSTER or TOLLGATE_REDIS_SENTINEL".to_owned())
+        }
+        [] => return Ok(None),
+        [("TOLLGATE_REDIS_URL", url)] => Nodes::Server(url.trim().to_owned()),
+        [("TOLLGATE_REDIS_CLUSTER", nodes)] => Nodes::Cluster(comma_separated(nodes)),
+        [("TOLLGATE_REDIS_SENTINEL", setting)] => sentinel_nodes(setting)?,
+        _ => {
+            let names: Vec<&str> = chosen.iter().map(|(name, _)| *name).collect();
+            return Err(format!(
+                "set one of TOLLGATE_REDIS_URL (one server), TOLLGATE_REDIS_CLUSTER (a cluster) or TOLLGATE_REDIS_SENTINEL (behind sentinels), not {}",
+                names.join(" and ")
+            ));
+        }
+    };
+    Ok(Some(Redis {
+        nodes,
+        ca,
+        client_cert,
+    }))
+}
+
+/// `master@sentinel,sentinel,...`, each sentinel `host:port` or a URL.
+fn sentinel_nodes(setting: &str) -> Result<Nodes, String> {
+    let usage = "TOLLGATE_REDIS_SENTINEL is the master's name, `@`, and its sentinels, comma-separated: mymaster@127.0.0.1:26379,127.0.0.1:26380";
+    let (master, sentinels) = setting
+        .split_once('@')
+        .ok_or_else(|| format!("{usage} (no `@` in `{setting}`)"))?;
+    let sentinels: Vec<String> = comma_separated(sentinels)
+        .into_iter()
+        .map(|sentinel| {
+            if sentinel.contains("://") {
+                sentinel
+            } else {
+                format!("redis://{sentinel}")
+            }
+        })
+        .collect();
+    if master.trim().is_empty() || sentinels.is_empty() {
+        return Err(format!("{usage} (`{setting}` lacks one)"));
+    }
+    Ok(Nodes::Sentinel {
+        master: master.trim().to_owned(),
+        sentinels,
+    })
+}
+
+/// The non-empty entries of a comma-separated list, trimmed.
+fn comma_separated(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 #[cfg(feature = "redis")]
@@ -98,16 +193,29 @@ async fn serve_with_redis(
     listen: &str,
 ) -> ExitCode {
     use tollgate::store::RedisStore;
-    let (builder, described) = match redis {
-        Redis::Server(url) => {
+    let (mut builder, described) = match redis.nodes {
+        Nodes::Server(url) => {
             let described = format!("in Redis at {url}");
             (RedisStore::builder(url), described)
         }
-        Redis::Cluster(nodes) => {
+        Nodes::Cluster(nodes) => {
             let described = format!("in the Redis Cluster of {}", nodes.join(", "));
             (RedisStore::cluster_builder(nodes), described)
         }
+        Nodes::Sentinel { master, sentinels } => {
+            let described = format!(
+                "in the Redis master `{master}` that the sentinels {} name",
+                sentinels.join(", ")
+            );
+            (RedisStore::sentinel_builder(master, sentinels), described)
+        }
     };
+    if let Some(ca) = redis.ca {
+        builder = builder.tls_ca(ca);
+    }
+    if let Some((cert, key)) = redis.client_cert {
+        builder = builder.tls_client_cert(cert, key);
+    }
     match builder.connect().await {
         Ok(store) => {
             println!("state: {described}, shared with every instance using it");
@@ -129,10 +237,14 @@ async fn serve_with_redis(
     _rules_path: &str,
     _listen: &str,
 ) -> ExitCode {
-    let setting = match redis {
-        Redis::Server(url) => format!("TOLLGATE_REDIS_URL={url}"),
-        Redis::Cluster(nodes) => format!("TOLLGATE_REDIS_CLUSTER={}", nodes.join(",")),
+    let setting = match redis.nodes {
+        Nodes::Server(url) => format!("TOLLGATE_REDIS_URL={url}"),
+        Nodes::Cluster(nodes) => format!("TOLLGATE_REDIS_CLUSTER={}", nodes.join(",")),
+        Nodes::Sentinel { master, sentinels } => {
+            format!("TOLLGATE_REDIS_SENTINEL={master}@{}", sentinels.join(","))
+        }
     };
+    let _ = (redis.ca, redis.client_cert);
     eprintln!("{setting} is set, but this build has no Redis support: run with `--features redis`");
     ExitCode::FAILURE
 }

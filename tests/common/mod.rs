@@ -11,6 +11,8 @@ pub use redis_server::ports;
 pub mod reference;
 pub mod server;
 pub mod stores;
+#[cfg(feature = "redis")]
+pub mod tls_certs;
 pub mod windows;
 
 /// A Tokio runtime of two workers, as the tests that drive a store from several tasks use.

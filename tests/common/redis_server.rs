@@ -11,6 +11,24 @@ pub struct RedisServer {
     dir: PathBuf,
     /// The extra arguments it was started with, kept for [`RedisServer::restart`].
     extra: Vec<String>,
+    /// Its TLS, when it serves TLS only.
+    tls: Option<ServerTls>,
+    /// Its configuration file's text, when it runs as a sentinel.
+    sentinel_config: Option<String>,
+    /// The password `redis-cli` gives it.
+    password: Option<String>,
+}
+
+/// What a `redis-server` takes to serve TLS only (its plain port off), and to replicate and
+/// be watched over TLS: its certificate and key, and the CA it trusts. The server's
+/// certificate is also the one `redis-cli` presents to it.
+#[derive(Clone, Debug)]
+pub struct ServerTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+    /// Whether clients must present a certificate signed by `ca` (`tls-auth-clients`).
+    pub auth_clients: bool,
 }
 
 // A file of its own, so that the tests without Redis pick their ports as these do; by path,
@@ -32,32 +50,89 @@ impl RedisServer {
 
     /// Starts a server on `port` with extra arguments (e.g. cluster mode).
     pub fn start_with(port: u16, extra: &[&str]) -> RedisServer {
-        let dir =
-            std::env::temp_dir().join(format!("tollgate-redis-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("a temporary directory");
-        let mut server = RedisServer {
-            child: None,
-            port,
-            dir,
-            extra: extra.iter().map(|arg| (*arg).to_owned()).collect(),
-        };
+        let mut server = Self::new(port, extra);
         server.spawn();
         server
     }
 
+    /// Starts a server that serves TLS only, on a free port, and waits until it answers.
+    pub fn start_tls(tls: ServerTls) -> RedisServer {
+        let mut server = Self::new(free_port(), &[]);
+        server.tls = Some(tls);
+        server.spawn();
+        server
+    }
+
+    /// Starts a server on `port`, with extra arguments, whose `redis-cli` gives `password`.
+    pub fn start_with_password(port: u16, extra: &[&str], password: &str) -> RedisServer {
+        let mut server = Self::new(port, extra);
+        server.password = Some(password.to_owned());
+        server.spawn();
+        server
+    }
+
+    /// Starts a sentinel on a free port, configured by `config` (`sentinel monitor ...`),
+    /// and waits until it answers.
+    pub fn start_sentinel(config: &str) -> RedisServer {
+        let mut server = Self::new(free_port(), &[]);
+        server.sentinel_config = Some(config.to_owned());
+        server.spawn();
+        server
+    }
+
+    /// A server on `port`, not started, with its directory.
+    fn new(port: u16, extra: &[&str]) -> RedisServer {
+        let dir =
+            std::env::temp_dir().join(format!("tollgate-redis-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        RedisServer {
+            child: None,
+            port,
+            dir,
+            extra: extra.iter().map(|arg| (*arg).to_owned()).collect(),
+            tls: None,
+            sentinel_config: None,
+            password: None,
+        }
+    }
+
     fn spawn(&mut self) {
         let port = self.port.to_string();
-        let mut args = vec![
-            "--port",
-            &port,
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ];
-        args.extend(self.extra.iter().map(String::as_str));
+        let mut args: Vec<String> = Vec::new();
+        if let Some(config) = &self.sentinel_config {
+            // A sentinel rewrites its file (what it learnt): written once, kept on restart.
+            let path = self.dir.join("sentinel.conf");
+            if !path.exists() {
+                std::fs::write(&path, config).expect("the sentinel's configuration file");
+            }
+            args.push(path.display().to_string());
+            args.push("--sentinel".to_owned());
+        }
+        match &self.tls {
+            None => args.extend(["--port".to_owned(), port]),
+            Some(tls) => {
+                let yes_no = if tls.auth_clients { "yes" } else { "no" };
+                args.extend([
+                    "--port".to_owned(),
+                    "0".to_owned(),
+                    "--tls-port".to_owned(),
+                    port,
+                ]);
+                for (name, value) in [
+                    ("--tls-cert-file", tls.cert.display().to_string()),
+                    ("--tls-key-file", tls.key.display().to_string()),
+                    ("--tls-ca-cert-file", tls.ca.display().to_string()),
+                    ("--tls-auth-clients", yes_no.to_owned()),
+                    ("--tls-replication", "yes".to_owned()),
+                ] {
+                    args.extend([name.to_owned(), value]);
+                }
+            }
+        }
+        for arg in ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"] {
+            args.push(arg.to_owned());
+        }
+        args.extend(self.extra.iter().cloned());
         let log = std::fs::File::create(self.dir.join("redis-server.log"))
             .expect("a log file in the server's directory");
         let child = Command::new("redis-server")
@@ -96,6 +171,7 @@ impl RedisServer {
     pub fn cli(&self, args: &[&str]) -> Option<String> {
         let output = Command::new("redis-cli")
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(self.cli_options())
             .args(args)
             .output()
             .ok()?;
@@ -105,9 +181,43 @@ impl RedisServer {
             .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
-    /// The server's URL.
+    /// How `redis-cli` reaches this server: over TLS (presenting the server's certificate),
+    /// with its password.
+    fn cli_options(&self) -> Vec<String> {
+        let mut options = Vec::new();
+        if let Some(tls) = &self.tls {
+            options.push("--tls".to_owned());
+            for (name, path) in [
+                ("--cacert", &tls.ca),
+                ("--cert", &tls.cert),
+                ("--key", &tls.key),
+            ] {
+                options.extend([name.to_owned(), path.display().to_string()]);
+            }
+        }
+        if let Some(password) = &self.password {
+            options.extend([
+                "--no-auth-warning".to_owned(),
+                "-a".to_owned(),
+                password.clone(),
+            ]);
+        }
+        options
+    }
+
+    /// The server's URL (`rediss://` when it serves TLS).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("redis-server.log")).unwrap_or_default()
     }
 
     /// The server's port.
@@ -300,7 +410,27 @@ impl RedisCluster {
         )
     }
 
+    /// As [`RedisCluster::start`], every node serving TLS only, its cluster bus too
+    /// (`tls-cluster yes`).
+    pub fn start_tls(masters: usize, tls: &ServerTls) -> RedisCluster {
+        Self::create_with(
+            masters,
+            0,
+            &["--cluster-node-timeout", "2000", "--tls-cluster", "yes"],
+            Some(tls),
+        )
+    }
+
     fn create(masters: usize, replicas_per_master: usize, extra: &[&str]) -> RedisCluster {
+        Self::create_with(masters, replicas_per_master, extra, None)
+    }
+
+    fn create_with(
+        masters: usize,
+        replicas_per_master: usize,
+        extra: &[&str],
+        tls: Option<&ServerTls>,
+    ) -> RedisCluster {
         let count = masters * (1 + replicas_per_master);
         let ports = free_ports(2 * count);
         let nodes: Vec<RedisServer> = ports
@@ -318,7 +448,10 @@ impl RedisCluster {
                     &bus,
                 ];
                 args.extend_from_slice(extra);
-                RedisServer::start_with(port, &args)
+                let mut node = RedisServer::new(port, &args);
+                node.tls = tls.cloned();
+                node.spawn();
+                node
             })
             .collect();
         let addresses: Vec<String> = nodes
@@ -326,6 +459,7 @@ impl RedisCluster {
             .map(|node| format!("127.0.0.1:{}", node.port()))
             .collect();
         let output = Command::new("redis-cli")
+            .args(nodes[0].cli_options())
             .args(["--cluster", "create"])
             .args(&addresses)
             .args(["--cluster-replicas", &replicas_per_master.to_string()])
@@ -826,5 +960,169 @@ impl RedisCluster {
             .connect()
             .await
             .expect("connects to the test cluster")
+    }
+}
+
+/// The name the sentinels of a [`RedisSentinel`] know its master by.
+pub const SENTINEL_MASTER: &str = "mymaster";
+
+/// How long the sentinel helpers wait for a state before panicking.
+const SENTINEL_DEADLINE: Duration = Duration::from_secs(60);
+
+/// A master, its replica and one sentinel watching them, each a [`RedisServer`] on a free
+/// port; killed when dropped.
+///
+/// The sentinel alone decides a failover (quorum 1): it marks a master down after 1 s without
+/// an answer (`down-after-milliseconds 1000`, `failover-timeout 2000`), then promotes the
+/// replica.
+pub struct RedisSentinel {
+    /// The master, then the replica (which of them is master now: [`RedisSentinel::master`]).
+    pub servers: Vec<RedisServer>,
+    pub sentinel: RedisServer,
+}
+
+impl RedisSentinel {
+    /// Starts the master, its replica (waiting until its link to the master is up), then the
+    /// sentinel, and waits (at most 60 s) until the sentinel names the master and knows the
+    /// replica.
+    pub fn start() -> RedisSentinel {
+        Self::start_with(None)
+    }
+
+    /// As [`RedisSentinel::start`], the master and replica asking for `password`
+    /// (`requirepass`; `masterauth` between them, `sentinel auth-pass` for the sentinel).
+    pub fn start_with_password(password: &str) -> RedisSentinel {
+        Self::start_with(Some(password))
+    }
+
+    fn start_with(password: Option<&str>) -> RedisSentinel {
+        let [master_port, replica_port] = [0, 1].map(|_| free_port());
+        let auth: Vec<&str> = password.map_or_else(Vec::new, |password| {
+            vec!["--requirepass", password, "--masterauth", password]
+        });
+        let start = |port: u16, extra: &[&str]| {
+            let args: Vec<&str> = extra.iter().chain(&auth).copied().collect();
+            match password {
+                Some(password) => RedisServer::start_with_password(port, &args, password),
+                None => RedisServer::start_with(port, &args),
+            }
+        };
+        let master = start(master_port, &[]);
+        let master_port_text = master_port.to_string();
+        let replica = start(
+            replica_port,
+            &["--replicaof", "127.0.0.1", &master_port_text],
+        );
+        wait_for("the replica's link to its master", || {
+            replica
+                .cli(&["INFO", "replication"])
+                .is_some_and(|info| info_field(&info, "master_link_status") == Some("up"))
+        });
+        let mut config = format!(
+            "sentinel monitor {SENTINEL_MASTER} 127.0.0.1 {master_port} 1\n\
+             sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n\
+             sentinel failover-timeout {SENTINEL_MASTER} 2000\n\
+             sentinel parallel-syncs {SENTINEL_MASTER} 1\n"
+        );
+        if let Some(password) = password {
+            config.push_str(&format!(
+                "sentinel auth-pass {SENTINEL_MASTER} {password}\n"
+            ));
+        }
+        let sentinel = RedisServer::start_sentinel(&config);
+        let setup = RedisSentinel {
+            servers: vec![master, replica],
+            sentinel,
+        };
+        // A replica the sentinel has not seen linked to its master cannot be promoted
+        // (NOGOODSLAVE): wait for its view of the replica's link.
+        let replica_port = replica_port.to_string();
+        wait_for(
+            "the sentinel to name the master and see its replica linked",
+            || {
+                setup.named_master_port() == Some(master_port)
+                    && setup.replicas_seen().iter().any(|replica| {
+                        replica.get("port") == Some(&replica_port)
+                            && replica.get("master-link-status").map(String::as_str) == Some("ok")
+                            && replica.get("flags").map(String::as_str) == Some("slave")
+                    })
+            },
+        );
+        setup
+    }
+
+    /// The replicas as the sentinel sees them (`SENTINEL REPLICAS`), each its fields.
+    fn replicas_seen(&self) -> Vec<std::collections::BTreeMap<String, String>> {
+        let out = self
+            .sentinel
+            .cli(&["SENTINEL", "REPLICAS", SENTINEL_MASTER])
+            .unwrap_or_default();
+        let lines: Vec<&str> = out.lines().map(str::trim).collect();
+        let mut replicas: Vec<std::collections::BTreeMap<String, String>> = Vec::new();
+        for pair in lines.chunks_exact(2) {
+            if pair[0] == "name" {
+                replicas.push(std::collections::BTreeMap::new());
+            }
+            if let Some(replica) = replicas.last_mut() {
+                replica.insert(pair[0].to_owned(), pair[1].to_owned());
+            }
+        }
+        replicas
+    }
+
+    /// The sentinel's URL, as a store takes it.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        vec![self.sentinel.url()]
+    }
+
+    /// The port of the master the sentinel names now (`SENTINEL GET-MASTER-ADDR-BY-NAME`).
+    pub fn named_master_port(&self) -> Option<u16> {
+        let out = self
+            .sentinel
+            .cli(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", SENTINEL_MASTER])?;
+        out.lines().nth(1)?.trim().parse().ok()
+    }
+
+    /// The index of the server that runs and reports itself master (`ROLE`).
+    pub fn master(&self) -> Option<usize> {
+        (0..self.servers.len()).find(|&i| {
+            let server = &self.servers[i];
+            server.is_running()
+                && server
+                    .cli(&["ROLE"])
+                    .is_some_and(|role| role.lines().next() == Some("master"))
+        })
+    }
+
+    /// Kills the master (as a crash would); its index.
+    pub fn kill_master(&mut self) -> usize {
+        let master = self.master().expect("a master runs");
+        self.servers[master].kill();
+        master
+    }
+
+    /// Waits (polling every 50 ms, at most 60 s) until a server other than `killed` reports
+    /// itself master and the sentinel names it. Its index.
+    pub fn wait_for_failover(&self, killed: usize) -> usize {
+        let mut promoted = None;
+        wait_for("the sentinel to promote the replica", || {
+            promoted = self.master().filter(|&i| {
+                i != killed && self.named_master_port() == Some(self.servers[i].port())
+            });
+            promoted.is_some()
+        });
+        promoted.expect("found by the wait")
+    }
+}
+
+/// Polls `done` every 50 ms until it holds; panics after [`SENTINEL_DEADLINE`] naming `what`.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < SENTINEL_DEADLINE,
+            "waited {SENTINEL_DEADLINE:?} for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

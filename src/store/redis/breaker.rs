@@ -59,6 +59,21 @@ impl Breaker {
         until != CLOSED && self.elapsed() < until
     }
 
+    /// Ends the cooldown now, when there is reason to think Redis answers again (behind
+    /// sentinels: a new master was found): the next call probes, as after the cooldown.
+    pub(super) fn probe_now(&self) {
+        let until = self.open_until.load(Ordering::Acquire);
+        if until != CLOSED {
+            let now = self.elapsed().max(1);
+            let _ = self.open_until.compare_exchange(
+                until,
+                now.min(until),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
+    }
+
     pub(super) fn succeeded(&self) {
         self.failures.store(0, Ordering::Relaxed);
         self.open_until.store(CLOSED, Ordering::Release);
@@ -113,5 +128,20 @@ mod tests {
         assert!(!breaker.allows(), "the others wait for the probe's answer");
         breaker.succeeded();
         assert!(breaker.allows() && breaker.allows(), "closed again");
+    }
+
+    #[test]
+    fn probe_now_ends_the_cooldown_for_one_probe() {
+        let breaker = Breaker::new(1, Duration::from_secs(3_600));
+        breaker.probe_now();
+        assert!(
+            breaker.allows() && breaker.allows(),
+            "closed: nothing to end"
+        );
+        breaker.failed(&"down");
+        assert!(!breaker.allows(), "open for an hour");
+        breaker.probe_now();
+        assert!(breaker.allows(), "the next call probes at once");
+        assert!(!breaker.allows(), "the others wait for the probe's answer");
     }
 }

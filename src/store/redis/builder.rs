@@ -5,11 +5,14 @@ use super::coalesce::Coalescer;
 use super::denials::Denials;
 use super::leases::LeaseBook;
 use super::program::{self, Program};
+use super::sentinel::SentinelConnection;
 use super::synced::Synced;
+use super::tls::{self, TlsFiles};
 use super::{Connection, Inner, RedisStore};
 use crate::clock::{Clock, SystemClock};
 use crate::store::StoreError;
 use redis::aio::ConnectionManager;
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,8 +20,12 @@ use std::time::Duration;
 /// Configures and connects a [`RedisStore`].
 #[must_use]
 pub struct RedisStoreBuilder {
+    /// The server's URL, some nodes of the cluster, or the sentinels.
     nodes: Vec<String>,
-    cluster: bool,
+    topology: Topology,
+    tls: TlsFiles,
+    /// The master's username and password, behind sentinels.
+    master_auth: Option<(String, String)>,
     prefix: String,
     timeout: Duration,
     breaker_threshold: u32,
@@ -29,14 +36,27 @@ pub struct RedisStoreBuilder {
     clock: Option<Arc<dyn Clock>>,
 }
 
+/// What the builder connects to.
+#[derive(Debug, Clone)]
+pub(super) enum Topology {
+    /// One server.
+    Server,
+    /// A Redis Cluster.
+    Cluster,
+    /// The master that Redis Sentinel names `master`.
+    Sentinel { master: String },
+}
+
 /// The most keys of local-first limits a store keeps, unless configured.
 const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 impl RedisStoreBuilder {
-    pub(super) fn new(nodes: Vec<String>, cluster: bool) -> Self {
+    pub(super) fn new(nodes: Vec<String>, topology: Topology) -> Self {
         RedisStoreBuilder {
             nodes,
-            cluster,
+            topology,
+            tls: TlsFiles::default(),
+            master_auth: None,
             prefix: "tollgate:".to_owned(),
             timeout: Duration::from_millis(50),
             breaker_threshold: 5,
@@ -142,11 +162,83 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Trusts the certificate authorities in `path` (PEM, one or more certificates) for
+    /// connections over TLS, instead of the system's: Redis's own CA.
+    ///
+    /// TLS is asked for by the URL: `rediss://` (for a cluster, every node's). Behind
+    /// sentinels, the master is reached over TLS when the sentinels are (`rediss://`) or
+    /// when TLS files are given; the sentinels by their own URLs. The file is read when the
+    /// store connects.
+    ///
+    /// ```no_run
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), tollgate::store::StoreError> {
+    /// let store = RedisStore::builder("rediss://redis.internal:6380")
+    ///     .tls_ca("/etc/tollgate/redis-ca.pem")
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tls_ca(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tls.ca = Some(path.into());
+        self
+    }
+
+    /// Presents the certificate in `cert` (PEM, the client's first, then any intermediates)
+    /// with its private key in `key` (PEM: PKCS #8, PKCS #1 or SEC 1) to a Redis that asks
+    /// for one (`tls-auth-clients yes`): mutual TLS. Read when the store connects; see
+    /// [`tls_ca`](Self::tls_ca) for when TLS is used.
+    ///
+    /// ```no_run
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), tollgate::store::StoreError> {
+    /// let store = RedisStore::builder("rediss://redis.internal:6380")
+    ///     .tls_ca("/etc/tollgate/redis-ca.pem")
+    ///     .tls_client_cert("/etc/tollgate/client.pem", "/etc/tollgate/client.key")
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tls_client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.tls.client = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// The username and password of the master (and of the replica that takes over) behind
+    /// sentinels ([`RedisStore::sentinel_builder`]): `"default"` and the `requirepass` of a
+    /// Redis without ACL users. The sentinels' own credentials go in their URLs
+    /// (`redis://:password@host:26379`); a single server's or a cluster's in theirs.
+    ///
+    /// ```no_run
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), tollgate::store::StoreError> {
+    /// let store = RedisStore::sentinel_builder("mymaster", ["redis://10.0.0.5:26379"])
+    ///     .master_auth("default", "s3cret")
+    ///     .connect()
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn master_auth(mut self, username: impl Into<String>, password: impl Into<String>) -> Self {
+        self.master_auth = Some((username.into(), password.into()));
+        self
+    }
+
     /// Connects.
     ///
     /// # Errors
     ///
-    /// When no node can be reached. Once connected, the store reconnects by itself.
+    /// When no node can be reached (behind sentinels: when none names a master that
+    /// answers as one), a URL is not one, a TLS file cannot be read or holds no PEM of its
+    /// kind, TLS files are given for a URL that is not `rediss://`, or
+    /// [`master_auth`](Self::master_auth) is given without sentinels. Once connected, the
+    /// store reconnects by itself (behind sentinels, to the master they name after a
+    /// failover).
     pub async fn connect(self) -> Result<RedisStore, StoreError> {
         if self.prefix.contains(['{', '}']) {
             // A brace in the prefix would become the Redis Cluster hash tag instead of the client's.
@@ -156,50 +248,20 @@ impl RedisStoreBuilder {
             );
             return Err(StoreError::new(message, "invalid key prefix"));
         }
-        let connection = if self.cluster {
-            // Redirections (MOVED, ASK) are followed at once, but TRYAGAIN (during a slot
-            // migration, a call whose keys are split, or that creates a key next to existing
-            // ones), CLUSTERDOWN and MASTERDOWN wait before the retry: by default 1.28 s at
-            // least, longer than any sensible timeout, so every such call failed. Waits from
-            // 1 ms, doubling, up to a quarter of the timeout retry within it. And more retries
-            // than the default 16: redis-rs sends ASKING apart from the command it is for, so
-            // another command on the shared connection can take it, and the command comes back
-            // MOVED (two retries gone, without a wait). The timeout still bounds every call.
-            let max_retry_wait = u64::try_from(self.timeout.as_millis() / 4)
-                .unwrap_or(u64::MAX)
-                .max(2);
-            let client = redis::cluster::ClusterClient::builder(self.nodes.clone())
-                .connection_timeout(self.timeout.max(Duration::from_secs(1)))
-                .response_timeout(self.timeout)
-                .retries(64)
-                .min_retry_wait(1)
-                .max_retry_wait(max_retry_wait)
-                .retry_wait_formula(2, 2)
-                .build()
-                .map_err(|e| StoreError::new("invalid Redis Cluster configuration", e))?;
-            let connection = client
-                .get_async_connection()
-                .await
-                .map_err(|e| StoreError::new("cannot connect to the Redis Cluster", e))?;
-            Connection::Cluster(connection)
-        } else {
-            let url = self.nodes.first().cloned().unwrap_or_default();
-            let client = redis::Client::open(url.as_str())
-                .map_err(|e| StoreError::new(format!("invalid Redis URL `{url}`"), e))?;
-            let config = redis::aio::ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(self.timeout.max(Duration::from_secs(1))))
-                .set_response_timeout(Some(self.timeout))
-                .set_number_of_retries(1)
-                .set_max_delay(Duration::from_millis(500));
-            let manager = ConnectionManager::new_with_config(client, config)
-                .await
-                .map_err(|e| StoreError::new(format!("cannot connect to Redis at `{url}`"), e))?;
-            Connection::Single(manager)
+        let certificates = self.certificates()?;
+        let breaker = Arc::new(Breaker::new(self.breaker_threshold, self.breaker_cooldown));
+        let connection = match &self.topology {
+            Topology::Server => self.connect_server(certificates).await?,
+            Topology::Cluster => self.connect_cluster(certificates).await?,
+            Topology::Sentinel { master } => {
+                self.connect_sentinel(master, certificates, breaker.clone())
+                    .await?
+            }
         };
         let program = Program::new();
         load(&program, &connection).await?;
         let clock_overrides_redis = self.clock.is_some();
-        let coalescer = (!self.cluster).then(Coalescer::default);
+        let coalescer = (!matches!(self.topology, Topology::Cluster)).then(Coalescer::default);
         Ok(RedisStore {
             inner: Arc::new(Inner {
                 connection,
@@ -208,7 +270,7 @@ impl RedisStoreBuilder {
                 legacy_layout: self.legacy_layout,
                 prefix: self.prefix,
                 timeout: self.timeout,
-                breaker: Breaker::new(self.breaker_threshold, self.breaker_cooldown),
+                breaker,
                 denials: self.over_limit_cache.then(|| Denials::new(100_000)),
                 clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
                 started: std::time::Instant::now(),
@@ -221,6 +283,180 @@ impl RedisStoreBuilder {
     }
 }
 
+impl RedisStoreBuilder {
+    /// The longest a connection to a node may take to open: the timeout, at least a second.
+    fn connection_timeout(&self) -> Duration {
+        self.timeout.max(Duration::from_secs(1))
+    }
+
+    /// The TLS files read, when any were given, after checking the URLs ask for TLS and
+    /// `master_auth` is given only behind sentinels.
+    fn certificates(&self) -> Result<Option<redis::TlsCertificates>, StoreError> {
+        let sentinels = matches!(self.topology, Topology::Sentinel { .. });
+        if self.master_auth.is_some() && !sentinels {
+            return Err(StoreError::new(
+                "master_auth is for a store behind sentinels (RedisStore::sentinel_builder): put a server's credentials in its URL, redis://user:password@host:port",
+                "master_auth without sentinels",
+            ));
+        }
+        if self.tls.is_set() && !sentinels {
+            if let Some(url) = self.nodes.iter().find(|url| !url.starts_with("rediss://")) {
+                return Err(StoreError::new(
+                    format!("TLS files were given, but `{url}` is not a `rediss://` URL"),
+                    "TLS without rediss://",
+                ));
+            }
+        }
+        if self.tls.is_set() || self.nodes.iter().any(|url| url.starts_with("rediss://")) {
+            tls::ensure_crypto_provider();
+        }
+        if !self.tls.is_set() {
+            return Ok(None);
+        }
+        self.tls.certificates().map(Some)
+    }
+
+    /// A connection to one server, which reconnects by itself.
+    async fn connect_server(
+        &self,
+        certificates: Option<redis::TlsCertificates>,
+    ) -> Result<Connection, StoreError> {
+        let url = self.nodes.first().cloned().unwrap_or_default();
+        let client = match certificates {
+            Some(certificates) => redis::Client::build_with_tls(url.as_str(), certificates),
+            None => redis::Client::open(url.as_str()),
+        }
+        .map_err(|e| StoreError::new(format!("invalid Redis URL `{url}`"), e))?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connection_timeout()))
+            .set_response_timeout(Some(self.timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let manager = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(|e| StoreError::new(format!("cannot connect to Redis at `{url}`"), e))?;
+        Ok(Connection::Single(manager))
+    }
+
+    /// A connection to a Redis Cluster, which follows its slots.
+    async fn connect_cluster(
+        &self,
+        certificates: Option<redis::TlsCertificates>,
+    ) -> Result<Connection, StoreError> {
+        // Redirections (MOVED, ASK) are followed at once, but TRYAGAIN (during a slot
+        // migration, a call whose keys are split, or that creates a key next to existing
+        // ones), CLUSTERDOWN and MASTERDOWN wait before the retry: by default 1.28 s at
+        // least, longer than any sensible timeout, so every such call failed. Waits from
+        // 1 ms, doubling, up to a quarter of the timeout retry within it. And more retries
+        // than the default 16: redis-rs sends ASKING apart from the command it is for, so
+        // another command on the shared connection can take it, and the command comes back
+        // MOVED (two retries gone, without a wait). The timeout still bounds every call.
+        let max_retry_wait = u64::try_from(self.timeout.as_millis() / 4)
+            .unwrap_or(u64::MAX)
+            .max(2);
+        let mut builder = redis::cluster::ClusterClient::builder(self.nodes.clone())
+            .connection_timeout(self.connection_timeout())
+            .response_timeout(self.timeout)
+            .retries(64)
+            .min_retry_wait(1)
+            .max_retry_wait(max_retry_wait)
+            .retry_wait_formula(2, 2);
+        if let Some(certificates) = certificates {
+            builder = builder.certs(certificates);
+        }
+        let client = builder
+            .build()
+            .map_err(|e| StoreError::new("invalid Redis Cluster configuration", e))?;
+        let connection = client
+            .get_async_connection()
+            .await
+            .map_err(|e| StoreError::new("cannot connect to the Redis Cluster", e))?;
+        Ok(Connection::Cluster(connection))
+    }
+
+    /// A connection to the master the sentinels name `master`, which follows failovers and
+    /// lets `breaker` probe the new master at once.
+    async fn connect_sentinel(
+        &self,
+        master: &str,
+        certificates: Option<redis::TlsCertificates>,
+        breaker: Arc<Breaker>,
+    ) -> Result<Connection, StoreError> {
+        use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+        use redis::IntoConnectionInfo;
+        let invalid = |e| StoreError::new("invalid Redis Sentinel configuration", e);
+        let mut sentinels = Vec::with_capacity(self.nodes.len());
+        for url in &self.nodes {
+            let info = url
+                .as_str()
+                .into_connection_info()
+                .map_err(|e| StoreError::new(format!("invalid Redis Sentinel URL `{url}`"), e))?;
+            sentinels.push(info);
+        }
+        if sentinels.is_empty() {
+            return Err(StoreError::new(
+                "no sentinel to ask for the master",
+                "empty sentinel list",
+            ));
+        }
+        let sentinels_tls = sentinels
+            .iter()
+            .any(|info| matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }));
+        let addresses = sentinels.iter().map(|info| info.addr().clone());
+        let mut builder = SentinelClientBuilder::new(addresses, master, SentinelServerType::Master)
+            .map_err(invalid)?;
+        // The sentinels share one set of credentials: the first URL that has some.
+        if let Some(settings) = sentinels
+            .iter()
+            .map(redis::ConnectionInfo::redis_settings)
+            .find(|settings| settings.password().is_some())
+        {
+            if let Some(username) = settings.username() {
+                builder = builder.set_client_to_sentinel_username(username);
+            }
+            if let Some(password) = settings.password() {
+                builder = builder.set_client_to_sentinel_password(password);
+            }
+        }
+        if let Some((username, password)) = &self.master_auth {
+            builder = builder
+                .set_client_to_redis_username(username)
+                .set_client_to_redis_password(password);
+        }
+        if sentinels_tls || certificates.is_some() {
+            builder = builder.set_client_to_redis_tls_mode(redis::TlsMode::Secure);
+        }
+        if let Some(certificates) = certificates {
+            if sentinels_tls {
+                builder = builder.set_client_to_sentinel_certificates(certificates.clone());
+            }
+            builder = builder.set_client_to_redis_certificates(certificates);
+        }
+        let client = builder.build().map_err(invalid)?;
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connection_timeout()))
+            .set_response_timeout(Some(self.timeout));
+        let connection = SentinelConnection::connect(
+            client,
+            master.to_owned(),
+            config,
+            self.connection_timeout(),
+            breaker,
+        )
+        .await
+        .map_err(|e| {
+            StoreError::new(
+                format!(
+                    "cannot connect to the Redis master `{master}` through the sentinels {}",
+                    self.nodes.join(", ")
+                ),
+                e,
+            )
+        })?;
+        Ok(Connection::Sentinel(connection))
+    }
+}
+
 /// Loads the library of functions into the Redis behind `connection` (every master of a
 /// cluster); on a Redis without functions (before Redis 7), its scripts run instead.
 ///
@@ -229,10 +465,8 @@ impl RedisStoreBuilder {
 /// When Redis could not be asked.
 async fn load(program: &Program, connection: &Connection) -> Result<(), StoreError> {
     let command = program.load_command();
-    let loaded: Result<String, redis::RedisError> = match connection.clone() {
-        Connection::Single(mut connection) => command.query_async(&mut connection).await,
-        Connection::Cluster(mut connection) => command.query_async(&mut connection).await,
-    };
+    let loaded: Result<String, redis::RedisError> =
+        command.query_async(&mut connection.clone()).await;
     match loaded {
         Ok(_) => program.loaded(true),
         Err(error) if program::has_no_functions(&error) => {

@@ -3,7 +3,7 @@
 
 use super::coalesce;
 use super::program::{self, Entry};
-use super::{redis_error, Connection, Inner};
+use super::{redis_error, Inner};
 use crate::store::StoreError;
 use redis::{FromRedisValue, RedisWrite, ToRedisArgs};
 use smallvec::SmallVec;
@@ -146,14 +146,7 @@ impl Inner {
                 for arg in args {
                     invocation.arg(*arg);
                 }
-                return match self.connection.clone() {
-                    Connection::Single(mut connection) => {
-                        invocation.invoke_async(&mut connection).await
-                    }
-                    Connection::Cluster(mut connection) => {
-                        invocation.invoke_async(&mut connection).await
-                    }
-                };
+                return invocation.invoke_async(&mut self.connection.clone()).await;
             }
             let mut fcall = redis::cmd("FCALL");
             fcall

@@ -9,9 +9,11 @@ mod keys;
 mod layout;
 mod leases;
 mod program;
+mod sentinel;
 mod slots;
 mod synced;
 mod ticks;
+mod tls;
 
 use super::{
     Acquisition, CarriedFrom, Decisions, LimitCheck, Resetting, Settling, SlotCheck, Store,
@@ -21,6 +23,7 @@ use crate::algorithm::{Algorithm, Decision, Quota};
 use crate::clock::{saturating_nanos, Clock, Nanos};
 use breaker::Breaker;
 pub use builder::RedisStoreBuilder;
+use builder::Topology;
 use coalesce::Coalescer;
 use denials::Denials;
 use keys::RedisKey;
@@ -87,7 +90,8 @@ struct Inner {
     legacy_layout: bool,
     prefix: String,
     timeout: Duration,
-    breaker: Breaker,
+    /// Shared with a connection behind sentinels, which ends its cooldown on a new master.
+    breaker: Arc<Breaker>,
     denials: Option<Denials>,
     clock: Arc<dyn Clock>,
     /// The origin of the monotonic time of the over-limit cache.
@@ -152,12 +156,54 @@ impl Inner {
 enum Connection {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    /// The master named by Redis Sentinel, followed through failovers.
+    Sentinel(sentinel::SentinelConnection),
+}
+
+impl redis::aio::ConnectionLike for Connection {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Connection::Single(connection) => connection.req_packed_command(cmd),
+            Connection::Cluster(connection) => connection.req_packed_command(cmd),
+            Connection::Sentinel(connection) => connection.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Connection::Single(connection) => {
+                connection.req_packed_commands(pipeline, offset, count)
+            }
+            Connection::Cluster(connection) => {
+                connection.req_packed_commands(pipeline, offset, count)
+            }
+            Connection::Sentinel(connection) => {
+                connection.req_packed_commands(pipeline, offset, count)
+            }
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(connection) => connection.get_db(),
+            Connection::Cluster(connection) => connection.get_db(),
+            Connection::Sentinel(connection) => connection.get_db(),
+        }
+    }
 }
 
 impl RedisStore {
     /// Starts configuring a store on one Redis server, e.g. `redis://127.0.0.1:6379`.
     pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
-        RedisStoreBuilder::new(vec![url.into()], false)
+        RedisStoreBuilder::new(vec![url.into()], Topology::Server)
     }
 
     /// Starts configuring a store on a Redis Cluster, given some of its nodes.
@@ -166,7 +212,47 @@ impl RedisStore {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        RedisStoreBuilder::new(nodes.into_iter().map(Into::into).collect(), true)
+        RedisStoreBuilder::new(
+            nodes.into_iter().map(Into::into).collect(),
+            Topology::Cluster,
+        )
+    }
+
+    /// Starts configuring a store on the master that Redis Sentinel knows as `master_name`,
+    /// given some of its sentinels' URLs (`redis://host:26379`; `rediss://` over TLS, and
+    /// `redis://:password@host:26379` for sentinels that ask for one).
+    ///
+    /// The store asks the sentinels for the master's address when it connects, and again
+    /// when the master is lost (a call's connection drops or is refused, a call times out,
+    /// or the server answers `READONLY`): after a failover, calls reach the promoted replica
+    /// as soon as the sentinels name it. Meanwhile calls fail, within the timeout, and each
+    /// limit's `on_store_error` decides (see the
+    /// [operations guide](crate::guide::operations#redis-sentinel)).
+    ///
+    /// ```no_run
+    /// use tollgate::store::RedisStore;
+    ///
+    /// # async fn run() -> Result<(), tollgate::store::StoreError> {
+    /// let store = RedisStore::sentinel_builder(
+    ///     "mymaster",
+    ///     ["redis://10.0.0.5:26379", "redis://10.0.0.6:26379", "redis://10.0.0.7:26379"],
+    /// )
+    /// .connect()
+    /// .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn sentinel_builder<I, S>(
+        master_name: impl Into<String>,
+        sentinel_urls: I,
+    ) -> RedisStoreBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let master = master_name.into();
+        let sentinels = sentinel_urls.into_iter().map(Into::into).collect();
+        RedisStoreBuilder::new(sentinels, Topology::Sentinel { master })
     }
 }
 
@@ -324,10 +410,7 @@ impl Planned {
 impl Inner {
     /// Sends `command` (no timeout: the caller's).
     async fn query<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> Result<T, RedisError> {
-        match self.connection.clone() {
-            Connection::Single(mut connection) => command.query_async(&mut connection).await,
-            Connection::Cluster(mut connection) => command.query_async(&mut connection).await,
-        }
+        command.query_async(&mut self.connection.clone()).await
     }
 }
 
