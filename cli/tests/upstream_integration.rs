@@ -458,3 +458,70 @@ fn a_setting_tollgate_does_not_honour_stops_the_start() {
         assert!(errors.contains(setting), "{setting}: {errors}");
     }
 }
+
+/// `REDIS_TYPE=sentinel`, upstream's form (`REDIS_URL=mymaster,host:port`): the service
+/// finds the master through the sentinel; the master killed under calls, every call is
+/// answered (its limit's `on_store_error` decides while there is no master), and once the
+/// replica is promoted, limits are exact again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_failover_keeps_every_call_answered() {
+    let mut sentinel = redis_server::RedisSentinel::start();
+    let sentinel_url = sentinel.sentinel_urls()[0].clone();
+    let sentinel_address = sentinel_url.trim_start_matches("redis://").to_owned();
+    let redis_url = format!("{},{sentinel_address}", redis_server::SENTINEL_MASTER);
+    let root = runtime().join("current");
+    let served = Served::start_from_env(
+        &[
+            ("RUNTIME_ROOT", root.to_str().expect("a UTF-8 path")),
+            ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_TYPE", "sentinel"),
+            ("REDIS_URL", &redis_url),
+            ("USE_STATSD", "false"),
+            ("GRPC_HOST", "127.0.0.1"),
+            ("GRPC_PORT", "0"),
+            ("HOST", "127.0.0.1"),
+            ("PORT", "0"),
+        ],
+        &[],
+    );
+    let channel = Endpoint::from_shared(format!("http://{}", served.grpc))
+        .expect("an endpoint")
+        .connect()
+        .await
+        .expect("connected");
+    let mut client = RateLimitServiceClient::new(channel);
+    within_windows().await;
+    let exact = async |client: &mut RateLimitServiceClient<Channel>, value: &str| {
+        let key3 = || request("another", &[&[("key3", value)]]);
+        for call in 0..10 {
+            let answer = ask(client, key3()).await;
+            assert_eq!(answer.overall_code(), Code::Ok, "{value}: call {call}");
+        }
+        assert_eq!(
+            ask(client, key3()).await.overall_code(),
+            Code::OverLimit,
+            "{value}"
+        );
+    };
+    exact(&mut client, "before").await;
+    let killed = sentinel.kill_master();
+    let started = Instant::now();
+    // Every call is answered meanwhile, `OK` with no limit by the default `on_store_error:
+    // allow`, until Redis decides again: a fresh client's status has its limit.
+    let mut probe = 0;
+    poll("Redis decides again after the failover", async || {
+        probe += 1;
+        let fresh = format!("probe-{probe}");
+        let answer = ask(&mut client, request("another", &[&[("key3", &fresh)]])).await;
+        assert_eq!(answer.overall_code(), Code::Ok, "answered");
+        answer.statuses[0].current_limit.is_some()
+    })
+    .await;
+    println!(
+        "decided again {:?} after the master was killed",
+        started.elapsed()
+    );
+    sentinel.wait_for_failover(killed);
+    exact(&mut client, "after").await;
+}

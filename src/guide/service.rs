@@ -91,8 +91,10 @@
 //! | `HOST`, `PORT` | `0.0.0.0`, `8080` | `POST /json`, `GET /healthcheck`, `GET /metrics` |
 //! | `BACKEND_TYPE` | `redis` | `redis`; `memory` (tollgate's) keeps the state in the process; `memcache` stops the start |
 //! | `REDIS_SOCKET_TYPE`, `REDIS_URL` | `unix`, `/var/run/nutcracker/ratelimit.sock` | honoured (`host:port` over `tcp`, a socket path over `unix`) |
-//! | `REDIS_TYPE` | `SINGLE` | `single`, `cluster` (`REDIS_URL` a comma-separated list of nodes); `sentinel` stops the start for now |
-//! | `REDIS_AUTH`, `REDIS_TLS` | empty, `false` | honoured (`password` or `user:password`; `rediss://`) |
+//! | `REDIS_TYPE` | `SINGLE` | `single`, `cluster` (`REDIS_URL` a comma-separated list of nodes), `sentinel` (`REDIS_URL` the master's name, then its sentinels: `mymaster,host:26379,...`), each honoured |
+//! | `REDIS_AUTH`, `REDIS_SENTINEL_AUTH` | empty | honoured (`password` or `user:password`; the master's, and the sentinels') |
+//! | `REDIS_TLS`, `REDIS_TLS_CACERT`, `REDIS_TLS_CLIENT_CERT`, `REDIS_TLS_CLIENT_KEY` | `false`, empty | honoured: `rediss://`, Redis's CA, a client certificate (mutual TLS) |
+//! | `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION` | `false` | `true` stops the start: Redis's certificate is always verified |
 //! | `REDIS_POOL_SIZE`, `REDIS_PIPELINE_WINDOW`, `REDIS_PIPELINE_LIMIT`, `REDIS_TIMEOUT` | | no effect (said): one multiplexed connection, calls batched while it is busy, 50 ms timeout |
 //! | `REDIS_PERSECOND` (and its `REDIS_PERSECOND_*`) | `false` | `true` stops the start: one Redis keeps every limit |
 //! | `LOCAL_CACHE_SIZE_IN_BYTES` | `0` | no effect (said): the over-limit cache is always on, bounded |

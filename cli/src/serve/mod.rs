@@ -243,7 +243,10 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
     let listeners = Listeners::bind(args, upstream.as_ref()).await?;
     let flags = args.redis.is_some() || !args.redis_cluster.is_empty();
     let store = match &upstream {
-        Some(upstream) if !flags => StoreChoice::of(upstream.store()?)?,
+        Some(upstream) if !flags => {
+            let (target, credentials) = upstream.store()?;
+            StoreChoice::of(target, credentials)?
+        }
         _ => StoreChoice::new(args.redis.as_deref(), &args.redis_cluster)?,
     };
     let signals = Signals::listen()?;
@@ -264,10 +267,10 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
             let store = std::future::ready(MemoryStore::new());
             service.run(Readiness::starting(LOADING), store).await
         }
-        StoreChoice::Redis(target) => {
+        StoreChoice::Redis(target, credentials) => {
             let readiness = Readiness::starting(LOADING);
             service
-                .run(readiness.clone(), target.connect(&readiness))
+                .run(readiness.clone(), target.connect(&credentials, &readiness))
                 .await
         }
     }

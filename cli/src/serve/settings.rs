@@ -5,7 +5,7 @@
 //! silently.
 
 use super::rls::Headers;
-use super::store::RedisTarget;
+use super::store::{RedisCredentials, RedisTarget};
 use super::tls::GrpcTls;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -121,11 +121,13 @@ impl Upstream {
 
     /// The store the settings ask for: `None` for the memory store (`BACKEND_TYPE=memory`,
     /// tollgate's own), else Redis (`BACKEND_TYPE=redis`, the default) as `REDIS_TYPE`,
-    /// `REDIS_SOCKET_TYPE`, `REDIS_URL`, `REDIS_AUTH` and `REDIS_TLS` say.
-    pub(crate) fn store(&self) -> Result<Option<RedisTarget>, String> {
+    /// `REDIS_SOCKET_TYPE`, `REDIS_URL`, `REDIS_AUTH`, `REDIS_SENTINEL_AUTH` and `REDIS_TLS`
+    /// (with `REDIS_TLS_CACERT`, `REDIS_TLS_CLIENT_CERT` and `REDIS_TLS_CLIENT_KEY`) say.
+    pub(crate) fn store(&self) -> Result<(Option<RedisTarget>, RedisCredentials), String> {
+        let mut credentials = RedisCredentials::default();
         match self.get("BACKEND_TYPE").unwrap_or("redis") {
             "redis" | "" => {}
-            "memory" => return Ok(None),
+            "memory" => return Ok((None, credentials)),
             other => {
                 return Err(format!(
                     "BACKEND_TYPE={other}: tollgate serve keeps its state in Redis (redis) or in memory (memory)"
@@ -133,17 +135,32 @@ impl Upstream {
             }
         }
         let tls = self.flag("REDIS_TLS")?.unwrap_or(false);
+        if tls {
+            credentials.ca = self.path("REDIS_TLS_CACERT");
+            credentials.client = match (
+                self.path("REDIS_TLS_CLIENT_CERT"),
+                self.path("REDIS_TLS_CLIENT_KEY"),
+            ) {
+                (Some(cert), Some(key)) => Some((cert, key)),
+                (None, None) => None,
+                _ => {
+                    return Err(
+                        "REDIS_TLS_CLIENT_CERT and REDIS_TLS_CLIENT_KEY go together".to_owned()
+                    )
+                }
+            };
+        }
         let socket = self.get("REDIS_SOCKET_TYPE").unwrap_or("unix");
         let url = self
             .get("REDIS_URL")
             .unwrap_or("/var/run/nutcracker/ratelimit.sock");
-        let auth = match self.get("REDIS_AUTH") {
+        let auth = |auth: Option<&str>| match auth {
             Some(auth) if auth.contains(':') => format!("{auth}@"),
             Some(auth) if !auth.is_empty() => format!(":{auth}@"),
             _ => String::new(),
         };
         let scheme = if tls { "rediss" } else { "redis" };
-        let node = |address: &str| -> Result<String, String> {
+        let node = |address: &str, auth: &str| -> Result<String, String> {
             match socket {
                 "tcp" => Ok(format!("{scheme}://{auth}{}", address.trim())),
                 "unix" if !tls => Ok(format!("redis+unix://{}", address.trim())),
@@ -153,21 +170,51 @@ impl Upstream {
                 other => Err(format!("REDIS_SOCKET_TYPE={other}: tcp or unix")),
             }
         };
-        match self
+        let password = auth(self.get("REDIS_AUTH"));
+        let target = match self
             .get("REDIS_TYPE")
             .unwrap_or("single")
             .to_ascii_lowercase()
             .as_str()
         {
-            "single" | "" => Ok(Some(RedisTarget::Server(node(url)?))),
+            "single" | "" => RedisTarget::Server(node(url, &password)?),
             "cluster" => {
-                let nodes: Result<Vec<String>, String> = url.split(',').map(node).collect();
-                Ok(Some(RedisTarget::Cluster(nodes?)))
+                let nodes: Result<Vec<String>, String> = url
+                    .split(',')
+                    .map(|address| node(address, &password))
+                    .collect();
+                RedisTarget::Cluster(nodes?)
             }
-            other => Err(format!(
-                "REDIS_TYPE={other}: tollgate serve connects to a single Redis or a Redis Cluster"
-            )),
-        }
+            "sentinel" => {
+                // Upstream's form: the master's name, then the sentinels.
+                let mut parts = url.split(',');
+                let master = parts.next().unwrap_or_default().trim().to_owned();
+                let sentinel_auth = auth(self.get("REDIS_SENTINEL_AUTH"));
+                let sentinels: Result<Vec<String>, String> =
+                    parts.map(|address| node(address, &sentinel_auth)).collect();
+                let sentinels = sentinels?;
+                if master.is_empty() || sentinels.is_empty() {
+                    return Err(format!("REDIS_URL={url}: with REDIS_TYPE=sentinel, the master's name then its sentinels (mymaster,host:26379,...)"));
+                }
+                credentials.master_auth = self
+                    .get("REDIS_AUTH")
+                    .filter(|auth| !auth.is_empty())
+                    .map(|auth| match auth.split_once(':') {
+                        Some((user, password)) => (user.to_owned(), password.to_owned()),
+                        None => ("default".to_owned(), auth.to_owned()),
+                    });
+                RedisTarget::Sentinel(master, sentinels)
+            }
+            other => return Err(format!("REDIS_TYPE={other}: single, cluster or sentinel")),
+        };
+        Ok((Some(target), credentials))
+    }
+
+    /// The path `name` holds, if set.
+    fn path(&self, name: &str) -> Option<PathBuf> {
+        self.get(name)
+            .filter(|path| !path.is_empty())
+            .map(PathBuf::from)
     }
 
     /// The headers answers carry: envoyproxy/ratelimit's, under the names it is told, with
@@ -250,6 +297,10 @@ impl Upstream {
             );
         }
         for (name, why) in [
+            (
+                "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
+                "the Redis server's certificate is always verified, its name too",
+            ),
             (
                 "REDIS_PERSECOND",
                 "one Redis keeps every limit; a second one for per-second limits is not supported",
@@ -336,7 +387,8 @@ mod tests {
         let bad = upstream(&[("PORT", "http")]).listen("HOST", "PORT", 8080);
         assert_eq!(bad, Err("PORT=http: not a port".to_owned()));
 
-        let unix = |target: Option<RedisTarget>| target.map(|t| t.to_string());
+        let unix =
+            |target: (Option<RedisTarget>, RedisCredentials)| target.0.map(|t| t.to_string());
         assert_eq!(
             unix(defaults.store().unwrap()).as_deref(),
             Some("Redis at redis+unix:///var/run/nutcracker/ratelimit.sock")
@@ -363,7 +415,21 @@ mod tests {
         assert!(upstream(&[("BACKEND_TYPE", "memory")])
             .store()
             .unwrap()
+            .0
             .is_none());
+        let sentinel = upstream(&[
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_TYPE", "sentinel"),
+            ("REDIS_URL", "mymaster,s1:26379,s2:26379"),
+            ("REDIS_AUTH", "secret"),
+        ]);
+        let (target, credentials) = sentinel.store().unwrap();
+        assert_eq!(
+            target.map(|t| t.to_string()).as_deref(),
+            Some("Redis master `mymaster` of the sentinels at redis://s1:26379, redis://s2:26379")
+        );
+        let auth = Some(("default".to_owned(), "secret".to_owned()));
+        assert_eq!(credentials.master_auth, auth);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 use super::domains::Domains;
 use super::readiness::Readiness;
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 use tollgate::algorithm::{Algorithm, Quota};
 use tollgate::store::{MemoryStore, RedisStore, RedisStoreBuilder, Store};
@@ -26,15 +27,28 @@ pub(crate) enum StoreChoice {
     /// In this process: each instance counts alone.
     Memory,
     /// In Redis, shared by every instance using it.
-    Redis(RedisTarget),
+    Redis(RedisTarget, RedisCredentials),
 }
 
-/// A Redis server or Redis Cluster, its addresses checked.
+/// A Redis server, Redis Cluster or master behind Redis Sentinel, its addresses checked.
 pub(crate) enum RedisTarget {
     /// One server, at this URL.
     Server(String),
     /// A cluster, given some of its nodes.
     Cluster(Vec<String>),
+    /// The master Redis Sentinel knows by this name, given some of its sentinels' URLs.
+    Sentinel(String, Vec<String>),
+}
+
+/// How the store proves itself to Redis, beyond its URLs.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RedisCredentials {
+    /// The CA of Redis's certificate (PEM), for `rediss://`.
+    pub(crate) ca: Option<PathBuf>,
+    /// A client certificate and its key (PEM), for mutual TLS.
+    pub(crate) client: Option<(PathBuf, PathBuf)>,
+    /// The master's user and password, behind Redis Sentinel.
+    pub(crate) master_auth: Option<(String, String)>,
 }
 
 impl StoreChoice {
@@ -52,14 +66,16 @@ impl StoreChoice {
         match (server, cluster) {
             (Some(url), _) => {
                 check_url(url)?;
-                Ok(StoreChoice::Redis(RedisTarget::Server(url.to_owned())))
+                let target = RedisTarget::Server(url.to_owned());
+                Ok(StoreChoice::Redis(target, RedisCredentials::default()))
             }
             (None, []) => Ok(StoreChoice::Memory),
             (None, nodes) => {
                 nodes.iter().try_for_each(|node| check_url(node))?;
                 redis::cluster::ClusterClient::new(nodes.to_vec())
                     .map_err(|error| format!("invalid Redis Cluster nodes: {error}"))?;
-                Ok(StoreChoice::Redis(RedisTarget::Cluster(nodes.to_vec())))
+                let target = RedisTarget::Cluster(nodes.to_vec());
+                Ok(StoreChoice::Redis(target, RedisCredentials::default()))
             }
         }
     }
@@ -72,12 +88,26 @@ impl StoreChoice {
     /// # Errors
     ///
     /// An address that retrying cannot fix.
-    pub(crate) fn of(target: Option<RedisTarget>) -> Result<StoreChoice, String> {
-        match target {
-            None => Ok(StoreChoice::Memory),
-            Some(RedisTarget::Server(url)) => StoreChoice::new(Some(&url), &[]),
-            Some(RedisTarget::Cluster(nodes)) => StoreChoice::new(None, &nodes),
-        }
+    pub(crate) fn of(
+        target: Option<RedisTarget>,
+        credentials: RedisCredentials,
+    ) -> Result<StoreChoice, String> {
+        let checked = match target {
+            None => return Ok(StoreChoice::Memory),
+            Some(RedisTarget::Server(url)) => StoreChoice::new(Some(&url), &[])?,
+            Some(RedisTarget::Cluster(nodes)) => StoreChoice::new(None, &nodes)?,
+            Some(RedisTarget::Sentinel(master, sentinels)) => {
+                sentinels.iter().try_for_each(|url| check_url(url))?;
+                StoreChoice::Redis(
+                    RedisTarget::Sentinel(master, sentinels),
+                    credentials.clone(),
+                )
+            }
+        };
+        Ok(match checked {
+            StoreChoice::Redis(target, _) => StoreChoice::Redis(target, credentials),
+            memory => memory,
+        })
     }
 }
 
@@ -91,11 +121,15 @@ fn check_url(url: &str) -> Result<(), String> {
 impl RedisTarget {
     /// Connects, trying again after each failure until it succeeds; `readiness` tells why
     /// the service waits meanwhile, and each failure is printed.
-    pub(crate) async fn connect(&self, readiness: &Readiness<RedisStore>) -> RedisStore {
+    pub(crate) async fn connect(
+        &self,
+        credentials: &RedisCredentials,
+        readiness: &Readiness<RedisStore>,
+    ) -> RedisStore {
         readiness.waiting_for(format!("connecting to {self}"));
         let mut wait = FIRST_WAIT;
         loop {
-            match self.builder().connect().await {
+            match self.builder(credentials).connect().await {
                 Ok(store) => return store,
                 Err(error) => {
                     eprintln!("tollgate serve: {error}, retrying in {wait:?}");
@@ -107,11 +141,24 @@ impl RedisTarget {
         }
     }
 
-    fn builder(&self) -> RedisStoreBuilder {
-        match self {
+    fn builder(&self, credentials: &RedisCredentials) -> RedisStoreBuilder {
+        let mut builder = match self {
             RedisTarget::Server(url) => RedisStore::builder(url.clone()),
             RedisTarget::Cluster(nodes) => RedisStore::cluster_builder(nodes.clone()),
+            RedisTarget::Sentinel(master, sentinels) => {
+                RedisStore::sentinel_builder(master.clone(), sentinels.clone())
+            }
+        };
+        if let Some(ca) = &credentials.ca {
+            builder = builder.tls_ca(ca.clone());
         }
+        if let Some((cert, key)) = &credentials.client {
+            builder = builder.tls_client_cert(cert.clone(), key.clone());
+        }
+        if let Some((user, password)) = &credentials.master_auth {
+            builder = builder.master_auth(user.clone(), password.clone());
+        }
+        builder
     }
 }
 
@@ -123,6 +170,15 @@ impl fmt::Display for RedisTarget {
             RedisTarget::Cluster(nodes) => {
                 let nodes: Vec<String> = nodes.iter().map(|node| without_password(node)).collect();
                 write!(f, "the Redis Cluster at {}", nodes.join(", "))
+            }
+            RedisTarget::Sentinel(master, sentinels) => {
+                let sentinels: Vec<String> =
+                    sentinels.iter().map(|url| without_password(url)).collect();
+                write!(
+                    f,
+                    "Redis master `{master}` of the sentinels at {}",
+                    sentinels.join(", ")
+                )
             }
         }
     }
