@@ -1,7 +1,7 @@
 //! `ShouldRateLimit` calls per second and their latency at concurrency 1, 8 and 64: through
-//! `tollgate serve` (a real process, a real gRPC client over loopback), and the same
-//! decisions in process (`Limiter::check_descriptors`), with the memory store and with
-//! Redis (a `redis-server` the bench starts).
+//! `tollgate serve` (a real process, a real gRPC client over loopback, in plaintext and over
+//! TLS), and the same decisions in process (`Limiter::check_descriptors`), with the memory
+//! store and with Redis (a `redis-server` the bench starts).
 //!
 //! ```text
 //! cargo bench -p tollgate-cli --bench rls            # SECONDS=3 by default, per row
@@ -31,7 +31,7 @@ use tokio::task::JoinSet;
 use tollgate::rules::{KeySources, Rules};
 use tollgate::store::{MemoryStore, RedisStore, Store};
 use tollgate::{Descriptor, Limiter};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 const RULES: &str = r"
 domain: bench
@@ -91,12 +91,48 @@ where
     }
 }
 
-async fn through_the_service(grpc: &str, concurrency: usize, seconds: Duration) -> Row {
-    let channel: Channel = Endpoint::from_shared(format!("http://{grpc}"))
+/// A channel to `tollgate serve`'s gRPC address `grpc`, in plaintext.
+async fn plaintext(grpc: &str) -> Channel {
+    Endpoint::from_shared(format!("http://{grpc}"))
         .expect("an endpoint")
         .connect()
         .await
-        .expect("connected");
+        .expect("connected")
+}
+
+/// A certificate for `localhost` and its key, signed by a CA made for the bench: the
+/// files in `directory`, and the CA's PEM.
+fn certificates(directory: &std::path::Path) -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca =
+        CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("a key")).expect("a CA");
+    let key = KeyPair::generate().expect("a key");
+    let params = CertificateParams::new(vec!["localhost".to_owned()]).expect("parameters");
+    let cert = params.signed_by(&key, &ca).expect("signed");
+    let (cert_file, key_file) = (directory.join("server.pem"), directory.join("server.key"));
+    std::fs::write(&cert_file, cert.pem()).expect("written");
+    std::fs::write(&key_file, key.serialize_pem()).expect("written");
+    let path = |p: std::path::PathBuf| p.to_str().expect("a UTF-8 path").to_owned();
+    (path(cert_file), path(key_file), ca.pem())
+}
+
+/// A channel to `tollgate serve`'s gRPC address `grpc` over TLS, trusting `ca`.
+async fn over_tls(grpc: &str, ca: &str) -> Channel {
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca))
+        .domain_name("localhost");
+    Endpoint::from_shared(format!("https://{grpc}"))
+        .expect("an endpoint")
+        .tls_config(tls)
+        .expect("a TLS configuration")
+        .connect()
+        .await
+        .expect("connected")
+}
+
+async fn through_the_service(channel: Channel, concurrency: usize, seconds: Duration) -> Row {
     let client = RateLimitServiceClient::new(channel);
     measure(concurrency, seconds, move |i| {
         let mut client = client.clone();
@@ -169,7 +205,19 @@ async fn main() {
         print(
             "tollgate serve, memory",
             concurrency,
-            &through_the_service(&service.grpc, concurrency, seconds).await,
+            &through_the_service(plaintext(&service.grpc).await, concurrency, seconds).await,
+        );
+    }
+    drop(service);
+    let directory = tempfile::tempdir().expect("a temporary directory");
+    let (cert, key, ca) = certificates(directory.path());
+    let service = Served::start(file.path(), &["--tls-cert", &cert, "--tls-key", &key]);
+    for concurrency in CONCURRENCY {
+        let channel = over_tls(&service.grpc, &ca).await;
+        print(
+            "tollgate serve over TLS, memory",
+            concurrency,
+            &through_the_service(channel, concurrency, seconds).await,
         );
     }
     drop(service);
@@ -190,7 +238,7 @@ async fn main() {
         print(
             "tollgate serve, Redis",
             concurrency,
-            &through_the_service(&service.grpc, concurrency, seconds).await,
+            &through_the_service(plaintext(&service.grpc).await, concurrency, seconds).await,
         );
     }
 }
