@@ -12,7 +12,7 @@ use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
 };
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use super::stats::{count_near_limits, Statsd};
+use super::stats::{self, Statsd};
 use super::store::Backing;
 use serde_json::Map;
 use std::sync::Arc;
@@ -95,10 +95,13 @@ pub(crate) async fn should_rate_limit<St: Backing>(
         Code::OverLimit
     };
     let statuses = statuses(&checked, &descriptors);
-    if let Some(statsd) = &answering.statsd {
-        statsd.count(&request.domain, &checked, &descriptors, &statuses);
-    }
-    count_near_limits(&request.domain, &checked, &descriptors, &statuses);
+    stats::count(
+        answering.statsd.as_deref(),
+        &request.domain,
+        &checked,
+        &descriptors,
+        &statuses,
+    );
     let response_headers_to_add = match &answering.headers {
         Headers::Rules => verdict_headers(rules, verdict)
             .iter()

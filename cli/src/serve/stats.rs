@@ -62,60 +62,66 @@ impl Statsd {
             .increment(count);
     }
 
-    /// Counts a call in `domain` of `descriptors`, which `call` decided with `statuses`.
-    pub(crate) fn count(
-        &self,
-        domain: &str,
-        call: &CallVerdict,
-        descriptors: &[Descriptor<'_>],
-        statuses: &[DescriptorStatus],
-    ) {
-        for (key, counts) in counted(domain, call, descriptors, statuses) {
-            for (name, value) in [
-                ("total_hits", counts.total_hits),
-                ("over_limit", counts.over_limit),
-                ("near_limit", counts.near_limit),
-                ("within_limit", counts.within_limit),
-                ("shadow_mode", counts.shadow_mode),
-            ] {
-                if value > 0 {
-                    let key = Key::from_name(format!("ratelimit.service.rate_limit.{key}.{name}"));
-                    let metadata = Metadata::new(module_path!(), metrics::Level::INFO, None);
-                    self.recorder
-                        .register_counter(&key, &metadata)
-                        .increment(value);
-                }
+    /// Sends `counts` of the limit whose statistics key is `key`.
+    fn send(&self, key: &str, counts: &Counts) {
+        for (name, value) in [
+            ("total_hits", counts.total_hits),
+            ("over_limit", counts.over_limit),
+            ("near_limit", counts.near_limit),
+            ("within_limit", counts.within_limit),
+            ("shadow_mode", counts.shadow_mode),
+        ] {
+            if value > 0 {
+                let key = Key::from_name(format!("ratelimit.service.rate_limit.{key}.{name}"));
+                let metadata = Metadata::new(module_path!(), metrics::Level::INFO, None);
+                self.recorder
+                    .register_counter(&key, &metadata)
+                    .increment(value);
             }
         }
     }
 }
 
-/// Counts the near-limit hits of a call in `domain` in `GET /metrics`.
-pub(crate) fn count_near_limits(
+/// Counts a call in `domain` of `descriptors`, which `call` decided with `statuses`: each
+/// descriptor with a limit once, its near-limit hits in `GET /metrics`, and, to `statsd`
+/// when given, all its counts under its limit's statistics key.
+pub(crate) fn count(
+    statsd: Option<&Statsd>,
     domain: &str,
     call: &CallVerdict,
     descriptors: &[Descriptor<'_>],
     statuses: &[DescriptorStatus],
 ) {
-    for (position, decision) in call.descriptors().iter().enumerate() {
+    let rules = call.rules();
+    let admitted = call.verdict().is_allowed();
+    let limited = call
+        .descriptors()
+        .iter()
+        .zip(descriptors.iter().zip(statuses));
+    for (decision, (descriptor, status)) in limited {
         let Some(decision) = decision else { continue };
-        let (Some(descriptor), Some(status)) = (descriptors.get(position), statuses.get(position))
-        else {
-            continue;
-        };
-        let shadow = shadow(call, decision);
-        let near = counts(
+        let allowed = decision.decision().allowed;
+        let counts = counts(
             descriptor.cost,
             status,
-            decision.decision().allowed,
-            shadow,
-            call.verdict().is_allowed(),
-        )
-        .near_limit;
-        if near > 0 {
-            metrics::counter!("tollgate_near_limit_total", "domain" => domain.to_owned(), "limit" => decision.limit().to_owned())
-                .increment(near);
+            allowed,
+            shadow(call, decision),
+            admitted,
+        );
+        if counts.near_limit > 0 {
+            let (domain, limit) = (domain.to_owned(), decision.limit().to_owned());
+            metrics::counter!("tollgate_near_limit_total", "domain" => domain, "limit" => limit)
+                .increment(counts.near_limit);
         }
+        let Some(statsd) = statsd else { continue };
+        let key = match rules.limits().get(decision.limit_index()) {
+            Some(limit) if descriptor.limit.is_none() => {
+                limit.stats_key(domain, descriptor.entries)
+            }
+            // A descriptor's own limit: named by its entries, as upstream names it.
+            _ => own_limit_key(domain, descriptor.entries),
+        };
+        statsd.send(&key, &counts);
     }
 }
 
@@ -128,39 +134,6 @@ fn shadow(call: &CallVerdict, decision: &LimitDecision) -> bool {
         .get(decision.limit_index())
         .is_some_and(|limit| limit.is_quota());
     decision.is_shadow() && !quota
-}
-
-/// Each descriptor with a limit, by its statistics key, and what its hits count as.
-fn counted(
-    domain: &str,
-    call: &CallVerdict,
-    descriptors: &[Descriptor<'_>],
-    statuses: &[DescriptorStatus],
-) -> Vec<(String, Counts)> {
-    let rules = call.rules();
-    let admitted = call.verdict().is_allowed();
-    call.descriptors()
-        .iter()
-        .zip(descriptors.iter().zip(statuses))
-        .filter_map(|(decision, (descriptor, status))| {
-            let decision = decision.as_ref()?;
-            let key = match rules.limits().get(decision.limit_index()) {
-                Some(limit) if descriptor.limit.is_none() => {
-                    limit.stats_key(domain, descriptor.entries)
-                }
-                // A descriptor's own limit: named by its entries, as upstream names it.
-                _ => own_limit_key(domain, descriptor.entries),
-            };
-            let counts = counts(
-                descriptor.cost,
-                status,
-                decision.decision().allowed,
-                shadow(call, decision),
-                admitted,
-            );
-            Some((key, counts))
-        })
-        .collect()
 }
 
 /// The key of a descriptor's own limit: the domain and each entry, `key_value` (`key`
