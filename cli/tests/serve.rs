@@ -2,6 +2,8 @@
 //! client generated from the same protos.
 #![cfg(feature = "server")]
 
+#[path = "common/calls.rs"]
+mod calls;
 mod common;
 #[path = "../src/serve/proto.rs"]
 mod proto;
@@ -9,10 +11,9 @@ mod proto;
 #[allow(dead_code)]
 mod redis_server;
 
+use calls::{ask, descriptor};
 use common::{http_call, path, temp_file, tollgate, Served};
-use proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
-    Entry, RateLimitOverride,
-};
+use proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
 use proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use proto::envoy::r#type::v3::RateLimitUnit;
 use proto::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
@@ -89,19 +90,6 @@ impl Service {
     }
 }
 
-fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: entries
-            .iter()
-            .map(|(key, value)| Entry {
-                key: (*key).to_owned(),
-                value: (*value).to_owned(),
-            })
-            .collect(),
-        ..RateLimitDescriptor::default()
-    }
-}
-
 fn call(descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
     RateLimitRequest {
         domain: "edge".to_owned(),
@@ -127,17 +115,6 @@ async fn poll<T>(mut attempt: impl AsyncFnMut() -> Result<T, String>) -> T {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-async fn ask(
-    client: &mut RateLimitServiceClient<Channel>,
-    request: RateLimitRequest,
-) -> RateLimitResponse {
-    client
-        .should_rate_limit(request)
-        .await
-        .expect("an answer")
-        .into_inner()
 }
 
 fn login(ip: &str) -> RateLimitDescriptor {

@@ -6,6 +6,8 @@
 //! call charges none of its descriptors), the assertion says so.
 #![cfg(feature = "server")]
 
+#[path = "common/calls.rs"]
+mod calls;
 mod common;
 #[path = "../src/serve/proto.rs"]
 mod proto;
@@ -13,9 +15,8 @@ mod proto;
 #[allow(dead_code)]
 mod redis_server;
 
+use calls::{ask, descriptor};
 use common::Served;
-use proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use proto::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use proto::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
@@ -25,7 +26,7 @@ use proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use redis_server::RedisServer;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 /// Upstream's runtime directory: `current/ratelimit/config/` holds `basic.yaml`,
 /// `another.yaml` and `share_threshold.yaml`; `current/ratelimit/reload.yaml` waits to be
@@ -64,12 +65,8 @@ async fn serve_with(
     ];
     settings.extend_from_slice(extra);
     let served = Served::start_from_env(&settings, &[]);
-    let channel = Endpoint::from_shared(format!("http://{}", served.grpc))
-        .expect("an endpoint")
-        .connect()
-        .await
-        .expect("connected");
-    (served, RateLimitServiceClient::new(channel))
+    let client = calls::client(&served.grpc).await;
+    (served, client)
 }
 
 /// Upstream's `common.NewRateLimitRequest`: `domain`, a descriptor of each entry list,
@@ -79,30 +76,10 @@ fn request(domain: &str, descriptors: &[&[(&str, &str)]]) -> RateLimitRequest {
         domain: domain.to_owned(),
         descriptors: descriptors
             .iter()
-            .map(|entries| RateLimitDescriptor {
-                entries: entries
-                    .iter()
-                    .map(|(key, value)| Entry {
-                        key: (*key).to_owned(),
-                        value: (*value).to_owned(),
-                    })
-                    .collect(),
-                ..RateLimitDescriptor::default()
-            })
+            .map(|entries| descriptor(entries))
             .collect(),
         hits_addend: 1,
     }
-}
-
-async fn ask(
-    client: &mut RateLimitServiceClient<Channel>,
-    request: RateLimitRequest,
-) -> RateLimitResponse {
-    client
-        .should_rate_limit(request)
-        .await
-        .expect("an answer")
-        .into_inner()
 }
 
 /// Upstream's `newDescriptorStatus`, its `duration_until_reset` taken from the answer (as
@@ -485,12 +462,7 @@ async fn sentinel_failover_keeps_every_call_answered() {
         ],
         &[],
     );
-    let channel = Endpoint::from_shared(format!("http://{}", served.grpc))
-        .expect("an endpoint")
-        .connect()
-        .await
-        .expect("connected");
-    let mut client = RateLimitServiceClient::new(channel);
+    let mut client = calls::client(&served.grpc).await;
     within_windows().await;
     let exact = async |client: &mut RateLimitServiceClient<Channel>, value: &str| {
         let key3 = || request("another", &[&[("key3", value)]]);

@@ -8,19 +8,20 @@
 //! assertion says so.
 #![cfg(feature = "server")]
 
+#[path = "common/calls.rs"]
+mod calls;
 mod common;
 #[path = "../src/serve/proto.rs"]
 mod proto;
 
 use common::{temp_file, Served};
-use proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use proto::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 /// Upstream's example configuration, as it is.
 fn example() -> PathBuf {
@@ -45,26 +46,15 @@ async fn serve(
         tokio::time::sleep(Duration::from_millis(left + 100)).await;
     }
     let served = Served::start(rules, extra);
-    let channel = Endpoint::from_shared(format!("http://{}", served.grpc))
-        .expect("an endpoint")
-        .connect()
-        .await
-        .expect("connected");
-    (served, RateLimitServiceClient::new(channel))
+    let client = calls::client(&served.grpc).await;
+    (served, client)
 }
 
 /// A descriptor of `entries`, its weight `hits` when given.
 fn descriptor(entries: &[(&str, &str)], hits: Option<u64>) -> RateLimitDescriptor {
     RateLimitDescriptor {
-        entries: entries
-            .iter()
-            .map(|(key, value)| Entry {
-                key: (*key).to_owned(),
-                value: (*value).to_owned(),
-            })
-            .collect(),
         hits_addend: hits.map(Into::into),
-        ..RateLimitDescriptor::default()
+        ..calls::descriptor(entries)
     }
 }
 
@@ -78,11 +68,7 @@ async fn ask(
         descriptors,
         hits_addend: 0,
     };
-    client
-        .should_rate_limit(request)
-        .await
-        .expect("an answer")
-        .into_inner()
+    calls::ask(client, request).await
 }
 
 /// The headers of a request to the example proxy, as `(name, value)`.
