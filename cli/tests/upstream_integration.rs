@@ -14,6 +14,8 @@ mod proto;
 #[path = "../../tests/common/redis_server.rs"]
 #[allow(dead_code)]
 mod redis_server;
+#[path = "common/statsd.rs"]
+mod statsd;
 
 use calls::{ask, descriptor};
 use common::Served;
@@ -24,6 +26,7 @@ use proto::envoy::service::ratelimit::v3::rate_limit_response::{
 use proto::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use redis_server::RedisServer;
+use statsd::StatsdServer;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tonic::transport::Channel;
@@ -143,20 +146,113 @@ async fn within_windows() {
     tokio::time::sleep(Duration::from_millis(wait)).await;
 }
 
-/// testBasicBaseConfig, without the per-second Redis or the local cache (settings
-/// tollgate does not take): an unknown domain, a limit per second, one per minute counted
-/// past its limit, two in one call, and a day's reset counting down.
+/// testBasicBaseConfig's variants (upstream's subtests of TestBasicConfig).
+#[derive(Clone, Copy)]
+struct Variant {
+    /// `LOCAL_CACHE_SIZE_IN_BYTES=1000`: the calls name the `*_local` descriptors.
+    local_cache: bool,
+    /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true`.
+    stop_when_over: bool,
+    /// `CACHE_KEY_PREFIX`, if set.
+    prefix: Option<&'static str>,
+}
+
+const PLAIN: Variant = Variant {
+    local_cache: false,
+    stop_when_over: false,
+    prefix: None,
+};
+
+/// WithoutPerSecondRedis.
 #[tokio::test]
 async fn basic_config() {
+    basic_base_config(PLAIN).await;
+}
+
+/// WithoutPerSecondRedisWithLocalCache: the over-limit cache variant.
+#[tokio::test]
+async fn basic_config_with_local_cache() {
+    let variant = Variant {
+        local_cache: true,
+        ..PLAIN
+    };
+    basic_base_config(variant).await;
+}
+
+/// WithoutPerSecondRedisWithstopCacheKeyIncrementWhenOverlimitConfig.
+#[tokio::test]
+async fn basic_config_stopping_increments_when_over() {
+    let variant = Variant {
+        stop_when_over: true,
+        ..PLAIN
+    };
+    basic_base_config(variant).await;
+}
+
+/// WithoutPerSecondRedisWithLocalCacheAndstopCacheKeyIncrementWhenOverlimitConfig.
+#[tokio::test]
+async fn basic_config_with_local_cache_stopping_increments_when_over() {
+    let variant = Variant {
+        local_cache: true,
+        stop_when_over: true,
+        ..PLAIN
+    };
+    basic_base_config(variant).await;
+}
+
+/// WithoutPerSecondRedisWithCachePrefix: every key in Redis starts with the prefix.
+#[tokio::test]
+async fn basic_config_with_cache_prefix() {
+    let variant = Variant {
+        prefix: Some("prefix:"),
+        ..PLAIN
+    };
+    let redis = basic_base_config(variant).await;
+    let keys = redis.cli(&["--scan"]).expect("redis-cli answers");
+    assert!(!keys.trim().is_empty(), "no key in Redis");
+    for key in keys.lines() {
+        assert!(key.starts_with("prefix:"), "{key} in {keys}");
+    }
+}
+
+/// testBasicBaseConfig, without the per-second Redis (a setting tollgate does not take), in
+/// `variant`: an unknown domain, a limit per second, one per minute counted past its limit,
+/// two in one call, and a day's reset counting down; and statsd's counts of them. Returns
+/// the Redis it ran on.
+async fn basic_base_config(variant: Variant) -> RedisServer {
     let redis = RedisServer::start();
+    let mut statsd = StatsdServer::start();
+    let port = statsd.port().to_string();
+    let mut settings = vec![
+        ("USE_STATSD", "true"),
+        ("STATSD_HOST", "127.0.0.1"),
+        ("STATSD_PORT", port.as_str()),
+    ];
+    if variant.local_cache {
+        settings.push(("LOCAL_CACHE_SIZE_IN_BYTES", "1000"));
+    }
+    if variant.stop_when_over {
+        settings.push(("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"));
+    }
+    if let Some(prefix) = variant.prefix {
+        settings.push(("CACHE_KEY_PREFIX", prefix));
+    }
+    // Upstream's getCacheKey.
+    let key = |name: &str| {
+        if variant.local_cache {
+            format!("{name}_local")
+        } else {
+            name.to_owned()
+        }
+    };
     within_windows().await;
-    let (_served, mut client) = serve(&runtime(), &redis).await;
+    let (_served, mut client) = serve_with(&runtime(), &redis, &settings).await;
 
     let answer = ask(&mut client, request("foo", &[&[("hello", "world")]])).await;
     let unknown = status(Code::Ok, None, 0, &answer.statuses[0]);
     assert_answer(&answer, Code::Ok, &[unknown], "an unknown domain");
 
-    let answer = ask(&mut client, request("basic", &[&[("key1", "foo")]])).await;
+    let answer = ask(&mut client, request("basic", &[&[(&key("key1"), "foo")]])).await;
     let first = status(Code::Ok, Some((50, Unit::Second)), 49, &answer.statuses[0]);
     assert_answer(&answer, Code::Ok, &[first], "basic key1");
 
@@ -167,8 +263,9 @@ async fn basic_config() {
             .unwrap()
             .as_nanos()
     );
+    let (key2, key3, key4) = (key("key2"), key("key3"), key("key4"));
     for i in 0..25u32 {
-        let answer = ask(&mut client, request("another", &[&[("key2", &random)]])).await;
+        let answer = ask(&mut client, request("another", &[&[(&key2, &random)]])).await;
         let (code, remaining) = if i < 20 {
             (Code::Ok, 20 - (i + 1))
         } else {
@@ -185,14 +282,15 @@ async fn basic_config() {
 
     let random = format!("{}-{}", random, 2);
     for i in 0..15u32 {
-        let call = request("another", &[&[("key2", &random)], &[("key3", &random)]]);
+        let call = request("another", &[&[(&key2, &random)], &[(&key3, &random)]]);
         let answer = ask(&mut client, call).await;
         let over = i >= 10;
-        // Upstream charges key2 on every call (its remaining 20 - (i + 1)); tollgate, all or
-        // nothing, charges none of a refused call's descriptors: key2 stays at 10 from the
-        // eleventh call, upstream's answer with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
-        let key2 = if over { 10 } else { 20 - (i + 1) };
-        let (code, key3) = if over {
+        // Upstream charges key2 on every call (its remaining 20 - (i + 1)) unless told to
+        // stop when over; tollgate, all or nothing, charges none of a refused call's
+        // descriptors: key2 stays at 10 from the eleventh call, upstream's answer when it
+        // stops.
+        let key2_remaining = if over { 10 } else { 20 - (i + 1) };
+        let (code, key3_remaining) = if over {
             (Code::OverLimit, 0)
         } else {
             (Code::Ok, 10 - (i + 1))
@@ -201,10 +299,15 @@ async fn basic_config() {
             status(
                 Code::Ok,
                 Some((20, Unit::Minute)),
-                key2,
+                key2_remaining,
                 &answer.statuses[0],
             ),
-            status(code, Some((10, Unit::Hour)), key3, &answer.statuses[1]),
+            status(
+                code,
+                Some((10, Unit::Hour)),
+                key3_remaining,
+                &answer.statuses[1],
+            ),
         ];
         assert_answer(
             &answer,
@@ -221,15 +324,30 @@ async fn basic_config() {
             .expect("a reset")
             .seconds
     };
-    let first = ask(&mut client, request("another", &[&[("key4", "durTest")]])).await;
+    let first = ask(&mut client, request("another", &[&[(&key4, "durTest")]])).await;
     tokio::time::sleep(Duration::from_millis(2_000)).await;
-    let second = ask(&mut client, request("another", &[&[("key4", "durTest")]])).await;
+    let second = ask(&mut client, request("another", &[&[(&key4, "durTest")]])).await;
     assert!(
         day(&second) < day(&first),
         "{} then {}",
         day(&first),
         day(&second)
     );
+
+    // Upstream's counters after the last call, each hit counted as upstream counts it.
+    let counters = [
+        (format!("basic.{}.total_hits", key("key1")), 1),
+        (format!("another.{key2}.total_hits"), 40),
+        (format!("another.{key2}.over_limit"), 5),
+        (format!("another.{key3}.total_hits"), 15),
+        (format!("another.{key3}.over_limit"), 5),
+        (format!("another.{key4}.total_hits"), 2),
+    ];
+    for (counter, count) in counters {
+        let name = format!("ratelimit.service.rate_limit.{counter}");
+        assert_eq!(statsd.wait_for(&name, count), count, "{name}");
+    }
+    redis
 }
 
 /// TestShareThreshold: every file under `files/` shares one count of 10 an hour; the
@@ -288,14 +406,25 @@ async fn poll(what: &str, mut attempt: impl AsyncFnMut() -> bool) {
 }
 
 /// testConfigReload: a file copied into the config directory puts its domain in force,
-/// and removed, takes it out; the other domains serve throughout.
+/// and removed, takes it out; the other domains serve throughout. Each load is counted
+/// to statsd, as upstream counts it (`config_load_success`, `config_load_error`).
 #[tokio::test]
 async fn config_reload() {
     let redis = RedisServer::start();
+    let mut statsd = StatsdServer::start();
     let root = tempfile::tempdir().expect("a temporary directory");
     copy_dir(&runtime(), root.path());
     let ratelimit = root.path().join("current/ratelimit");
-    let (_served, mut client) = serve(root.path(), &redis).await;
+    let port = statsd.port().to_string();
+    let counted = [
+        ("USE_STATSD", "true"),
+        ("STATSD_HOST", "127.0.0.1"),
+        ("STATSD_PORT", port.as_str()),
+    ];
+    let (_served, mut client) = serve_with(root.path(), &redis, &counted).await;
+    let success = "ratelimit.service.config_load_success";
+    let error = "ratelimit.service.config_load_error";
+    assert_eq!(statsd.wait_for(success, 1), 1, "loaded at start");
 
     let answer = ask(&mut client, request("reload", &[&[("block", "foo")]])).await;
     let nothing = status(Code::Ok, None, 0, &answer.statuses[0]);
@@ -306,6 +435,7 @@ async fn config_reload() {
         ratelimit.join("config/reload.yaml"),
     )
     .expect("copied");
+    assert_eq!(statsd.wait_for(success, 2), 2, "loaded again");
     poll("the reload domain is in force", async || {
         let answer = ask(&mut client, request("reload", &[&[("key1", "foo")]])).await;
         answer.statuses[0].current_limit.is_some()
@@ -321,12 +451,14 @@ async fn config_reload() {
         "domain: basic\ndescriptors: [oops\n",
     )
     .expect("written");
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(statsd.wait_for(error, 1), 1, "a file failed");
     let answer = ask(&mut client, request("basic", &[&[("key1", "kept")]])).await;
     let kept = status(Code::Ok, Some((50, Unit::Second)), 49, &answer.statuses[0]);
     assert_answer(&answer, Code::Ok, &[kept], "basic keeps its rules");
 
     std::fs::remove_file(ratelimit.join("config/reload.yaml")).expect("removed");
+    // basic.yaml still fails.
+    assert_eq!(statsd.wait_for(error, 2), 2, "loaded again, a file failing");
     poll("the reload domain is gone", async || {
         let answer = ask(&mut client, request("reload", &[&[("key1", "foo")]])).await;
         answer.statuses[0].current_limit.is_none()
@@ -334,6 +466,7 @@ async fn config_reload() {
     .await;
     let answer = ask(&mut client, request("basic", &[&[("key1", "bar")]])).await;
     assert_eq!(answer.overall_code(), Code::Ok, "basic served throughout");
+    assert_eq!(statsd.sum(success), 2, "{}", statsd.heard());
 }
 
 /// Two files of one domain: refused, as upstream refuses them, unless

@@ -13,12 +13,15 @@ mod calls;
 mod common;
 #[path = "../src/serve/proto.rs"]
 mod proto;
+#[path = "common/statsd.rs"]
+mod statsd;
 
 use common::{temp_file, Served};
 use proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use proto::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use statsd::StatsdServer;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tonic::transport::Channel;
@@ -163,35 +166,16 @@ async fn trigger_shadow_mode_key() {
 /// `detailed_metric`: the statsd server hears `over_limit` under a key naming the value.
 #[tokio::test]
 async fn value_included_in_stats_key_when_unspecified() {
-    let statsd = std::net::UdpSocket::bind("127.0.0.1:0").expect("a UDP socket");
-    statsd
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .expect("a timeout");
-    let address = statsd.local_addr().expect("its address").to_string();
-    let (_served, mut client) = serve(&example(), &["--statsd", &address]).await;
+    let mut statsd = StatsdServer::start();
+    let (_served, mut client) = serve(&example(), &["--statsd", &statsd.address()]).await;
     let headers = [("unspec", "unspecified_value")];
     for expected in [200, 200, 429] {
         assert_eq!(curl(&mut client, "/unspec", &headers).await, expected);
     }
     let key = "ratelimit.service.rate_limit.rl.unspec_unspecified_value";
-    let mut heard = String::new();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !heard.contains(&format!("{key}.over_limit:1|c")) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "statsd heard: {heard}"
-        );
-        let mut datagram = [0; 2048];
-        if let Ok(read) = statsd.recv(&mut datagram) {
-            heard.push_str(&String::from_utf8_lossy(&datagram[..read]));
-            heard.push('\n');
-        }
-    }
-    for counter in ["total_hits", "within_limit"] {
-        assert!(
-            heard.contains(&format!("{key}.{counter}:1|c")),
-            "{counter}: {heard}"
-        );
+    for (counter, count) in [("total_hits", 3), ("within_limit", 2), ("over_limit", 1)] {
+        let name = format!("{key}.{counter}");
+        assert_eq!(statsd.wait_for(&name, count), count, "{}", statsd.heard());
     }
 }
 

@@ -100,8 +100,8 @@
 //! | `LOCAL_CACHE_SIZE_IN_BYTES` | `0` | no effect (said): the over-limit cache is always on, bounded |
 //! | `EXPIRATION_JITTER_MAX_SECONDS`, `STATS_FLUSH_INTERVAL` | | no effect (said): keys expire with their state; each call's counts are sent at once |
 //! | `NEAR_LIMIT_RATIO` | `0.8` | no effect (said): `near_limit` counts past 0.8 of a limit |
-//! | `CACHE_KEY_PREFIX` | empty | set, it stops the start: tollgate's keys have their own layout |
-//! | `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` | `false` | `true` stops the start: a refused call never charges its descriptors here |
+//! | `CACHE_KEY_PREFIX` | empty | honoured: tollgate's keys start with it instead of `tollgate:` (the rest is tollgate's layout), so services can share a Redis |
+//! | `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT` | `false` | `true` is what tollgate always does: a refused call charges none of its descriptors (*All or nothing*, [below](#how-a-descriptor-matches)) |
 //! | `SHADOW_MODE` | `false` | honoured: every limit only reports |
 //! | `QUOTA_MODE` | `false` | `true` stops the start: write `quota_mode: true` on each descriptor |
 //! | `RESPONSE_DYNAMIC_METADATA` | `false` | honoured (also `--response-dynamic-metadata`) |
@@ -122,10 +122,12 @@
 //! `statsd_exporter` mappings keep working: for each descriptor with a limit,
 //! `ratelimit.service.rate_limit.<key>.total_hits`, `.over_limit`, `.near_limit` (past 80 %
 //! of the limit), `.within_limit` and `.shadow_mode`, and
-//! `ratelimit.service.rate_limit.<domain>.domain_not_found` for a domain not served. The
-//! key is upstream's ([`Limit::stats_key`](crate::rules::Limit::stats_key)): the domain,
-//! then the entries on the way as the file names them (`rl.foo.bar_bkthomps`), the call's
-//! values with `detailed_metric` (`rl.unspec_unspecified_value`) or `value_to_metric`, a
+//! `ratelimit.service.rate_limit.<domain>.domain_not_found` for a domain not served, and
+//! `ratelimit.service.config_load_success` (or `config_load_error`, a file failing) for
+//! each load of the rules, at start and at each change. The key is upstream's
+//! ([`Limit::stats_key`](crate::rules::Limit::stats_key)): the domain, then the entries on
+//! the way as the file names them (`rl.foo.bar_bkthomps`), the call's values with
+//! `detailed_metric` (`rl.unspec_unspecified_value`) or `value_to_metric`, a
 //! `share_threshold` wildcard as written. A refused call's hits are counted as upstream
 //! counts them, though tollgate charged none. `GET /metrics` has `near_limit` too, as
 //! `tollgate_near_limit_total{domain, limit}`.
@@ -273,11 +275,14 @@
 //! **All or nothing.** A call is admitted only when every descriptor has room, and a call
 //! over one limit charges none of the others: their statuses say `OK` (they had room), and
 //! their counts are untouched. envoyproxy/ratelimit charges every descriptor of a refused
-//! call, so a client refused by one limit uses up the others. On a Redis Cluster this holds
-//! across slots too ([operations](super::operations#on-a-redis-cluster)). This is the one
-//! difference with envoyproxy/ratelimit's answers, kept by design; its own test suite,
-//! ported in `cli/tests/upstream*.rs`, shows where it shows: a charge sent after the fact
-//! that goes past the limit is not counted unless its limit says `stream_done` (above).
+//! call, so a client refused by one limit uses up the others, unless
+//! `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true`: tollgate answers as it does then (and
+//! atomically, where upstream reads the counts before it adds to them). On a Redis Cluster
+//! this holds across slots too ([operations](super::operations#on-a-redis-cluster)). This
+//! is the one difference with envoyproxy/ratelimit's answers, kept by design; its own test
+//! suite, ported in `cli/tests/upstream*.rs`, shows where it shows: a charge sent after the
+//! fact that goes past the limit is not counted unless its limit says `stream_done`
+//! (above).
 //!
 //! **Quotas.** A descriptor entry with `quota_mode: true` (envoyproxy/ratelimit's) makes its
 //! limit a quota: a call is refused by its quotas only when every quota it reaches is over

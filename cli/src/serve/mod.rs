@@ -244,8 +244,8 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
     let flags = args.redis.is_some() || !args.redis_cluster.is_empty();
     let store = match &upstream {
         Some(upstream) if !flags => {
-            let (target, credentials) = upstream.store()?;
-            StoreChoice::of(target, credentials)?
+            let (target, options) = upstream.store()?;
+            StoreChoice::of(target, options)?
         }
         _ => StoreChoice::new(args.redis.as_deref(), &args.redis_cluster)?,
     };
@@ -267,10 +267,10 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
             let store = std::future::ready(MemoryStore::new());
             service.run(Readiness::starting(LOADING), store).await
         }
-        StoreChoice::Redis(target, credentials) => {
+        StoreChoice::Redis(target, options) => {
             let readiness = Readiness::starting(LOADING);
             service
-                .run(readiness.clone(), target.connect(&credentials, &readiness))
+                .run(readiness.clone(), target.connect(&options, &readiness))
                 .await
         }
     }
@@ -380,6 +380,7 @@ impl Service<'_> {
         store: impl Future<Output = St>,
     ) -> Result<(), String> {
         let addresses = self.listeners.addresses;
+        let statsd = self.answering.statsd.clone();
         let stop = Stop::new();
         let mut servers = tokio::spawn(serve_all(
             self.listeners,
@@ -391,7 +392,11 @@ impl Service<'_> {
         ));
         // Ends only when the service cannot start; else it keeps the rules watched.
         let starting = async {
-            match start(self.args, addresses, &readiness, store, self.shadow).await {
+            let loading = Loading {
+                shadow: self.shadow,
+                statsd,
+            };
+            match start(self.args, addresses, &readiness, store, loading).await {
                 Ok(()) => std::future::pending().await,
                 Err(error) => error,
             }
@@ -424,17 +429,28 @@ impl Service<'_> {
     }
 }
 
+/// How the rules are put in force.
+struct Loading {
+    /// Whether every limit only reports (`SHADOW_MODE`).
+    shadow: bool,
+    /// Where each load of the rules is counted, if anywhere.
+    statsd: Option<Arc<Statsd>>,
+}
+
 /// Compiles the rules, connects `store`, marks the service ready (every limit only
-/// reporting when `shadow`), and keeps the rules watched.
+/// reporting when `loading.shadow`), and keeps the rules watched.
 async fn start<St: Backing + 'static>(
     args: &ServeArgs,
     addresses: Addresses,
     readiness: &Readiness<St>,
     store: impl Future<Output = St>,
-    shadow: bool,
+    loading: Loading,
 ) -> Result<(), String> {
     let source = args.rules_source();
     let loaded = source.load();
+    if let Some(statsd) = &loading.statsd {
+        statsd.config_loaded(loaded.failed.is_empty());
+    }
     if !loaded.failed.is_empty() {
         let failed: Vec<String> = loaded
             .failed
@@ -445,9 +461,9 @@ async fn start<St: Backing + 'static>(
     }
     let store = store.await;
     let make: StoreMaker<St> = Arc::new(move || store.for_another_domain());
-    let domains = Domains::new(loaded, || make(), shadow);
+    let domains = Domains::new(loaded, || make(), loading.shadow);
     // Watching reads the files again: a change saved while the store connected is in force.
-    watch::watch(source.clone(), domains.clone(), make);
+    watch::watch(source.clone(), domains.clone(), make, loading.statsd);
     St::keep_up(&domains);
     let served = domains.limiters();
     readiness.set_ready(domains);

@@ -5,7 +5,7 @@
 //! silently.
 
 use super::rls::Headers;
-use super::store::{RedisCredentials, RedisTarget};
+use super::store::{RedisOptions, RedisTarget};
 use super::tls::GrpcTls;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -122,12 +122,13 @@ impl Upstream {
     /// The store the settings ask for: `None` for the memory store (`BACKEND_TYPE=memory`,
     /// tollgate's own), else Redis (`BACKEND_TYPE=redis`, the default) as `REDIS_TYPE`,
     /// `REDIS_SOCKET_TYPE`, `REDIS_URL`, `REDIS_AUTH`, `REDIS_SENTINEL_AUTH` and `REDIS_TLS`
-    /// (with `REDIS_TLS_CACERT`, `REDIS_TLS_CLIENT_CERT` and `REDIS_TLS_CLIENT_KEY`) say.
-    pub(crate) fn store(&self) -> Result<(Option<RedisTarget>, RedisCredentials), String> {
-        let mut credentials = RedisCredentials::default();
+    /// (with `REDIS_TLS_CACERT`, `REDIS_TLS_CLIENT_CERT` and `REDIS_TLS_CLIENT_KEY`) say, its
+    /// keys starting with `CACHE_KEY_PREFIX`.
+    pub(crate) fn store(&self) -> Result<(Option<RedisTarget>, RedisOptions), String> {
+        let mut options = RedisOptions::default();
         match self.get("BACKEND_TYPE").unwrap_or("redis") {
             "redis" | "" => {}
-            "memory" => return Ok((None, credentials)),
+            "memory" => return Ok((None, options)),
             other => {
                 return Err(format!(
                     "BACKEND_TYPE={other}: tollgate serve keeps its state in Redis (redis) or in memory (memory)"
@@ -136,8 +137,8 @@ impl Upstream {
         }
         let tls = self.flag("REDIS_TLS")?.unwrap_or(false);
         if tls {
-            credentials.ca = self.path("REDIS_TLS_CACERT");
-            credentials.client = match (
+            options.ca = self.path("REDIS_TLS_CACERT");
+            options.client = match (
                 self.path("REDIS_TLS_CLIENT_CERT"),
                 self.path("REDIS_TLS_CLIENT_KEY"),
             ) {
@@ -150,6 +151,15 @@ impl Upstream {
                 }
             };
         }
+        options.key_prefix = match self.get("CACHE_KEY_PREFIX") {
+            Some(prefix) if prefix.contains(['{', '}']) => {
+                return Err(format!(
+                    "CACHE_KEY_PREFIX={prefix}: may not contain braces (they place keys in a Redis Cluster)"
+                ))
+            }
+            Some(prefix) if !prefix.is_empty() => Some(prefix.to_owned()),
+            _ => None,
+        };
         let socket = self.get("REDIS_SOCKET_TYPE").unwrap_or("unix");
         let url = self
             .get("REDIS_URL")
@@ -196,18 +206,18 @@ impl Upstream {
                 if master.is_empty() || sentinels.is_empty() {
                     return Err(format!("REDIS_URL={url}: with REDIS_TYPE=sentinel, the master's name then its sentinels (mymaster,host:26379,...)"));
                 }
-                credentials.master_auth = self
-                    .get("REDIS_AUTH")
-                    .filter(|auth| !auth.is_empty())
-                    .map(|auth| match auth.split_once(':') {
-                        Some((user, password)) => (user.to_owned(), password.to_owned()),
-                        None => ("default".to_owned(), auth.to_owned()),
-                    });
+                options.master_auth =
+                    self.get("REDIS_AUTH")
+                        .filter(|auth| !auth.is_empty())
+                        .map(|auth| match auth.split_once(':') {
+                            Some((user, password)) => (user.to_owned(), password.to_owned()),
+                            None => ("default".to_owned(), auth.to_owned()),
+                        });
                 RedisTarget::Sentinel(master, sentinels)
             }
             other => return Err(format!("REDIS_TYPE={other}: single, cluster or sentinel")),
         };
-        Ok((Some(target), credentials))
+        Ok((Some(target), options))
     }
 
     /// The path `name` holds, if set.
@@ -318,10 +328,6 @@ impl Upstream {
                 "quota mode for every descriptor is not supported: write quota_mode: true on each",
             ),
             (
-                "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
-                "tollgate never charges a refused call's descriptors already",
-            ),
-            (
                 "TRACING_ENABLED",
                 "OpenTelemetry tracing is not supported: tollgate logs its decisions",
             ),
@@ -342,12 +348,6 @@ impl Upstream {
             return asked_for(
                 "GRPC_UDS",
                 "the gRPC listener is a TCP address (GRPC_HOST, GRPC_PORT)",
-            );
-        }
-        if self.get("CACHE_KEY_PREFIX").is_some_and(|v| !v.is_empty()) {
-            return asked_for(
-                "CACHE_KEY_PREFIX",
-                "tollgate's Redis keys have their own layout, prefixed `tollgate`",
             );
         }
         let notices = WITHOUT_EFFECT
@@ -387,8 +387,7 @@ mod tests {
         let bad = upstream(&[("PORT", "http")]).listen("HOST", "PORT", 8080);
         assert_eq!(bad, Err("PORT=http: not a port".to_owned()));
 
-        let unix =
-            |target: (Option<RedisTarget>, RedisCredentials)| target.0.map(|t| t.to_string());
+        let unix = |target: (Option<RedisTarget>, RedisOptions)| target.0.map(|t| t.to_string());
         assert_eq!(
             unix(defaults.store().unwrap()).as_deref(),
             Some("Redis at redis+unix:///var/run/nutcracker/ratelimit.sock")
@@ -423,13 +422,20 @@ mod tests {
             ("REDIS_URL", "mymaster,s1:26379,s2:26379"),
             ("REDIS_AUTH", "secret"),
         ]);
-        let (target, credentials) = sentinel.store().unwrap();
+        let (target, options) = sentinel.store().unwrap();
         assert_eq!(
             target.map(|t| t.to_string()).as_deref(),
             Some("Redis master `mymaster` of the sentinels at redis://s1:26379, redis://s2:26379")
         );
         let auth = Some(("default".to_owned(), "secret".to_owned()));
-        assert_eq!(credentials.master_auth, auth);
+        assert_eq!(options.master_auth, auth);
+
+        let prefixed = upstream(&[("CACHE_KEY_PREFIX", "prefix:")])
+            .store()
+            .unwrap();
+        assert_eq!(prefixed.1.key_prefix.as_deref(), Some("prefix:"));
+        let braces = upstream(&[("CACHE_KEY_PREFIX", "{x}")]).store();
+        assert!(braces.err().is_some_and(|why| why.contains("braces")));
     }
 
     #[test]
@@ -445,6 +451,9 @@ mod tests {
         let statsd = upstream(&[("STATSD_HOST", "stats"), ("STATSD_PORT", "9125")]).statsd();
         assert_eq!(statsd, Ok(Some(("stats".to_owned(), 9125))));
         assert_eq!(upstream(&[("USE_STATSD", "false")]).statsd(), Ok(None));
+        // What tollgate always does.
+        let stop = upstream(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true")]);
+        assert_eq!(stop.unsupported(), Ok(Vec::new()));
         let notices = upstream(&[("LOG_LEVEL", "debug")]).unsupported().unwrap();
         assert_eq!(notices.len(), 1);
         assert!(notices[0].starts_with("LOG_LEVEL has no effect"));

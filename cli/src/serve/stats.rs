@@ -1,7 +1,8 @@
 //! envoyproxy/ratelimit's statistics of each call: for each descriptor with a limit, its
 //! hits counted under its limit's key (`ratelimit.service.rate_limit.<key>.total_hits`,
 //! `over_limit`, `near_limit`, `within_limit`, `shadow_mode`), as upstream counts them, so
-//! that its dashboards keep working. Sent to a statsd server (`USE_STATSD`, over UDP,
+//! that its dashboards keep working; and each load of the rules (`config_load_success`,
+//! `config_load_error`). Sent to a statsd server (`USE_STATSD`, over UDP,
 //! through `metrics-exporter-statsd`); `near_limit` also goes to `GET /metrics`, as
 //! `tollgate_near_limit_total`.
 
@@ -52,14 +53,17 @@ impl Statsd {
     /// Counts a call of `descriptors` descriptors for `domain`, which the service does not
     /// limit: `ratelimit.service.rate_limit.<domain>.domain_not_found`.
     pub(crate) fn domain_not_found(&self, domain: &str, descriptors: usize) {
-        let key = Key::from_name(format!(
-            "ratelimit.service.rate_limit.{domain}.domain_not_found"
-        ));
-        let metadata = Metadata::new(module_path!(), metrics::Level::INFO, None);
         let count = u64::try_from(descriptors).unwrap_or(u64::MAX);
-        self.recorder
-            .register_counter(&key, &metadata)
-            .increment(count);
+        let name = format!("ratelimit.service.rate_limit.{domain}.domain_not_found");
+        self.increment(&name, count);
+    }
+
+    /// Counts a load of the rules, at start or when a file changed:
+    /// `ratelimit.service.config_load_success`, or `config_load_error` when a file failed
+    /// (its domain keeping its rules).
+    pub(crate) fn config_loaded(&self, every_file: bool) {
+        let outcome = if every_file { "success" } else { "error" };
+        self.increment(&format!("ratelimit.service.config_load_{outcome}"), 1);
     }
 
     /// Sends `counts` of the limit whose statistics key is `key`.
@@ -72,13 +76,18 @@ impl Statsd {
             ("shadow_mode", counts.shadow_mode),
         ] {
             if value > 0 {
-                let key = Key::from_name(format!("ratelimit.service.rate_limit.{key}.{name}"));
-                let metadata = Metadata::new(module_path!(), metrics::Level::INFO, None);
-                self.recorder
-                    .register_counter(&key, &metadata)
-                    .increment(value);
+                self.increment(&format!("ratelimit.service.rate_limit.{key}.{name}"), value);
             }
         }
+    }
+
+    /// Adds `value` to the counter `name`.
+    fn increment(&self, name: &str, value: u64) {
+        let key = Key::from_name(name.to_owned());
+        let metadata = Metadata::new(module_path!(), metrics::Level::INFO, None);
+        self.recorder
+            .register_counter(&key, &metadata)
+            .increment(value);
     }
 }
 

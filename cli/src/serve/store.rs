@@ -27,7 +27,7 @@ pub(crate) enum StoreChoice {
     /// In this process: each instance counts alone.
     Memory,
     /// In Redis, shared by every instance using it.
-    Redis(RedisTarget, RedisCredentials),
+    Redis(RedisTarget, RedisOptions),
 }
 
 /// A Redis server, Redis Cluster or master behind Redis Sentinel, its addresses checked.
@@ -40,15 +40,18 @@ pub(crate) enum RedisTarget {
     Sentinel(String, Vec<String>),
 }
 
-/// How the store proves itself to Redis, beyond its URLs.
+/// What the store needs to know of Redis beyond its URLs: how it proves itself, and its
+/// keys' prefix.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct RedisCredentials {
+pub(crate) struct RedisOptions {
     /// The CA of Redis's certificate (PEM), for `rediss://`.
     pub(crate) ca: Option<PathBuf>,
     /// A client certificate and its key (PEM), for mutual TLS.
     pub(crate) client: Option<(PathBuf, PathBuf)>,
     /// The master's user and password, behind Redis Sentinel.
     pub(crate) master_auth: Option<(String, String)>,
+    /// What every key starts with, instead of `tollgate:` (checked: no braces).
+    pub(crate) key_prefix: Option<String>,
 }
 
 impl StoreChoice {
@@ -67,7 +70,7 @@ impl StoreChoice {
             (Some(url), _) => {
                 check_url(url)?;
                 let target = RedisTarget::Server(url.to_owned());
-                Ok(StoreChoice::Redis(target, RedisCredentials::default()))
+                Ok(StoreChoice::Redis(target, RedisOptions::default()))
             }
             (None, []) => Ok(StoreChoice::Memory),
             (None, nodes) => {
@@ -75,7 +78,7 @@ impl StoreChoice {
                 redis::cluster::ClusterClient::new(nodes.to_vec())
                     .map_err(|error| format!("invalid Redis Cluster nodes: {error}"))?;
                 let target = RedisTarget::Cluster(nodes.to_vec());
-                Ok(StoreChoice::Redis(target, RedisCredentials::default()))
+                Ok(StoreChoice::Redis(target, RedisOptions::default()))
             }
         }
     }
@@ -90,7 +93,7 @@ impl StoreChoice {
     /// An address that retrying cannot fix.
     pub(crate) fn of(
         target: Option<RedisTarget>,
-        credentials: RedisCredentials,
+        options: RedisOptions,
     ) -> Result<StoreChoice, String> {
         let checked = match target {
             None => return Ok(StoreChoice::Memory),
@@ -98,14 +101,11 @@ impl StoreChoice {
             Some(RedisTarget::Cluster(nodes)) => StoreChoice::new(None, &nodes)?,
             Some(RedisTarget::Sentinel(master, sentinels)) => {
                 sentinels.iter().try_for_each(|url| check_url(url))?;
-                StoreChoice::Redis(
-                    RedisTarget::Sentinel(master, sentinels),
-                    credentials.clone(),
-                )
+                StoreChoice::Redis(RedisTarget::Sentinel(master, sentinels), options.clone())
             }
         };
         Ok(match checked {
-            StoreChoice::Redis(target, _) => StoreChoice::Redis(target, credentials),
+            StoreChoice::Redis(target, _) => StoreChoice::Redis(target, options),
             memory => memory,
         })
     }
@@ -123,13 +123,13 @@ impl RedisTarget {
     /// the service waits meanwhile, and each failure is printed.
     pub(crate) async fn connect(
         &self,
-        credentials: &RedisCredentials,
+        options: &RedisOptions,
         readiness: &Readiness<RedisStore>,
     ) -> RedisStore {
         readiness.waiting_for(format!("connecting to {self}"));
         let mut wait = FIRST_WAIT;
         loop {
-            match self.builder(credentials).connect().await {
+            match self.builder(options).connect().await {
                 Ok(store) => return store,
                 Err(error) => {
                     eprintln!("tollgate serve: {error}, retrying in {wait:?}");
@@ -141,7 +141,7 @@ impl RedisTarget {
         }
     }
 
-    fn builder(&self, credentials: &RedisCredentials) -> RedisStoreBuilder {
+    fn builder(&self, options: &RedisOptions) -> RedisStoreBuilder {
         let mut builder = match self {
             RedisTarget::Server(url) => RedisStore::builder(url.clone()),
             RedisTarget::Cluster(nodes) => RedisStore::cluster_builder(nodes.clone()),
@@ -149,14 +149,17 @@ impl RedisTarget {
                 RedisStore::sentinel_builder(master.clone(), sentinels.clone())
             }
         };
-        if let Some(ca) = &credentials.ca {
+        if let Some(ca) = &options.ca {
             builder = builder.tls_ca(ca.clone());
         }
-        if let Some((cert, key)) = &credentials.client {
+        if let Some((cert, key)) = &options.client {
             builder = builder.tls_client_cert(cert.clone(), key.clone());
         }
-        if let Some((user, password)) = &credentials.master_auth {
+        if let Some((user, password)) = &options.master_auth {
             builder = builder.master_auth(user.clone(), password.clone());
+        }
+        if let Some(prefix) = &options.key_prefix {
+            builder = builder.key_prefix(prefix.clone());
         }
         builder
     }

@@ -6,6 +6,7 @@
 
 use super::domains::Domains;
 use super::rules_source::RulesSource;
+use super::stats::Statsd;
 use super::store::Backing;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -21,11 +22,12 @@ pub(crate) type StoreMaker<St> = Arc<dyn Fn() -> St + Send + Sync>;
 
 /// Reads `source` every second and puts a change in force on `domains`, a new domain on a
 /// store `store` makes; logs what changed and each file that failed (its domain keeps its
-/// rules). The task ends with the process.
+/// rules), and counts each load to `statsd` if given. The task ends with the process.
 pub(crate) fn watch<St: Backing + 'static>(
     source: RulesSource,
     domains: Domains<St>,
     store: StoreMaker<St>,
+    statsd: Option<Arc<Statsd>>,
 ) {
     let mut seen = fingerprint(source.path());
     tokio::spawn(async move {
@@ -38,6 +40,9 @@ pub(crate) fn watch<St: Backing + 'static>(
             }
             seen = now;
             let loaded = source.load();
+            if let Some(statsd) = &statsd {
+                statsd.config_loaded(loaded.failed.is_empty());
+            }
             for (file, errors) in &loaded.failed {
                 eprintln!(
                     "tollgate serve: {}: not reloaded, its domain keeps its rules: {errors}",
