@@ -3,7 +3,8 @@
 //! the environment alone, on upstream's runtime directory (vendored under `upstream/`, at
 //! commit f2fb157) and a real Redis, called as those tests call it. Each asserts upstream's
 //! answer (`upstream/CATALOGUE.md`, section 2); where tollgate differs by design (a refused
-//! call charges none of its descriptors), the assertion says so.
+//! call charges none of its descriptors), the assertion says so. With them, the one case of
+//! `test/config/config_test.go` that needs a call: a descriptor's own limit.
 #![cfg(feature = "server")]
 
 #[path = "common/calls.rs"]
@@ -16,9 +17,14 @@ mod proto;
 mod redis_server;
 #[path = "common/statsd.rs"]
 mod statsd;
+#[path = "../../tests/common/tls_certs.rs"]
+mod tls_certs;
 
 use calls::{ask, descriptor};
 use common::Served;
+use proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
+use proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use proto::envoy::r#type::v3::RateLimitUnit;
 use proto::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use proto::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
@@ -29,6 +35,7 @@ use redis_server::RedisServer;
 use statsd::StatsdServer;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tls_certs::TestCertificates;
 use tonic::transport::Channel;
 
 /// Upstream's runtime directory: `current/ratelimit/config/` holds `basic.yaml`,
@@ -348,6 +355,114 @@ async fn basic_base_config(variant: Variant) -> RedisServer {
         assert_eq!(statsd.wait_for(&name, count), count, "{name}");
     }
     redis
+}
+
+/// TestBasicTLSConfig's settings: Redis over mutual TLS (`REDIS_TLS`, its CA, a client
+/// certificate), a `redis-server` serving TLS only and asking for the client's certificate.
+#[tokio::test]
+async fn redis_over_mutual_tls() {
+    let certificates = TestCertificates::new();
+    let redis = RedisServer::start_tls(certificates.server(true));
+    let path = |path: &Path| path.to_str().expect("a UTF-8 path").to_owned();
+    let (ca, cert, key) = (
+        path(&certificates.ca),
+        path(&certificates.client_cert),
+        path(&certificates.client_key),
+    );
+    let tls = [
+        ("REDIS_TLS", "true"),
+        ("REDIS_TLS_CACERT", ca.as_str()),
+        ("REDIS_TLS_CLIENT_CERT", cert.as_str()),
+        ("REDIS_TLS_CLIENT_KEY", key.as_str()),
+    ];
+    within_windows().await;
+    let (_served, mut client) = serve_with(&runtime(), &redis, &tls).await;
+    let call = || request("basic", &[&[("one_per_minute", "x")]]);
+    for (code, what) in [(Code::Ok, "the first"), (Code::OverLimit, "the second")] {
+        let answer = ask(&mut client, call()).await;
+        let expected = status(code, Some((1, Unit::Minute)), 0, &answer.statuses[0]);
+        assert_answer(&answer, code, &[expected], what);
+    }
+    assert!(redis.calls("fcall") >= 1, "decided by Redis, over TLS");
+}
+
+/// config_test.go's TestConfigLimitOverride, served (it needs a call): basic_config.yaml,
+/// a descriptor bringing its own limit is limited by it, counted under its key whatever
+/// the limit; a domain not served limits nothing, its own limit or not.
+#[tokio::test]
+async fn config_limit_override() {
+    let root = tempfile::tempdir().expect("a temporary directory");
+    let config = root.path().join("ratelimit/config");
+    std::fs::create_dir_all(&config).expect("created");
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/upstream/test/config/basic_config.yaml");
+    std::fs::copy(file, config.join("basic_config.yaml")).expect("copied");
+    let mut statsd = StatsdServer::start();
+    let port = statsd.port().to_string();
+    let settings = [
+        ("RUNTIME_ROOT", root.path().to_str().expect("a UTF-8 path")),
+        ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+        ("BACKEND_TYPE", "memory"),
+        ("USE_STATSD", "true"),
+        ("STATSD_HOST", "127.0.0.1"),
+        ("STATSD_PORT", &port),
+        ("GRPC_HOST", "127.0.0.1"),
+        ("GRPC_PORT", "0"),
+        ("HOST", "127.0.0.1"),
+        ("PORT", "0"),
+    ];
+    let served = Served::start_from_env(&settings, &[]);
+    let mut client = calls::client(&served.grpc).await;
+    let own = |domain: &str, value: &str, requests_per_unit: u32, unit: RateLimitUnit| {
+        let entries = [("key1", "value1"), ("subkey1", value)];
+        let limit = RateLimitOverride {
+            requests_per_unit,
+            unit: unit.into(),
+        };
+        let descriptor = RateLimitDescriptor {
+            limit: Some(limit),
+            ..descriptor(&entries)
+        };
+        RateLimitRequest {
+            domain: domain.to_owned(),
+            descriptors: vec![descriptor],
+            hits_addend: 1,
+        }
+    };
+
+    let answer = ask(
+        &mut client,
+        own("foo_domain", "something", 10, RateLimitUnit::Day),
+    )
+    .await;
+    let nothing = status(Code::Ok, None, 0, &answer.statuses[0]);
+    assert_answer(&answer, Code::Ok, &[nothing], "a domain not served");
+
+    let cases = [
+        ("something", (10, RateLimitUnit::Day), (10, Unit::Day), 9),
+        ("something", (42, RateLimitUnit::Hour), (42, Unit::Hour), 41),
+        (
+            "something_else",
+            (42, RateLimitUnit::Hour),
+            (42, Unit::Hour),
+            41,
+        ),
+    ];
+    for (value, (requests, unit), limit, remaining) in cases {
+        let answer = ask(&mut client, own("test-domain", value, requests, unit)).await;
+        let expected = status(Code::Ok, Some(limit), remaining, &answer.statuses[0]);
+        assert_answer(
+            &answer,
+            Code::Ok,
+            &[expected],
+            &format!("{value}, {limit:?}"),
+        );
+    }
+    let key = "ratelimit.service.rate_limit.test-domain.key1_value1.subkey1";
+    for (value, hits) in [("something", 2), ("something_else", 1)] {
+        let name = format!("{key}_{value}.total_hits");
+        assert_eq!(statsd.wait_for(&name, hits), hits, "{}", statsd.heard());
+    }
 }
 
 /// TestShareThreshold: every file under `files/` shares one count of 10 an hour; the
