@@ -18,6 +18,7 @@ mod redis_server;
 #[path = "common/statsd.rs"]
 mod statsd;
 #[path = "../../tests/common/tls_certs.rs"]
+#[allow(dead_code)]
 mod tls_certs;
 
 use calls::{ask, descriptor};
