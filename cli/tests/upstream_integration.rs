@@ -466,6 +466,30 @@ async fn config_limit_override() {
     }
 }
 
+/// TestBasicConfig_ExtraTags: `EXTRA_TAGS` tags every statistic, in the names as upstream's
+/// statsd client writes them.
+#[tokio::test]
+async fn basic_config_extra_tags() {
+    let redis = RedisServer::start();
+    let mut statsd = StatsdServer::start();
+    let port = statsd.port().to_string();
+    let settings = [
+        ("USE_STATSD", "true"),
+        ("STATSD_HOST", "127.0.0.1"),
+        ("STATSD_PORT", port.as_str()),
+        ("EXTRA_TAGS", "foo:bar,a:b"),
+    ];
+    let (_served, mut client) = serve_with(&runtime(), &redis, &settings).await;
+    let answer = ask(&mut client, request("basic", &[&[("key1", "foo")]])).await;
+    assert_eq!(answer.overall_code(), Code::Ok);
+    for name in [
+        "ratelimit.service.rate_limit.basic.key1.total_hits.__a=b.__foo=bar",
+        "ratelimit.service.config_load_success.__a=b.__foo=bar",
+    ] {
+        assert_eq!(statsd.wait_for(name, 1), 1, "{name}");
+    }
+}
+
 /// TestShareThreshold: every file under `files/` shares one count of 10 an hour; the
 /// files under `files_no_share/` each have their own.
 #[tokio::test]

@@ -89,13 +89,16 @@
 //! | `MERGE_DOMAIN_CONFIG` | `false` | honoured |
 //! | `GRPC_HOST`, `GRPC_PORT` | `0.0.0.0`, `8081` | the gRPC listener |
 //! | `HOST`, `PORT` | `0.0.0.0`, `8080` | `POST /json`, `GET /healthcheck`, `GET /metrics` |
-//! | `BACKEND_TYPE` | `redis` | `redis`; `memory` (tollgate's) keeps the state in the process; `memcache` stops the start |
+//! | `BACKEND_TYPE` | `redis` | `redis`; `memory` (tollgate's) keeps the state in the process; `memcache` (or `MEMCACHE_HOST_PORT`) stops the start, its `MEMCACHE_*` unread |
 //! | `REDIS_SOCKET_TYPE`, `REDIS_URL` | `unix`, `/var/run/nutcracker/ratelimit.sock` | honoured (`host:port` over `tcp`, a socket path over `unix`) |
 //! | `REDIS_TYPE` | `SINGLE` | `single`, `cluster` (`REDIS_URL` a comma-separated list of nodes), `sentinel` (`REDIS_URL` the master's name, then its sentinels: `mymaster,host:26379,...`), each honoured |
 //! | `REDIS_AUTH`, `REDIS_SENTINEL_AUTH` | empty | honoured (`password` or `user:password`; the master's, and the sentinels') |
 //! | `REDIS_TLS`, `REDIS_TLS_CACERT`, `REDIS_TLS_CLIENT_CERT`, `REDIS_TLS_CLIENT_KEY` | `false`, empty | honoured: `rediss://`, Redis's CA, a client certificate (mutual TLS) |
 //! | `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION` | `false` | `true` stops the start: Redis's certificate is always verified |
-//! | `REDIS_POOL_SIZE`, `REDIS_PIPELINE_WINDOW`, `REDIS_PIPELINE_LIMIT`, `REDIS_TIMEOUT` | | no effect (said): one multiplexed connection, calls batched while it is busy, 50 ms timeout |
+//! | `REDIS_POOL_SIZE`, `REDIS_POOL_ON_EMPTY_BEHAVIOR`, `REDIS_PIPELINE_WINDOW`, `REDIS_PIPELINE_LIMIT`, `REDIS_CLUSTER_PIPELINE_PARALLELISM`, `REDIS_TIMEOUT` | | no effect (said): one multiplexed connection, calls batched while it is busy, 50 ms timeout |
+//! | `REDIS_STARTUP_INITIAL_INTERVAL`, `REDIS_STARTUP_MAX_INTERVAL`, `REDIS_STARTUP_MAX_ELAPSED_TIME` | `1s`, `30s`, `0` | no effect (said): Redis is tried again after 100 ms, twice as long each time up to 5 s, without end |
+//! | `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION` | `false` | no effect (said): `/healthcheck` is OK from when the rules loaded and Redis first answered |
+//! | `GRPC_MAX_CONNECTION_AGE`, `GRPC_MAX_CONNECTION_AGE_GRACE` | `24h`, `1h` | no effect (said): a connection lasts until its client closes it |
 //! | `REDIS_PERSECOND` (and its `REDIS_PERSECOND_*`) | `false` | `true` stops the start: one Redis keeps every limit |
 //! | `LOCAL_CACHE_SIZE_IN_BYTES` | `0` | no effect (said): the over-limit cache is always on, bounded |
 //! | `EXPIRATION_JITTER_MAX_SECONDS`, `STATS_FLUSH_INTERVAL` | | no effect (said): keys expire with their state; each call's counts are sent at once |
@@ -107,12 +110,13 @@
 //! | `RESPONSE_DYNAMIC_METADATA` | `false` | honoured (also `--response-dynamic-metadata`) |
 //! | `LIMIT_RESPONSE_HEADERS_ENABLED`, `LIMIT_LIMIT_HEADER`, `LIMIT_REMAINING_HEADER`, `LIMIT_RESET_HEADER` | `false`, `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` | honoured: without it, no headers, as upstream |
 //! | `USE_STATSD`, `STATSD_HOST`, `STATSD_PORT` | `true`, `localhost`, `8125` | honoured: upstream's statistics, under its names, over UDP (also `--statsd HOST:PORT`; [below](#statistics)) |
-//! | `USE_DOG_STATSD`, `USE_PROMETHEUS` | `false` | `true` stops the start: `GET /metrics` serves Prometheus |
+//! | `EXTRA_TAGS`, `DISABLE_STATS` | empty, `false` | honoured: tags in each statistic's name as upstream writes them (`…total_hits.__a=b.__foo=bar`); no statistics |
+//! | `USE_DOG_STATSD`, `USE_PROMETHEUS` | `false` | `true` stops the start: `GET /metrics` serves Prometheus (their `USE_DOG_STATSD_MOGRIFIERS`, `PROMETHEUS_*` unread) |
 //! | `GRPC_SERVER_USE_TLS`, `GRPC_SERVER_TLS_CERT`, `GRPC_SERVER_TLS_KEY` | `false` | honoured: gRPC over TLS (rustls; also `--tls-cert`, `--tls-key`) |
 //! | `GRPC_CLIENT_TLS_CACERT`, `GRPC_CLIENT_TLS_SAN` | empty | honoured: mutual TLS, a client's certificate signed by that CA, naming that SAN (also `--tls-client-ca`, `--tls-client-san`); another name is `UNAUTHENTICATED` |
 //! | `GRPC_UDS` | empty | set, it stops the start: the gRPC listener is TCP |
-//! | `CONFIG_TYPE` | `FILE` | `FILE`; `GRPC_XDS_SOTW` stops the start |
-//! | `TRACING_ENABLED`, `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`, `FORCE_START_WITHOUT_INITIAL_CONFIG` | `false` | `true` stops the start |
+//! | `CONFIG_TYPE` | `FILE` | `FILE`; `GRPC_XDS_SOTW` stops the start (its `CONFIG_GRPC_XDS_*`, `XDS_CLIENT_*` unread) |
+//! | `TRACING_ENABLED`, `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`, `FORCE_START_WITHOUT_INITIAL_CONFIG` | `false` | `true` stops the start (the `TRACING_*` unread) |
 //! | `LOG_LEVEL`, `LOG_FORMAT`, `DEBUG_HOST`, `DEBUG_PORT` | | no effect (said) |
 //!
 //! ## Statistics

@@ -46,7 +46,8 @@ use rls::{Answering, Headers};
 use rules_source::RulesSource;
 use settings::Upstream;
 use shutdown::{Signals, Stop, StopRequest, GRACE};
-use stats::Statsd;
+use stats::{Statsd, StatsdTarget};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -155,13 +156,14 @@ impl ServeArgs {
                     .rsplit_once(':')
                     .and_then(|(host, port)| Some((host.to_owned(), port.parse().ok()?)))
                     .ok_or_else(|| format!("--statsd {address}: write HOST:PORT"))?;
-                Some((host, port))
+                let tags = BTreeMap::new();
+                Some(StatsdTarget { host, port, tags })
             }
             (None, Some(upstream)) => upstream.statsd()?,
             (None, None) => None,
         };
         let statsd = statsd
-            .map(|(host, port)| Statsd::new(&host, port).map(Arc::new))
+            .map(|target| Statsd::new(&target).map(Arc::new))
             .transpose()?;
         Ok(Answering {
             dynamic_metadata: self.response_dynamic_metadata,

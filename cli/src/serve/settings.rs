@@ -5,6 +5,7 @@
 //! silently.
 
 use super::rls::Headers;
+use super::stats::StatsdTarget;
 use super::store::{RedisOptions, RedisTarget};
 use super::tls::GrpcTls;
 use std::collections::BTreeMap;
@@ -17,7 +18,7 @@ pub(crate) struct Upstream {
 }
 
 /// A setting tollgate reads but that changes nothing in it, and why.
-const WITHOUT_EFFECT: [(&str, &str); 14] = [
+const WITHOUT_EFFECT: [(&str, &str); 22] = [
     (
         "LOG_LEVEL",
         "tollgate serve logs what it does to standard output and error",
@@ -45,6 +46,38 @@ const WITHOUT_EFFECT: [(&str, &str); 14] = [
     (
         "REDIS_PIPELINE_LIMIT",
         "calls are batched while the connection is busy",
+    ),
+    (
+        "REDIS_CLUSTER_PIPELINE_PARALLELISM",
+        "calls are batched while the connection is busy",
+    ),
+    (
+        "REDIS_POOL_ON_EMPTY_BEHAVIOR",
+        "one multiplexed connection serves every call",
+    ),
+    (
+        "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
+        "GET /healthcheck is OK from when the rules loaded and Redis first answered",
+    ),
+    (
+        "REDIS_STARTUP_INITIAL_INTERVAL",
+        "Redis is tried again after 100 ms, twice as long each time up to 5 s, without end",
+    ),
+    (
+        "REDIS_STARTUP_MAX_INTERVAL",
+        "Redis is tried again after 100 ms, twice as long each time up to 5 s, without end",
+    ),
+    (
+        "REDIS_STARTUP_MAX_ELAPSED_TIME",
+        "Redis is tried again after 100 ms, twice as long each time up to 5 s, without end",
+    ),
+    (
+        "GRPC_MAX_CONNECTION_AGE",
+        "a gRPC connection lasts until its client closes it",
+    ),
+    (
+        "GRPC_MAX_CONNECTION_AGE_GRACE",
+        "a gRPC connection lasts until its client closes it",
     ),
     (
         "REDIS_TIMEOUT",
@@ -265,9 +298,10 @@ impl Upstream {
     }
 
     /// Where envoyproxy/ratelimit's statistics go: `$STATSD_HOST:$STATSD_PORT`
-    /// (`localhost:8125`) unless `USE_STATSD=false`.
-    pub(crate) fn statsd(&self) -> Result<Option<(String, u16)>, String> {
-        if !self.flag("USE_STATSD")?.unwrap_or(true) {
+    /// (`localhost:8125`), with the tags of `EXTRA_TAGS` (`name:value,...`), unless
+    /// `USE_STATSD=false` or `DISABLE_STATS=true`.
+    pub(crate) fn statsd(&self) -> Result<Option<StatsdTarget>, String> {
+        if !self.flag("USE_STATSD")?.unwrap_or(true) || self.flag("DISABLE_STATS")? == Some(true) {
             return Ok(None);
         }
         let host = self.get("STATSD_HOST").unwrap_or("localhost").to_owned();
@@ -277,7 +311,17 @@ impl Upstream {
                 .map_err(|_| format!("STATSD_PORT={port}: not a port"))?,
             None => 8125,
         };
-        Ok(Some((host, port)))
+        let tags = self
+            .get("EXTRA_TAGS")
+            .unwrap_or_default()
+            .split(',')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| match pair.split_once(':') {
+                Some((name, value)) => Ok((name.to_owned(), value.to_owned())),
+                None => Err(format!("EXTRA_TAGS: `{pair}` is not name:value")),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Some(StatsdTarget { host, port, tags }))
     }
 
     /// Whether every limit only reports (`SHADOW_MODE`).
@@ -448,9 +492,23 @@ mod tests {
             upstream(&[("USE_STATSD", "true")]).unsupported(),
             Ok(Vec::new())
         );
-        let statsd = upstream(&[("STATSD_HOST", "stats"), ("STATSD_PORT", "9125")]).statsd();
-        assert_eq!(statsd, Ok(Some(("stats".to_owned(), 9125))));
+        let statsd = upstream(&[
+            ("STATSD_HOST", "stats"),
+            ("STATSD_PORT", "9125"),
+            ("EXTRA_TAGS", "foo:bar,a:b"),
+        ])
+        .statsd();
+        let tags = [("a", "b"), ("foo", "bar")].map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let expected = StatsdTarget {
+            host: "stats".to_owned(),
+            port: 9125,
+            tags: tags.into(),
+        };
+        assert_eq!(statsd, Ok(Some(expected)));
         assert_eq!(upstream(&[("USE_STATSD", "false")]).statsd(), Ok(None));
+        assert_eq!(upstream(&[("DISABLE_STATS", "true")]).statsd(), Ok(None));
+        let bad = upstream(&[("EXTRA_TAGS", "foo")]).statsd();
+        assert_eq!(bad, Err("EXTRA_TAGS: `foo` is not name:value".to_owned()));
         // What tollgate always does.
         let stop = upstream(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true")]);
         assert_eq!(stop.unsupported(), Ok(Vec::new()));

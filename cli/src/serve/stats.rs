@@ -9,14 +9,25 @@
 use super::proto::envoy::service::ratelimit::v3::rate_limit_response::DescriptorStatus;
 use metrics::{Key, Metadata, Recorder};
 use metrics_exporter_statsd::{StatsdBuilder, StatsdRecorder};
+use std::collections::BTreeMap;
 use tollgate::{CallVerdict, Descriptor, LimitDecision};
 
 /// envoyproxy/ratelimit's `NEAR_LIMIT_RATIO`: a count past this share of its limit is near it.
 const NEAR_LIMIT_RATIO: f32 = 0.8;
 
+/// Where the statistics go, and the tags each carries (`EXTRA_TAGS`).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct StatsdTarget {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) tags: BTreeMap<String, String>,
+}
+
 /// Where the statistics go.
 pub(crate) struct Statsd {
     recorder: StatsdRecorder,
+    /// What each name ends with: its tags, as upstream's statsd client writes them.
+    tags: String,
 }
 
 impl std::fmt::Debug for Statsd {
@@ -36,18 +47,22 @@ struct Counts {
 }
 
 impl Statsd {
-    /// Statistics sent to the statsd server at `host`:`port`.
+    /// Statistics sent to the statsd server `target` names, with its tags.
     ///
     /// # Errors
     ///
     /// The address is not one, or no UDP socket could be opened.
-    pub(crate) fn new(host: &str, port: u16) -> Result<Self, String> {
-        let recorder = StatsdBuilder::from(host, port)
+    pub(crate) fn new(target: &StatsdTarget) -> Result<Self, String> {
+        let StatsdTarget { host, port, tags } = target;
+        let recorder = StatsdBuilder::from(host, *port)
             // Each count is sent at once: a statsd server sums them.
             .with_buffer_size(1)
             .build(None)
             .map_err(|error| format!("statsd at {host}:{port}: {error}"))?;
-        Ok(Statsd { recorder })
+        Ok(Statsd {
+            recorder,
+            tags: in_names(tags),
+        })
     }
 
     /// Counts a call of `descriptors` descriptors for `domain`, which the service does not
@@ -81,14 +96,24 @@ impl Statsd {
         }
     }
 
-    /// Adds `value` to the counter `name`.
+    /// Adds `value` to the counter `name`, tagged.
     fn increment(&self, name: &str, value: u64) {
-        let key = Key::from_name(name.to_owned());
+        let key = Key::from_name(format!("{name}{}", self.tags));
         let metadata = Metadata::new(module_path!(), metrics::Level::INFO, None);
         self.recorder
             .register_counter(&key, &metadata)
             .increment(value);
     }
+}
+
+/// `tags` as lyft/gostats, upstream's statsd client, writes them in a name:
+/// `.__name=value` each, by name, `.`, `:` and `|` made `_`.
+fn in_names(tags: &BTreeMap<String, String>) -> String {
+    let clean = |text: &str| text.replace(['.', ':', '|'], "_");
+    tags.iter()
+        .filter(|(name, value)| !name.is_empty() && !value.is_empty())
+        .map(|(name, value)| format!(".__{}={}", clean(name), clean(value)))
+        .collect()
 }
 
 /// Counts a call in `domain` of `descriptors`, which `call` decided with `statuses`: each
