@@ -2,7 +2,7 @@
 //! limiter on the same keys.
 //!
 //! **tollgate**: the public `Store::acquire` with one `LimitCheck` on
-//! `MemoryStore::new().with_max_keys(4_000_000)` (the system clock, so every decision includes
+//! `MemoryStore::new().max_keys(4_000_000)` (the system clock, so every decision includes
 //! its clock read; the ceiling is raised so that the 1,000,000-key sets fit whole and nothing is
 //! evicted; one extra pair of rows shows the default ceiling of 1,000,000 keys). One row per
 //! algorithm: `token_bucket`, `leaky_bucket` (policing, so no delays), `fixed_window`,
@@ -400,7 +400,7 @@ fn decisions(c: &mut Criterion) {
                         group.bench_function(&id, |b| {
                             let keys = keys.get_or_init(|| Keys::build(set.keys, kind));
                             let fixture = fixture.get_or_init(|| {
-                                let store = MemoryStore::new().with_max_keys(MAX_KEYS);
+                                let store = MemoryStore::new().max_keys(MAX_KEYS);
                                 Fixture::filled(limiter, verdict, keys, store)
                             });
                             b.iter_custom(|iters| fixture.measure(threads, iters));

@@ -221,7 +221,10 @@ fn ready<S: Service<Request<Body>>>(mut service: S) -> S {
 fn tollgate_limited_apart(
 ) -> impl Service<Request<Body>, Response = Response<impl HttpBody>, Error = Infallible> {
     let clock = ManualClock::new();
-    let limiter = tollgate::Limiter::with_clock(layers::tollgate_rules(true), clock.clone());
+    let limiter = tollgate::Limiter::with_store(
+        layers::tollgate_rules(true),
+        tollgate::store::MemoryStore::with_clock(clock.clone()),
+    );
     let mut service = ready(RateLimitLayer::new(limiter).layer(Hello));
     for i in 0..256 {
         one_request(&mut service, i);

@@ -2,7 +2,7 @@
 //!
 //! A counting global allocator (a thin wrapper over [`std::alloc::System`]) keeps the live
 //! heap bytes and allocations in atomics. For each case the bench builds
-//! `MemoryStore::with_clock(ManualClock::new()).with_max_keys(4_000_000)` (so nothing is
+//! `MemoryStore::with_clock(ManualClock::new()).max_keys(4_000_000)` (so nothing is
 //! evicted), then acquires through the public [`Store::acquire`] API for 1,000,000 distinct
 //! keys shaped as the limiter shapes them for one descriptor value: an 8-byte state id, the
 //! value's length as 4 little-endian bytes, then the value (an IPv4 address text such as
@@ -439,7 +439,7 @@ fn run(case: Case) -> Measured {
 /// Fills tollgate's [`MemoryStore`].
 fn run_tollgate(algorithm: Algorithm, quota: Quota, case: Case) -> Measured {
     let clock = ManualClock::new();
-    let store = MemoryStore::with_clock(clock.clone()).with_max_keys(4_000_000);
+    let store = MemoryStore::with_clock(clock.clone()).max_keys(4_000_000);
     let mut buf: Vec<u8> = Vec::with_capacity(64);
 
     let before = Before::take();
@@ -626,7 +626,7 @@ fn main() {
         memory_total().unwrap_or_else(|| "unknown".to_owned())
     );
     println!(
-        "- store: MemoryStore::with_clock(ManualClock::new()).with_max_keys(4_000_000), {} shards",
+        "- store: MemoryStore::with_clock(ManualClock::new()).max_keys(4_000_000), {} shards",
         (parallelism * 4).next_power_of_two()
     );
     println!("- bytes per key: live heap bytes (as requested from the allocator) after minus before, / keys");

@@ -127,7 +127,7 @@ const SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 fn swc_rules(sync_every: Option<std::time::Duration>) -> tollgate::rules::Rules {
     use tollgate::algorithm::Algorithm;
     use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, Unit};
-    let limit = LimitSpec::per(Unit::Second, layers::UNLIMITED_PER_SECOND)
+    let limit = LimitSpec::per(layers::UNLIMITED_PER_SECOND, Unit::Second)
         .algorithm(Algorithm::SlidingWindowCounter);
     let limit = match sync_every {
         Some(every) => limit.sync_every(every),
@@ -158,7 +158,7 @@ fn settle_rules() -> tollgate::rules::Rules {
 fn swc_and_concurrency_rules() -> tollgate::rules::Rules {
     use tollgate::algorithm::Algorithm;
     use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, Unit};
-    let limit = LimitSpec::per(Unit::Second, layers::UNLIMITED_PER_SECOND)
+    let limit = LimitSpec::per(layers::UNLIMITED_PER_SECOND, Unit::Second)
         .algorithm(Algorithm::SlidingWindowCounter);
     let descriptor = DescriptorSpec::key("remote_address")
         .rate_limit(limit)

@@ -74,6 +74,7 @@ pub mod client;
 pub mod clock;
 mod concurrency;
 mod decision;
+pub mod envoy;
 pub mod guide;
 pub mod layer;
 mod limiter;
@@ -90,5 +91,4 @@ pub use decision::{Denial, LimitDecision, Verdict};
 pub use layer::{RateLimit, RateLimitLayer};
 #[doc(hidden)]
 pub use limiter::HeldSlots;
-pub use limiter::{CallVerdict, Descriptor, Limiter};
-pub use rules::LimitOverride;
+pub use limiter::Limiter;

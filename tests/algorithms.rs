@@ -455,7 +455,7 @@ proptest! {
     #[test]
     fn leaky_bucket_policing_matches_the_release_queue(
         (quota, start, trace) in quota_and_trace(0u64..=4, |limit, queue, period| {
-            Quota::new(limit, Duration::from_nanos(period)).unwrap().with_queue(queue).policing()
+            Quota::new(limit, Duration::from_nanos(period)).unwrap().with_queue(queue).with_policing()
         })
     ) {
         let model = ReleaseQueue::new(&quota);
@@ -701,7 +701,7 @@ fn leaky_bucket_concurrent_admissions_equal_the_queue_plus_one() {
     let slots: Vec<Duration> = (0..23).map(|k| Duration::from_millis(100 * k)).collect();
     assert_eq!(delays, slots);
 
-    let policing = quota.policing();
+    let policing = quota.with_policing();
     assert_eq!(
         admitted_concurrently(Algorithm::LeakyBucket, policing).len(),
         23

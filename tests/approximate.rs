@@ -102,7 +102,7 @@ fn light_clients_cost_no_state_of_their_own() {
 #[test]
 fn a_heavy_client_forgotten_at_the_key_ceiling_stays_limited() {
     let clock = ManualClock::starting_at(Nanos::new(100 * SECOND));
-    let store = MemoryStore::with_clock(clock.clone()).with_max_keys(16);
+    let store = MemoryStore::with_clock(clock.clone()).max_keys(16);
     let quota = Quota::new(10, Duration::from_secs(60)).unwrap();
     let heavy = check(Algorithm::FixedWindow, &quota, b"heavy", 1 << 20);
     assert!((0..10).all(|_| decide(&store, &heavy).allowed));

@@ -6,9 +6,10 @@ mod common;
 
 use tollgate::algorithm::Algorithm;
 use tollgate::clock::ManualClock;
+use tollgate::envoy::Descriptor;
 use tollgate::rules::{KeySources, Rules};
 use tollgate::store::{MemoryStore, Store};
-use tollgate::{Descriptor, Limiter};
+use tollgate::Limiter;
 
 /// 2 an hour per value of each of `algorithms`' key, and 2 an hour per `tenant`, with
 /// `defaults`.

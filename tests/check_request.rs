@@ -12,6 +12,7 @@ use tollgate::algorithm::Algorithm;
 use tollgate::clock::ManualClock;
 use tollgate::rules::Rules;
 use tollgate::source::PeerAddr;
+use tollgate::store::MemoryStore;
 use tollgate::{Limiter, RateLimitLayer};
 use tower::{service_fn, Layer, ServiceExt};
 
@@ -76,11 +77,17 @@ async fn check_request_decides_as_the_layer_does_for_every_algorithm() {
     for algorithm in Algorithm::ALL {
         let layer_clock = ManualClock::new();
         let check_clock = ManualClock::new();
-        let layer = RateLimitLayer::new(Limiter::with_clock(rules(algorithm), layer_clock.clone()));
+        let layer = RateLimitLayer::new(Limiter::with_store(
+            rules(algorithm),
+            MemoryStore::with_clock(layer_clock.clone()),
+        ));
         let service = layer.layer(service_fn(|_: Request<Body>| async {
             Ok::<_, Infallible>(Response::new(Body::empty()))
         }));
-        let limiter = Limiter::with_clock(rules(algorithm), check_clock.clone());
+        let limiter = Limiter::with_store(
+            rules(algorithm),
+            MemoryStore::with_clock(check_clock.clone()),
+        );
 
         // 2,000 requests over about 20 s, 0 to 19 ms apart (a linear congruential walk).
         let (mut at, mut walk) = (ManualClock::START, 12_345_u64);

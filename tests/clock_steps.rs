@@ -36,7 +36,7 @@ impl Clocks {
     /// A limiter in memory under `algorithm`, on the clock made of these two.
     fn limiter(&self, algorithm: Algorithm) -> Limiter<MemoryStore<AnchoredClock<ManualClock>>> {
         let clock = AnchoredClock::new(&self.wall, self.monotonic.clone());
-        Limiter::with_clock(rules(algorithm), clock)
+        Limiter::with_store(rules(algorithm), MemoryStore::with_clock(clock))
     }
 
     /// Time passes.

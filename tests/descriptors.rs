@@ -3,10 +3,11 @@
 
 use proptest::prelude::*;
 use tollgate::clock::ManualClock;
+use tollgate::envoy::{Descriptor, LimitOverride};
 use tollgate::response::verdict_headers;
 use tollgate::rules::{KeySources, Rules, Unit};
 use tollgate::store::MemoryStore;
-use tollgate::{Descriptor, LimitOverride, Limiter};
+use tollgate::Limiter;
 
 const RULES: &str = r"
 domain: edge

@@ -18,6 +18,8 @@ struct Recording {
     seen: Arc<Mutex<Vec<KeyAndTag>>>,
 }
 
+impl tollgate::store::sealed::Sealed for Recording {}
+
 impl Store for Recording {
     type Pending =
         std::future::Ready<Result<tollgate::store::Decisions, tollgate::store::StoreError>>;
@@ -139,7 +141,7 @@ fn hash_tag_comes_from_the_builder_too() {
             DescriptorSpec::key("tenant").nested(
                 DescriptorSpec::key("user")
                     .hash_tag(true)
-                    .rate_limit(LimitSpec::per(Unit::Second, 10)),
+                    .rate_limit(LimitSpec::per(10, Unit::Second)),
             ),
         )
         .build()

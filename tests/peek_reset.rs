@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 use tollgate::clock::ManualClock;
 use tollgate::rules::Rules;
-use tollgate::store::Store;
+use tollgate::store::{MemoryStore, Store};
 use tollgate::Limiter;
 
 /// A limit per user and, below it, one per user and endpoint.
@@ -83,7 +83,11 @@ async fn peek_and_reset<St: Store>(limiter: &Limiter<St>) {
 
 #[tokio::test]
 async fn memory_peeks_and_resets_a_client() {
-    peek_and_reset(&Limiter::with_clock(rules(), ManualClock::new())).await;
+    peek_and_reset(&Limiter::with_store(
+        rules(),
+        MemoryStore::with_clock(ManualClock::new()),
+    ))
+    .await;
 }
 
 #[tokio::test]
@@ -98,7 +102,7 @@ descriptors:
 "#,
     )
     .expect("valid rules");
-    let limiter = Limiter::with_clock(rules, ManualClock::new());
+    let limiter = Limiter::with_store(rules, MemoryStore::with_clock(ManualClock::new()));
     let ann = [("user", "ann")];
     // Four of ten: light, counted in the sketch only.
     for _ in 0..4 {

@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use tollgate::algorithm::{Algorithm, Quota};
-use tollgate::rules::{DescriptorSpec, LimitSpec, OnStoreError, Rate, Rules, SourceSpec, Unit};
+use tollgate::rules::{
+    DescriptorSpec, HeaderSet, LimitSpec, OnStoreError, Rate, Rules, SourceSpec, Unit,
+};
 
 #[path = "common/rules.rs"]
 mod rules_common;
@@ -31,7 +33,7 @@ fn builder_compiles_the_design_example() {
         .on_store_error(OnStoreError::Allow)
         .descriptor(
             DescriptorSpec::key("remote_address").rate_limit(
-                LimitSpec::per(Unit::Second, 20)
+                LimitSpec::per(20, Unit::Second)
                     .algorithm(Algorithm::TokenBucket)
                     .burst(40),
             ),
@@ -39,19 +41,19 @@ fn builder_compiles_the_design_example() {
         .descriptor(
             DescriptorSpec::key("endpoint").value("login").nested(
                 DescriptorSpec::key("remote_address")
-                    .rate_limit(LimitSpec::per(Unit::Minute, 5).algorithm(Algorithm::FixedWindow)),
+                    .rate_limit(LimitSpec::per(5, Unit::Minute).algorithm(Algorithm::FixedWindow)),
             ),
         )
         .descriptor(
             DescriptorSpec::key("endpoint").value("posts").nested(
                 DescriptorSpec::key("user_id")
-                    .rate_limit(LimitSpec::per(Unit::Second, 1).algorithm(Algorithm::TokenBucket)),
+                    .rate_limit(LimitSpec::per(1, Unit::Second).algorithm(Algorithm::TokenBucket)),
             ),
         )
         .descriptor(
             DescriptorSpec::key("endpoint").value("friends").nested(
                 DescriptorSpec::key("user_id")
-                    .rate_limit(LimitSpec::per(Unit::Day, 150).algorithm(Algorithm::FixedWindow)),
+                    .rate_limit(LimitSpec::per(150, Unit::Day).algorithm(Algorithm::FixedWindow)),
             ),
         )
         .descriptor(
@@ -73,15 +75,15 @@ async fn builder_supports_every_option() {
         .source("plan", SourceSpec::header("X-Plan"))
         .default_algorithm(Algorithm::TokenBucket)
         .on_store_error(OnStoreError::Deny)
-        .ietf_headers(true)
+        .headers(HeaderSet::Both)
         .reset_header(true)
         .descriptor(
             DescriptorSpec::key("remote_address")
-                .rate_limit(LimitSpec::per(Unit::Minute, 2).name("general")),
+                .rate_limit(LimitSpec::per(2, Unit::Minute).name("general")),
         )
         .descriptor(
             DescriptorSpec::key("plan").value("pro").rate_limit(
-                LimitSpec::per(Unit::Minute, 10)
+                LimitSpec::per(10, Unit::Minute)
                     .name("pro")
                     .replaces("general"),
             ),
@@ -90,12 +92,12 @@ async fn builder_supports_every_option() {
             DescriptorSpec::key("tenant").nested(
                 DescriptorSpec::key("user")
                     .shadow_mode(true)
-                    .rate_limit(LimitSpec::every(Duration::from_millis(1_500), 3)),
+                    .rate_limit(LimitSpec::every(3, Duration::from_millis(1_500))),
             ),
         )
         .descriptor(
             DescriptorSpec::key("method").rate_limit(
-                LimitSpec::per(Unit::Hour, 100)
+                LimitSpec::per(100, Unit::Hour)
                     .unit_multiplier(2)
                     .algorithm(Algorithm::FixedWindow),
             ),
@@ -155,19 +157,19 @@ fn builder_mistakes_are_reported_with_a_path_and_no_line() {
         .trusted_proxy("not-an-address")
         .ipv6_prefix(0)
         .descriptor(D::key("nobody_declared_this"))
-        .descriptor(D::key("method").rate_limit(L::per(Unit::Minute, 5).burst(10)))
-        .descriptor(D::key("path").rate_limit(L::per(Unit::Minute, 5).unit_multiplier(0)))
-        .descriptor(D::key("host").rate_limit(L::every(Duration::ZERO, 1)))
+        .descriptor(D::key("method").rate_limit(L::per(5, Unit::Minute).burst(10)))
+        .descriptor(D::key("path").rate_limit(L::per(5, Unit::Minute).unit_multiplier(0)))
+        .descriptor(D::key("host").rate_limit(L::every(1, Duration::ZERO)))
         // A wildcard in the middle of a value is fine, as in envoyproxy/ratelimit.
         .descriptor(D::key("route").value("a*b"))
         .descriptor(D::key("host").value("x"))
         .descriptor(D::key("host").value("x"))
         .descriptor(
             D::key("remote_address")
-                .nested(D::key("path").rate_limit(L::per(Unit::Hour, 1).name("twice")))
+                .nested(D::key("path").rate_limit(L::per(1, Unit::Hour).name("twice")))
                 .nested(
                     D::key("host")
-                        .rate_limit(L::per(Unit::Hour, 1).name("twice").replaces("ghost")),
+                        .rate_limit(L::per(1, Unit::Hour).name("twice").replaces("ghost")),
                 ),
         )
         .descriptor(

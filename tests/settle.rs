@@ -21,7 +21,7 @@ fn quota(algorithm: Algorithm) -> Quota {
 fn per_minute(algorithm: Algorithm, limit: u64) -> Quota {
     let quota = Quota::new(limit, Duration::from_secs(60)).expect("a quota");
     match algorithm {
-        Algorithm::LeakyBucket => quota.with_queue(limit - 1).policing(),
+        Algorithm::LeakyBucket => quota.with_queue(limit - 1).with_policing(),
         _ => quota,
     }
 }

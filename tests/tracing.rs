@@ -68,7 +68,10 @@ fn capture(level: LevelFilter) -> (Log, tracing::subscriber::DefaultGuard) {
 fn limiter(yaml: &str) -> (Limiter<MemoryStore<ManualClock>>, ManualClock) {
     let rules = Rules::from_yaml(yaml).expect("valid rules");
     let clock = ManualClock::new();
-    (Limiter::with_clock(rules, clock.clone()), clock)
+    (
+        Limiter::with_store(rules, MemoryStore::with_clock(clock.clone())),
+        clock,
+    )
 }
 
 const ONE_A_MINUTE: &str = r#"

@@ -36,9 +36,9 @@ pub fn tollgate(limited: bool) -> RateLimitLayer {
 /// The rules of [`tollgate`].
 pub fn tollgate_rules(limited: bool) -> Rules {
     let limit = if limited {
-        LimitSpec::per(Unit::Hour, 1)
+        LimitSpec::per(1, Unit::Hour)
     } else {
-        LimitSpec::per(Unit::Second, UNLIMITED_PER_SECOND)
+        LimitSpec::per(UNLIMITED_PER_SECOND, Unit::Second)
     };
     Rules::builder("bench")
         .descriptor(

@@ -43,9 +43,9 @@ impl Verdict {
         };
         match (algorithm, self) {
             (Algorithm::LeakyBucket, Verdict::Allowed) => {
-                quota.with_queue(1_000_000_000).policing()
+                quota.with_queue(1_000_000_000).with_policing()
             }
-            (Algorithm::LeakyBucket, Verdict::Denied) => quota.policing(),
+            (Algorithm::LeakyBucket, Verdict::Denied) => quota.with_policing(),
             _ => quota,
         }
     }

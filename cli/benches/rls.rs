@@ -28,9 +28,10 @@ use proto::envoy::service::ratelimit::v3::RateLimitRequest;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
+use tollgate::envoy::Descriptor;
 use tollgate::rules::{KeySources, Rules};
 use tollgate::store::{MemoryStore, RedisStore, Store};
-use tollgate::{Descriptor, Limiter};
+use tollgate::Limiter;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 const RULES: &str = r"

@@ -5,8 +5,9 @@
 
 use std::path::PathBuf;
 use std::time::Duration;
+use tollgate::envoy::Descriptor;
 use tollgate::rules::{KeySources, Rate, Rules};
-use tollgate::{Descriptor, Limiter};
+use tollgate::Limiter;
 
 /// The vendored upstream file at `path` (upstream's own path).
 fn upstream(path: &str) -> PathBuf {
@@ -60,7 +61,7 @@ async fn lookup(rules: &Rules, entries: &[(&str, &str)]) -> Found {
     let Some(decision) = &peeked.descriptors()[0] else {
         return Found::Nothing;
     };
-    let limit = &peeked.rules().limits()[decision.limit_index()];
+    let limit = peeked.limit_of(decision).expect("a limit of the rules");
     let Rate::Limited { quota, .. } = limit.rate() else {
         panic!("a limited entry: {limit:?}");
     };

@@ -169,7 +169,7 @@ mod tests {
         let quota = Quota::new(10, Duration::from_secs(1))
             .unwrap()
             .with_queue(2)
-            .policing();
+            .with_policing();
         let mut state = LeakyBucket::fresh(Nanos::new(0), &quota);
         let decisions: Vec<_> = (0..4)
             .map(|_| state.acquire(Nanos::new(0), &quota, 1))

@@ -158,7 +158,7 @@ impl Quota {
     /// The same quota, admitting queued requests at once instead of delaying them (leaky
     /// bucket policing).
     #[must_use]
-    pub fn policing(mut self) -> Self {
+    pub fn with_policing(mut self) -> Self {
         self.shaping = false;
         self
     }

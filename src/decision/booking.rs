@@ -20,7 +20,7 @@ pub(crate) struct Booking {
     /// Whether the limit is only checked, never charged (see [`Weight::Checked`]).
     pub(crate) check_only: bool,
     /// The quota the call gave instead of the limit's (a rate limit service's descriptor
-    /// with its own, [`LimitOverride`](crate::LimitOverride)); boxed, as the layer never
+    /// with its own, [`LimitOverride`](crate::envoy::LimitOverride)); boxed, as the layer never
     /// has one.
     pub(crate) quota: Option<Box<Quota>>,
     /// The end of its place in a queue, once a shaping leaky bucket queued it.

@@ -4,9 +4,9 @@ use crate::algorithm::Decision;
 use crate::rules::Rules;
 use std::sync::Arc;
 
-/// What one limit decided about a request: from
-/// [`Limiter::check_request_each`](crate::Limiter::check_request_each), for tools that show
-/// each limit's part (`tollgate simulate`).
+/// What one limit decided about a request, beside the [`Verdict`](crate::Verdict) on the
+/// whole: from [`Limiter::peek`](crate::Limiter::peek), and for each descriptor of a rate
+/// limit service's call ([`CallVerdict`](crate::envoy::CallVerdict)).
 ///
 /// All or nothing: when one limit refuses a request, the others charge nothing for it, and
 /// their decisions say what they would have done (`allowed`: they had room). A shadow-mode
@@ -57,7 +57,10 @@ impl LimitDecision {
 
     /// The limit's index in [`Rules::limits`](crate::rules::Rules::limits) of the rules
     /// the request was decided under; past their end for a rate limit service's
-    /// descriptor that brought its own quota ([`LimitOverride`](crate::LimitOverride)).
+    /// descriptor that brought its own quota ([`LimitOverride`](crate::envoy::LimitOverride)).
+    /// For `tollgate simulate`, outside the API's promise: name a limit by
+    /// [`CallVerdict::limit_of`](crate::envoy::CallVerdict::limit_of).
+    #[doc(hidden)]
     pub fn limit_index(&self) -> usize {
         self.limit_index
     }

@@ -133,7 +133,7 @@
 //! itself, and each state as small as its algorithm allows. A key whose state is back to
 //! "never seen" (a full bucket, an expired window) is idle and dropped as its shard fills,
 //! or by [`MemoryStore::sweep`](crate::store::MemoryStore::sweep). The number of keys has a
-//! ceiling ([`MemoryStore::with_max_keys`](crate::store::MemoryStore::with_max_keys),
+//! ceiling ([`MemoryStore::max_keys`](crate::store::MemoryStore::max_keys),
 //! default 1,000,000). At the ceiling the keys not seen for the longest are forgotten (two
 //! generations per shard, O(1) per request): under a flood of distinct keys a quiet client
 //! may get a fresh allowance, but memory stays bounded and nobody is locked out. Refusing new

@@ -534,9 +534,10 @@
 //! event that says so, and a would-be denial of a shadow-mode limit an `info` event: each at
 //! most once a second per limit, with `suppressed`, the number of such events left out since
 //! the previous one, so a flood of denials writes one line a second per limit. The throttle
-//! reads the limiter's clock only for an event whose level is enabled (tests drive it with
-//! [`Limiter::with_clock`](crate::Limiter::with_clock) and a
-//! [`ManualClock`](crate::clock::ManualClock)); nothing is formatted for admitted requests.
+//! reads the limiter's clock, its store's, only for an event whose level is enabled (tests
+//! drive it with a store on a [`ManualClock`](crate::clock::ManualClock),
+//! [`MemoryStore::with_clock`](crate::store::MemoryStore::with_clock)); nothing is
+//! formatted for admitted requests.
 //!
 //! ```text
 //! WARN tollgate::observe: rate limited: requests over this limit are denied domain="demo" limit="login" retry_after_ms=59881 suppressed=0

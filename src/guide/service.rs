@@ -129,7 +129,7 @@
 //! `ratelimit.service.rate_limit.<domain>.domain_not_found` for a domain not served, and
 //! `ratelimit.service.config_load_success` (or `config_load_error`, a file failing) for
 //! each load of the rules, at start and at each change. The key is upstream's
-//! ([`Limit::stats_key`](crate::rules::Limit::stats_key)): the domain, then the entries on
+//! (`Limit::stats_key`): the domain, then the entries on
 //! the way as the file names them (`rl.foo.bar_bkthomps`), the call's values with
 //! `detailed_metric` (`rl.unspec_unspecified_value`) or `value_to_metric`, a
 //! `share_threshold` wildcard as written. A refused call's hits are counted as upstream
@@ -456,7 +456,9 @@
 //! use std::time::Duration;
 //! use tollgate::clock::ManualClock;
 //! use tollgate::rules::{KeySources, Rules};
-//! use tollgate::{Descriptor, Limiter};
+//! use tollgate::envoy::Descriptor;
+//! use tollgate::store::MemoryStore;
+//! use tollgate::Limiter;
 //!
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! let rules = Rules::from_yaml_with(r#"
@@ -469,7 +471,7 @@
 //!         rate_limit: { unit: minute, requests_per_unit: 5, name: login }
 //! "#, KeySources::Given)?;
 //! let clock = ManualClock::new();
-//! let limiter = Limiter::with_clock(rules, clock.clone());
+//! let limiter = Limiter::with_store(rules, MemoryStore::with_clock(clock.clone()));
 //!
 //! // What Envoy sends for a login from 203.0.113.9: one descriptor of two entries.
 //! let login = [("generic_key", "login"), ("remote_address", "203.0.113.9")];

@@ -15,10 +15,10 @@
 //! Each request goes through the same code as [`RateLimitLayer`](crate::RateLimitLayer):
 //! the same sources, client address (the trace's address is the socket peer, and forwarding
 //! headers in the trace are believed from trusted proxies), matching and algorithms, by way
-//! of [`Limiter::check_request_each`](crate::Limiter::check_request_each) on a clock set to
+//! of `Limiter::check_request_each` on a clock set to
 //! each request's time. Nothing sleeps: an hour of traffic replays in seconds. The state
 //! lives in memory, as in one server with the memory store, hashed under a fixed seed
-//! ([`MemoryStore::reproducible`](crate::store::MemoryStore::reproducible)), so the same
+//! (`MemoryStore::reproducible`), so the same
 //! input gives the same output, byte for byte, on every machine. Two sources are not in a
 //! trace: the matched route (the `route` key) and an [`Identity`](crate::source::Identity)
 //! an authentication layer would set; limits on them never apply in a simulation.
@@ -81,7 +81,7 @@
 //! and denied requests a second (`.svg`, `.png`, or `.html` with a table of totals).
 //!
 //! `--compare-algorithms` replays the traffic under each algorithm as well, every limit
-//! keeping its quota ([`Rules::with_algorithm`](crate::rules::Rules::with_algorithm)): the
+//! keeping its quota (`Rules::with_algorithm`): the
 //! same requests per period, and the same capacity (the token bucket's and GCRA's burst
 //! become the leaky bucket's queue and the request served, and back). `--against OTHER`
 //! replays it under other rules too, and counts the requests whose verdict changes, per

@@ -14,7 +14,7 @@ use tower_layer::Layer;
 /// use tollgate::RateLimitLayer;
 ///
 /// let rules = Rules::builder("api")
-///     .descriptor(DescriptorSpec::key("remote_address").rate_limit(LimitSpec::per(Unit::Second, 10)))
+///     .descriptor(DescriptorSpec::key("remote_address").rate_limit(LimitSpec::per(10, Unit::Second)))
 ///     .build()?;
 /// let app: axum::Router = axum::Router::new().layer(RateLimitLayer::from_rules(rules));
 /// # Ok::<(), tollgate::rules::RuleErrors>(())

@@ -171,10 +171,16 @@ impl CallVerdict {
         self.unlimited.get(position).copied().unwrap_or(false)
     }
 
-    /// The rules the call was decided under (a reload may have put others in force since):
-    /// the decisions' [`limit_index`](LimitDecision::limit_index) points into their limits.
+    /// The rules the call was decided under (a reload may have put others in force since).
     pub fn rules(&self) -> &Arc<Rules> {
         &self.rules
+    }
+
+    /// The limit of [the rules](Self::rules) that made `decision`, one of this call's
+    /// [decisions](Self::descriptors): `None` for a descriptor's own quota
+    /// ([`LimitOverride`](crate::envoy::LimitOverride)), which no limit of the rules made.
+    pub fn limit_of(&self, decision: &LimitDecision) -> Option<&Limit> {
+        self.rules.limits.get(decision.limit_index())
     }
 }
 
@@ -195,7 +201,7 @@ impl<St: Store> Limiter<St> {
     /// none of the others.
     ///
     /// ```
-    /// use tollgate::Descriptor;
+    /// use tollgate::envoy::Descriptor;
     /// use tollgate::rules::{KeySources, Rules};
     /// use tollgate::Limiter;
     ///

@@ -8,10 +8,10 @@ use super::descriptors::{bring_own_quotas, reached_by, Reached};
 use super::given_values::GivenValues;
 use super::Limiter;
 use crate::decision::{Bookings, LimitDecision, Ruling, Verdict, Weight};
+use crate::envoy::Descriptor;
 use crate::rules::tree::Matches;
 use crate::rules::Rules;
 use crate::store::{Acquisition, Decisions, Store, StoreError};
-use crate::Descriptor;
 use std::sync::Arc;
 
 impl<St: Store> Limiter<St> {
@@ -117,7 +117,8 @@ impl<St: Store> Limiter<St> {
     ///
     /// ```
     /// use tollgate::rules::{KeySources, Rules};
-    /// use tollgate::{Descriptor, Limiter};
+    /// use tollgate::envoy::Descriptor;
+    /// use tollgate::Limiter;
     ///
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let rules = Rules::from_yaml_with(r#"

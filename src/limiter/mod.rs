@@ -15,7 +15,7 @@ mod stream_done;
 pub(crate) use deciding::Deciding;
 pub use descriptors::{CallVerdict, Descriptor};
 
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use crate::concurrency::{InFlight, Slots};
 use crate::decision::{LimitDecision, Ruling, Verdict};
 use crate::rules::request_values::RequestValues;
@@ -104,41 +104,6 @@ impl Limiter {
         Limiter::with_store(rules, MemoryStore::new())
     }
 
-    /// A limiter keeping its state in memory, reading the time from `clock`: its decisions
-    /// and the once-a-second throttle of its log events. [`ManualClock`](crate::clock::ManualClock)
-    /// lets tests move time by hand.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tollgate::clock::ManualClock;
-    /// use tollgate::rules::Rules;
-    /// use tollgate::Limiter;
-    ///
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let rules = Rules::from_yaml(r#"
-    /// domain: jobs
-    /// sources: { tenant: { header: x-tenant } }
-    /// descriptors:
-    ///   - key: tenant
-    ///     rate_limit: { unit: second, requests_per_unit: 1 }
-    /// "#)?;
-    /// let clock = ManualClock::new();
-    /// let limiter = Limiter::with_clock(rules, clock.clone());
-    /// assert!(limiter.check(&[("tenant", "acme")], 1).await.is_allowed());
-    /// assert!(!limiter.check(&[("tenant", "acme")], 1).await.is_allowed());
-    /// clock.advance(Duration::from_secs(1));
-    /// assert!(limiter.check(&[("tenant", "acme")], 1).await.is_allowed());
-    /// # Ok::<(), tollgate::rules::RuleErrors>(())
-    /// # }).unwrap();
-    /// ```
-    pub fn with_clock<C: Clock + Clone>(rules: Rules, clock: C) -> Limiter<MemoryStore<C>> {
-        Limiter::build(
-            rules,
-            MemoryStore::with_clock(clock.clone()),
-            Arc::new(clock),
-        )
-    }
-
     /// A limiter for the rules in `path`, keeping its state in memory.
     ///
     /// # Errors
@@ -155,11 +120,36 @@ impl<St: Store> Limiter<St> {
     /// With the `metrics` feature, the metric handles of the rules are registered here (and
     /// by [`Limiter::set_rules`]) with the recorder installed at that moment: install the
     /// recorder first.
+    ///
+    /// The limiter reads the time from the store's clock: to move time by hand in a test,
+    /// give the store a [`ManualClock`](crate::clock::ManualClock).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tollgate::clock::ManualClock;
+    /// use tollgate::rules::Rules;
+    /// use tollgate::store::MemoryStore;
+    /// use tollgate::Limiter;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let rules = Rules::from_yaml(r#"
+    /// domain: api
+    /// sources: { tenant: { header: x-tenant } }
+    /// descriptors:
+    ///   - key: tenant
+    ///     rate_limit: { unit: second, requests_per_unit: 1 }
+    /// "#)?;
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::with_store(rules, MemoryStore::with_clock(clock.clone()));
+    /// assert!(limiter.check(&[("tenant", "acme")], 1).await.is_allowed());
+    /// assert!(!limiter.check(&[("tenant", "acme")], 1).await.is_allowed());
+    /// clock.advance(Duration::from_secs(1));
+    /// assert!(limiter.check(&[("tenant", "acme")], 1).await.is_allowed());
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// # }).unwrap();
+    /// ```
     pub fn with_store(rules: Rules, store: St) -> Self {
-        Limiter::build(rules, store, Arc::new(SystemClock))
-    }
-
-    fn build(rules: Rules, store: St, clock: Arc<dyn Clock>) -> Self {
+        let clock = store.clock();
         let fallback = MemoryStore::new();
         tell_limits_in_force(&rules, &store, &fallback);
         Limiter {
@@ -183,13 +173,13 @@ impl<St: Store> Limiter<St> {
     /// A limit keeps its counters when its descriptor entries, algorithm and quota are
     /// unchanged (wherever it moved in the file). A limit whose quota, period or algorithm
     /// changed keeps what each client used: a key starts the new limit from its state under
-    /// the old one, in every store (see [`CarriedFrom`](crate::store::CarriedFrom) and the
-    /// guide's [hot reload](crate::guide::operations#hot-reload) section).
+    /// the old one, in every store (see the guide's
+    /// [hot reload](crate::guide::operations#hot-reload) section).
     ///
     /// With the `metrics` feature, registers the metric handles of `rules` with the recorder
     /// installed now, so that decisions only increment handles they already hold. The store
-    /// is told of the limits now in force first ([`Store::limits_in_force`]): in memory, the
-    /// sketches of approximate limits are built here, and those of limits gone are freed.
+    /// is told of the limits now in force first: in memory, the sketches of approximate
+    /// limits are built here, and those of limits gone are freed.
     pub fn set_rules(&self, rules: Rules) {
         tell_limits_in_force(&rules, &self.shared.store, &self.shared.fallback);
         let active = Active::after(&self.shared.active.load(), rules, &self.shared.clock);
@@ -354,6 +344,9 @@ impl<St: Store> Limiter<St> {
     /// # Errors
     ///
     /// As [`check_request`](Self::check_request).
+    ///
+    /// For the `tollgate` command, outside the API's semver promise.
+    #[doc(hidden)]
     pub async fn check_request_each<B>(
         &self,
         request: &http::Request<B>,
@@ -470,7 +463,10 @@ mod tests {
     fn limiter(yaml: &str) -> (Limiter<MemoryStore<ManualClock>>, ManualClock) {
         let clock = ManualClock::new();
         let rules = Rules::from_yaml(yaml).expect("valid rules");
-        (Limiter::with_clock(rules, clock.clone()), clock)
+        (
+            Limiter::with_store(rules, MemoryStore::with_clock(clock.clone())),
+            clock,
+        )
     }
 
     /// The verdict of a store that answers at once.
@@ -850,7 +846,7 @@ descriptors:
         use crate::rules::{DescriptorSpec, LimitSpec, Unit};
         let rules = Rules::builder("t")
             .shadow_mode(true)
-            .descriptor(DescriptorSpec::key("method").rate_limit(LimitSpec::per(Unit::Second, 1)))
+            .descriptor(DescriptorSpec::key("method").rate_limit(LimitSpec::per(1, Unit::Second)))
             .build()
             .expect("valid rules");
         assert!(rules.shadow_mode());
@@ -910,6 +906,8 @@ descriptors:
         seen: Arc<parking_lot::Mutex<Vec<HowCounted>>>,
     }
 
+    impl crate::store::sealed::Sealed for RecordingStore {}
+
     impl Store for RecordingStore {
         type Pending = std::future::Ready<Result<Decisions, StoreError>>;
 
@@ -930,6 +928,8 @@ descriptors:
     /// A store that answers no decision, whatever it is asked.
     struct MiscountingStore;
 
+    impl crate::store::sealed::Sealed for MiscountingStore {}
+
     impl Store for MiscountingStore {
         type Pending = std::future::Ready<Result<Decisions, StoreError>>;
 
@@ -942,6 +942,8 @@ descriptors:
 
     /// A store that is always down.
     struct FailingStore;
+
+    impl crate::store::sealed::Sealed for FailingStore {}
 
     impl Store for FailingStore {
         type Pending = std::future::Ready<Result<Decisions, StoreError>>;

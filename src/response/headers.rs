@@ -138,7 +138,7 @@ pub(super) mod tests {
         options: impl FnOnce(RulesBuilder) -> RulesBuilder,
     ) -> Rules {
         let builder = Rules::builder("api").descriptor(
-            DescriptorSpec::key("remote_address").rate_limit(LimitSpec::per(Unit::Minute, 5)),
+            DescriptorSpec::key("remote_address").rate_limit(LimitSpec::per(5, Unit::Minute)),
         );
         options(builder).build().expect("valid rules")
     }

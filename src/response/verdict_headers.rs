@@ -33,6 +33,9 @@ use http::{HeaderMap, HeaderValue};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```
+///
+/// For the `tollgate` command, outside the API's semver promise.
+#[doc(hidden)]
 pub fn verdict_headers(rules: &Rules, verdict: &Verdict) -> HeaderMap {
     let mut map = HeaderMap::new();
     let (Some(label), Some(decision)) = (verdict.limit(), verdict.decision()) else {

@@ -20,9 +20,9 @@ use std::time::Duration;
 ///     .source("user_id", SourceSpec::header("x-user-id"))
 ///     .trusted_proxy("10.0.0.0/8")
 ///     .descriptor(DescriptorSpec::key("remote_address").rate_limit(
-///         LimitSpec::per(Unit::Second, 20).algorithm(Algorithm::TokenBucket).burst(40),
+///         LimitSpec::per(20, Unit::Second).algorithm(Algorithm::TokenBucket).burst(40),
 ///     ))
-///     .descriptor(DescriptorSpec::key("user_id").rate_limit(LimitSpec::per(Unit::Minute, 100)))
+///     .descriptor(DescriptorSpec::key("user_id").rate_limit(LimitSpec::per(100, Unit::Minute)))
 ///     .build()?;
 /// assert_eq!(rules.limits().len(), 2);
 /// # Ok::<(), tollgate::rules::RuleErrors>(())
@@ -116,14 +116,6 @@ impl RulesBuilder {
     /// ```
     pub fn headers(mut self, headers: HeaderSet) -> Self {
         self.raw.response.headers = Some(unlocated(headers));
-        self
-    }
-
-    /// Sends the IETF `RateLimit-Policy` and `RateLimit` fields beside the `X-Ratelimit-*`
-    /// headers (`true`: the older spelling of [`headers(HeaderSet::Both)`](Self::headers),
-    /// with which it may not be combined).
-    pub fn ietf_headers(mut self, enabled: bool) -> Self {
-        self.raw.response.ietf_headers = Some(unlocated(enabled));
         self
     }
 
@@ -269,7 +261,7 @@ impl DescriptorSpec {
     /// let files = DescriptorSpec::key("path")
     ///     .value("files/*")
     ///     .share_threshold(true)
-    ///     .rate_limit(LimitSpec::per(Unit::Minute, 100));
+    ///     .rate_limit(LimitSpec::per(100, Unit::Minute));
     /// let rules = Rules::builder("downloads").descriptor(files).build()?;
     /// assert_eq!(rules.limits().len(), 1);
     /// # Ok::<(), tollgate::rules::RuleErrors>(())
@@ -292,8 +284,8 @@ impl DescriptorSpec {
 pub struct LimitSpec(RawRateLimit);
 
 impl LimitSpec {
-    /// `requests` per `unit`.
-    pub fn per(unit: Unit, requests: u64) -> Self {
+    /// `requests` per `unit`, in the order of [`Quota::new`](crate::algorithm::Quota::new).
+    pub fn per(requests: u64, unit: Unit) -> Self {
         LimitSpec(RawRateLimit {
             unit: Some(unlocated(unit)),
             requests_per_unit: Some(unlocated(requests)),
@@ -302,7 +294,7 @@ impl LimitSpec {
     }
 
     /// `requests` per `period`, in whole milliseconds.
-    pub fn every(period: Duration, requests: u64) -> Self {
+    pub fn every(requests: u64, period: Duration) -> Self {
         LimitSpec(RawRateLimit {
             period: Some(unlocated(Unit::format_period(period))),
             requests_per_unit: Some(unlocated(requests)),
@@ -387,12 +379,12 @@ impl LimitSpec {
     /// let every = Duration::from_millis(100);
     /// let rules = Rules::builder("api")
     ///     .descriptor(DescriptorSpec::key("remote_address").rate_limit(
-    ///         LimitSpec::per(Unit::Second, 20).sync_every(every),
+    ///         LimitSpec::per(20, Unit::Second).sync_every(every),
     ///     ))
     ///     .build()?;
     /// assert_eq!(rules.limits()[0].sync_every(), Some(every));
     ///
-    /// let log = LimitSpec::per(Unit::Second, 20)
+    /// let log = LimitSpec::per(20, Unit::Second)
     ///     .algorithm(Algorithm::SlidingWindowLog)
     ///     .sync_every(every);
     /// let refused = Rules::builder("api")
@@ -418,7 +410,7 @@ impl LimitSpec {
     /// let block = Duration::from_secs(15 * 60);
     /// let rules = Rules::builder("api")
     ///     .descriptor(DescriptorSpec::key("remote_address").rate_limit(
-    ///         LimitSpec::per(Unit::Minute, 5).block_for(block),
+    ///         LimitSpec::per(5, Unit::Minute).block_for(block),
     ///     ))
     ///     .build()?;
     /// assert_eq!(rules.limits()[0].block_for(), Some(block));
@@ -439,7 +431,7 @@ impl LimitSpec {
     /// use tollgate::algorithm::Algorithm;
     /// use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, Unit};
     ///
-    /// let plan = LimitSpec::per(Unit::Month, 10_000)
+    /// let plan = LimitSpec::per(10_000, Unit::Month)
     ///     .algorithm(Algorithm::FixedWindow)
     ///     .calendar("Europe/Paris");
     /// let rules = Rules::builder("api")
@@ -468,13 +460,13 @@ impl LimitSpec {
     /// let memory = 4 * 1024 * 1024;
     /// let rules = Rules::builder("api")
     ///     .descriptor(DescriptorSpec::key("remote_address").rate_limit(
-    ///         LimitSpec::per(Unit::Second, 20).approximate(memory),
+    ///         LimitSpec::per(20, Unit::Second).approximate(memory),
     ///     ))
     ///     .build()?;
     /// let sketch = rules.limits()[0].approximate().map(|sketch| sketch.memory());
     /// assert_eq!(sketch, Some(memory));
     ///
-    /// let bucket = LimitSpec::per(Unit::Second, 20)
+    /// let bucket = LimitSpec::per(20, Unit::Second)
     ///     .algorithm(Algorithm::TokenBucket)
     ///     .approximate(memory);
     /// let refused = Rules::builder("api")

@@ -260,6 +260,9 @@ impl Limit {
     /// assert_eq!(rules.limits()[1].stats_key("rl", &call), "rl.unspec_unspecified_value");
     /// # Ok::<(), tollgate::rules::RuleErrors>(())
     /// ```
+    ///
+    /// For the `tollgate` command, outside the API's semver promise.
+    #[doc(hidden)]
     pub fn stats_key(&self, domain: &str, entries: &[(&str, &str)]) -> String {
         super::stats_key::stats_key(domain, &self.stats_path, entries)
     }
@@ -342,8 +345,7 @@ impl Limit {
     }
 
     /// This limit decided by `algorithm` instead, with its quota kept (see
-    /// [`Rules::with_algorithm`](super::Rules::with_algorithm)); an error saying why if the
-    /// rules would refuse it.
+    /// `Rules::with_algorithm`); an error saying why if the rules would refuse it.
     pub(super) fn with_algorithm(&self, algorithm: Algorithm) -> Result<Limit, String> {
         let mut limit = self.clone();
         let Rate::Limited {

@@ -31,7 +31,7 @@ impl LimitOverride {
     /// ```
     /// use std::time::Duration;
     /// use tollgate::rules::Unit;
-    /// use tollgate::LimitOverride;
+    /// use tollgate::envoy::LimitOverride;
     ///
     /// let own = LimitOverride { requests_per_unit: 10, unit: Unit::Minute };
     /// assert_eq!(own.quota().period(), Duration::from_secs(60));

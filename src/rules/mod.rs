@@ -29,7 +29,7 @@ mod error;
 mod explain;
 mod file;
 mod limit;
-mod limit_override;
+pub(crate) mod limit_override;
 mod load_shedding;
 mod period;
 pub(crate) mod request_values;
@@ -47,7 +47,7 @@ pub use explain::{AppliedLimit, Explanation};
 pub use file::{HeaderSet, OnStoreError, Unit};
 pub(crate) use limit::Cost;
 pub use limit::{Limit, Rate};
-pub use limit_override::LimitOverride;
+pub(crate) use limit_override::LimitOverride;
 pub use response_options::{ResponseOptions, XRatelimitHeader};
 pub use settlement::{Settlement, StatusSet};
 
@@ -332,7 +332,7 @@ impl Rules {
     /// ```
     /// use tollgate::algorithm::Algorithm;
     /// use tollgate::rules::{KeySources, Rules, Unit};
-    /// use tollgate::LimitOverride;
+    /// use tollgate::envoy::LimitOverride;
     ///
     /// let rules = Rules::from_yaml_with("domain: edge\ndescriptors: []\n", KeySources::Given)?;
     /// let own = LimitOverride { requests_per_unit: 10, unit: Unit::Minute };
@@ -340,6 +340,9 @@ impl Rules {
     /// assert_eq!((algorithm, quota.requests_per_period()), (Algorithm::FixedWindow, 10));
     /// # Ok::<(), tollgate::rules::RuleErrors>(())
     /// ```
+    ///
+    /// For the `tollgate` command, outside the API's semver promise.
+    #[doc(hidden)]
     pub fn override_decided_by(&self, own: LimitOverride) -> Option<(Algorithm, Quota)> {
         let limit = &self.limits[self.override_limit(own.unit)?];
         let (algorithm, _) = limit.limited()?;
@@ -394,6 +397,9 @@ impl Rules {
     ///
     /// A limit the rules would refuse under `algorithm`: one that would book more than 100
     /// years ahead (GCRA and the leaky bucket book their capacity's intervals ahead).
+    ///
+    /// For the `tollgate` command, outside the API's semver promise.
+    #[doc(hidden)]
     pub fn with_algorithm(&self, algorithm: Algorithm) -> Result<Rules, RuleErrors> {
         let mut rules = self.clone();
         let mut errors = Vec::new();
@@ -437,6 +443,9 @@ impl Rules {
     /// assert_eq!(rules.given_keys().collect::<Vec<_>>(), ["generic_key"]);
     /// # Ok::<(), tollgate::rules::RuleErrors>(())
     /// ```
+    ///
+    /// For the `tollgate` command, outside the API's semver promise.
+    #[doc(hidden)]
     pub fn given_keys(&self) -> impl Iterator<Item = &str> {
         self.sources
             .iter()

@@ -14,6 +14,7 @@
 //! - **Limits only checked are never charged.** They are decided with the others, and one
 //!   that has no room refuses the request as any enforced limit does.
 
+#[doc(hidden)]
 pub mod decisions;
 mod memory;
 #[cfg(feature = "redis")]
@@ -24,20 +25,27 @@ mod sketch;
 pub(crate) mod sync;
 
 #[cfg(feature = "redis")]
-pub use self::redis::{RedisPending, RedisStore, RedisStoreBuilder};
+#[doc(hidden)]
+pub use self::redis::RedisPending;
+#[cfg(feature = "redis")]
+pub use self::redis::{RedisStore, RedisStoreBuilder};
+#[doc(hidden)]
 pub use decisions::Decisions;
 pub use memory::MemoryStore;
+#[doc(hidden)]
 pub use shared_slots::{Leases, SlotCheck, SlotCount, TakenSlots, TakingSlots};
 
 use crate::algorithm::{Algorithm, Quota};
-use crate::clock::Nanos;
+use crate::clock::{Clock, Nanos, SystemClock};
 use smallvec::SmallVec;
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
+#[doc(hidden)]
 /// One limit to check for one request.
 #[derive(Debug, Clone, Copy)]
 pub struct LimitCheck<'a> {
@@ -101,6 +109,7 @@ pub struct LimitCheck<'a> {
 /// assert_eq!(&carried.key_of(b"new:user 42")[..], b"old:user 42");
 /// # Ok::<(), tollgate::algorithm::QuotaError>(())
 /// ```
+#[doc(hidden)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CarriedFrom {
     prefix: Box<[u8]>,
@@ -164,12 +173,18 @@ impl Approximate {
     /// What other keys' requests add to a key's estimate on average, with `requests` counted
     /// in a window over every key, for a limit decided by `algorithm` (`fixed_window` or
     /// `sliding_window_counter`).
+    ///
+    /// For the `tollgate` command, outside the API's semver promise.
+    #[doc(hidden)]
     pub fn expected_excess(self, algorithm: Algorithm, requests: u64) -> f64 {
         sketch::Geometry::of(self.memory, algorithm).expected_excess(requests as f64)
     }
 
     /// An estimate exceeds a key's true count by more than this with probability at most
     /// `1 −` [`Approximate::confidence`]: `e ×` [`Approximate::expected_excess`].
+    ///
+    /// For the `tollgate` command, outside the API's semver promise.
+    #[doc(hidden)]
     pub fn error_bound(self, algorithm: Algorithm, requests: u64) -> f64 {
         sketch::Geometry::of(self.memory, algorithm).error_bound(requests as f64)
     }
@@ -177,6 +192,9 @@ impl Approximate {
     /// The probability that an estimate stays within [`Approximate::error_bound`]:
     /// `1 − e^-c`, `c` the cells a key takes (4 for a fixed window, 3 for a sliding window
     /// counter).
+    ///
+    /// For the `tollgate` command, outside the API's semver promise.
+    #[doc(hidden)]
     pub fn confidence(self, algorithm: Algorithm) -> f64 {
         sketch::Geometry::of(self.memory, algorithm).confidence()
     }
@@ -184,6 +202,9 @@ impl Approximate {
     /// The probability that a client at half its `limit` is denied for other keys'
     /// requests, with `requests` counted in a window over every key: its estimate would
     /// have to exceed its true count by half the limit.
+    ///
+    /// For the `tollgate` command, outside the API's semver promise.
+    #[doc(hidden)]
     pub fn false_denial(self, algorithm: Algorithm, requests: u64, limit: u64) -> f64 {
         sketch::Geometry::of(self.memory, algorithm)
             .excess_probability(requests as f64, limit as f64 / 2.0)
@@ -194,6 +215,7 @@ impl Approximate {
 ///
 /// An in-memory store always answers at once, so the middleware can skip the future
 /// machinery; a networked store answers later.
+#[doc(hidden)]
 #[derive(Debug)]
 // Moved once per request; boxing the ready answer would allocate on the hot path.
 #[allow(clippy::large_enum_variant)]
@@ -204,17 +226,34 @@ pub enum Acquisition<F> {
     Pending(F),
 }
 
-/// Keeps limit state and decides requests against it.
-pub trait Store: Send + Sync + 'static {
+/// Keeps limit state and decides requests against it: [`MemoryStore`], or `RedisStore`
+/// (feature `redis`).
+///
+/// The trait is sealed: a store outside this crate cannot implement it, so that a new
+/// option never breaks one. Its methods, and the types they take and answer (the limits
+/// resolved to keys, the decisions, the slots and leases), are for the limiter's use,
+/// hidden from these docs and outside the API's semver promise.
+pub trait Store: sealed::Sealed + Send + Sync + 'static {
     /// The future of an answer that is not ready at once.
+    #[doc(hidden)]
     type Pending: Future<Output = Result<Decisions, StoreError>> + Send + 'static;
 
     /// Decides `checks` for one request, all or nothing (see the module docs).
+    #[doc(hidden)]
     fn acquire(&self, checks: &[LimitCheck<'_>]) -> Acquisition<Self::Pending>;
+
+    /// The clock the store decides by: the limiter reads the time from it too (its log
+    /// throttles, the state carried across reloads). The system clock, unless the store
+    /// was given another ([`MemoryStore::with_clock`]).
+    #[doc(hidden)]
+    fn clock(&self) -> Arc<dyn Clock> {
+        Arc::new(SystemClock)
+    }
 
     /// Gives back what an admitted `check` booked but will not use: the queue place of a
     /// request whose client went away while it waited, booked until `booked_until` (see
     /// [`Algorithm::cancel`](crate::algorithm::Algorithm::cancel)). Best effort.
+    #[doc(hidden)]
     fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos);
 
     /// The limits of the rules put in force, one check each (their keys empty): at start and
@@ -223,6 +262,7 @@ pub trait Store: Send + Sync + 'static {
     /// The memory store builds the sketches of approximate limits here (one never told builds
     /// them on the first request's thread) and frees those of limits gone. The default does
     /// nothing.
+    #[doc(hidden)]
     fn limits_in_force(&self, limits: &[LimitCheck<'_>]) {
         let _ = limits;
     }
@@ -236,6 +276,7 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// `None`, the default: the store keeps no slots, and each process counts its own
     /// requests in flight.
+    #[doc(hidden)]
     fn take_slots(&self, slots: &[SlotCheck<'_>]) -> Option<TakingSlots> {
         let _ = slots;
         None
@@ -248,6 +289,7 @@ pub trait Store: Send + Sync + 'static {
     /// key's other requests. `check` is the request's own (its cost the one charged).
     ///
     /// The default answers an error: a store that cannot settle.
+    #[doc(hidden)]
     fn settle(&self, check: &LimitCheck<'_>, extra: i64) -> Settling {
         let _ = (check, extra);
         Box::pin(std::future::ready(Err(StoreError::new(
@@ -262,6 +304,7 @@ pub trait Store: Send + Sync + 'static {
     /// Answers how many keys held state.
     ///
     /// The default answers an error: a store that keeps no state it can forget.
+    #[doc(hidden)]
     fn reset(&self, checks: &[LimitCheck<'_>]) -> Resetting {
         let _ = checks;
         Box::pin(std::future::ready(Err(StoreError::new(
@@ -271,10 +314,20 @@ pub trait Store: Send + Sync + 'static {
     }
 }
 
+/// Makes [`Store`] sealed: only this crate's stores implement it. Public for the crate's
+/// own tests, whose stores wrap the memory store; outside the API's semver promise.
+#[doc(hidden)]
+pub mod sealed {
+    /// Implemented by the stores that may implement [`Store`](super::Store).
+    pub trait Sealed {}
+}
+
 /// The future of a [`Store::settle`].
+#[doc(hidden)]
 pub type Settling = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
 
 /// The future of a [`Store::reset`]: how many keys held state.
+#[doc(hidden)]
 pub type Resetting = Pin<Box<dyn Future<Output = Result<u64, StoreError>> + Send>>;
 
 /// A store could not decide (it was unreachable, timed out, or answered nonsense).

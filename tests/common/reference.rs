@@ -418,7 +418,10 @@ pub fn cases() -> Vec<Case> {
     cases.push(Case {
         name: "leaky_bucket/policing_admits_at_once",
         algorithm: LeakyBucket,
-        quota: Quota::new(10, secs(1)).unwrap().with_queue(2).policing(),
+        quota: Quota::new(10, secs(1))
+            .unwrap()
+            .with_queue(2)
+            .with_policing(),
         steps: [
             repeat(3, 1, |i| allow().left(2 - i as u64)),
             vec![

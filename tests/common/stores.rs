@@ -7,6 +7,9 @@ use tollgate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, St
 /// delivered after a yield to the runtime.
 pub struct LaterStore(pub MemoryStore<ManualClock>);
 
+// Outside the semver promise: the crate's own test stores opt out of the seal.
+impl tollgate::store::sealed::Sealed for LaterStore {}
+
 impl Store for LaterStore {
     type Pending =
         std::pin::Pin<Box<dyn std::future::Future<Output = Result<Decisions, StoreError>> + Send>>;
@@ -24,10 +27,16 @@ impl Store for LaterStore {
     fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
         self.0.cancel(check, booked_until);
     }
+
+    fn clock(&self) -> std::sync::Arc<dyn tollgate::clock::Clock> {
+        self.0.clock()
+    }
 }
 
 /// A store that is always down.
 pub struct DownStore;
+
+impl tollgate::store::sealed::Sealed for DownStore {}
 
 impl Store for DownStore {
     type Pending = std::future::Ready<Result<Decisions, StoreError>>;

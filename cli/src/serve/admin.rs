@@ -37,7 +37,8 @@ use axum::routing::post;
 use axum::Router;
 use http::StatusCode;
 use serde::Serialize;
-use tollgate::{CallVerdict, Descriptor, LimitDecision, Limiter};
+use tollgate::envoy::{CallVerdict, Descriptor};
+use tollgate::{LimitDecision, Limiter};
 
 /// The admin endpoints, `POST /v1/peek` and `POST /v1/reset`, on the limiter of
 /// `readiness`.
@@ -182,7 +183,7 @@ descriptors:
     rate_limit: { unit: minute, requests_per_unit: 1 }
 ";
         let rules = Rules::from_yaml_with(yaml, KeySources::Given).unwrap();
-        Limiter::with_clock(rules, ManualClock::new())
+        Limiter::with_store(rules, MemoryStore::with_clock(ManualClock::new()))
     }
 
     /// The peek answer for `descriptors` on `limiter`, in JSON.

@@ -7,7 +7,7 @@ use super::proto::envoy::r#type::v3::RateLimitUnit;
 use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use super::proto::envoy::service::ratelimit::v3::RateLimitRequest;
 use serde_json::{json, Map, Value};
-use tollgate::CallVerdict;
+use tollgate::envoy::CallVerdict;
 
 /// The dynamic metadata of the answer to `request`, with the merged `metadata` of the
 /// limits its descriptors passed (see [`passed_metadata`]).
@@ -63,7 +63,7 @@ pub(crate) fn passed_metadata(
         }
         let limit = decision
             .as_ref()
-            .and_then(|decision| call.rules().limits().get(decision.limit_index()));
+            .and_then(|decision| call.limit_of(decision));
         if let Some(metadata) = limit.and_then(|limit| limit.metadata()) {
             merge(&mut merged, metadata);
         }

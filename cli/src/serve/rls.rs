@@ -17,9 +17,10 @@ use super::store::Backing;
 use serde_json::Map;
 use std::sync::Arc;
 use std::time::Duration;
+use tollgate::envoy::{CallVerdict, Descriptor, LimitOverride};
 use tollgate::response::verdict_headers;
-use tollgate::rules::{self, Rate, Rules};
-use tollgate::{CallVerdict, Descriptor, LimitDecision, LimitOverride, Limiter};
+use tollgate::rules::{self, Limit, Rate, Rules};
+use tollgate::{LimitDecision, Limiter};
 use tonic::Status;
 
 /// The most descriptors in one call.
@@ -192,7 +193,7 @@ pub(crate) fn statuses(
                     ..DescriptorStatus::default()
                 };
             }
-            status(call.rules(), decision.as_ref(), descriptor.limit)
+            status(call, decision.as_ref(), descriptor.limit)
         })
         .collect()
 }
@@ -219,7 +220,7 @@ fn upstream_headers(call: &CallVerdict, statuses: &[DescriptorStatus]) -> Option
         }
         let quota = decision
             .as_ref()
-            .and_then(|decision| call.rules().limits().get(decision.limit_index()))
+            .and_then(|decision| call.limit_of(decision))
             .is_some_and(|limit| limit.is_quota());
         if status.code() == Code::OverLimit && !quota {
             over = Some(status);
@@ -382,7 +383,7 @@ fn own_limit(limit: &RateLimitOverride) -> Option<LimitOverride> {
 /// reports: its descriptor is `OK`, its figures its own; a quota over its limit is
 /// `OVER_LIMIT` even in a call admitted (another quota had room).
 fn status(
-    rules: &Rules,
+    call: &CallVerdict,
     decision: Option<&LimitDecision>,
     own: Option<LimitOverride>,
 ) -> DescriptorStatus {
@@ -394,11 +395,10 @@ fn status(
     };
     let decided = limit.decision();
     // A quota refuses no call alone (it is booked as a shadow limit), but says it is over.
-    let quota = rules
-        .limits()
-        .get(limit.limit_index())
+    let quota = call
+        .limit_of(limit)
         .is_some_and(|rule| rule.is_quota() && !rule.is_shadow())
-        && !rules.shadow_mode();
+        && !call.rules().shadow_mode();
     let over = !decided.allowed && (!limit.is_shadow() || quota);
     let until_reset = if decided.allowed {
         decided.reset_after
@@ -407,7 +407,11 @@ fn status(
     };
     DescriptorStatus {
         code: if over { Code::OverLimit } else { Code::Ok }.into(),
-        current_limit: Some(own.map_or_else(|| current_limit(rules, limit), override_limit)),
+        current_limit: Some(match (own, call.limit_of(limit)) {
+            (Some(own), _) => override_limit(own),
+            (None, Some(limit)) => current_limit(limit),
+            (None, None) => RateLimit::default(),
+        }),
         limit_remaining: u32::try_from(decided.remaining).unwrap_or(u32::MAX),
         // In whole seconds, rounded up, as envoyproxy/ratelimit says it.
         duration_until_reset: Some(duration(whole_seconds(until_reset))),
@@ -417,8 +421,7 @@ fn status(
 
 /// The limit as Envoy's API names one: requests per unit. A period that is no whole unit
 /// (`period: 30s`) is `UNKNOWN`, with its requests per period.
-fn current_limit(rules: &Rules, decision: &LimitDecision) -> RateLimit {
-    let limit = &rules.limits()[decision.limit_index()];
+fn current_limit(limit: &Limit) -> RateLimit {
     let (requests, unit) = match limit.rate() {
         Rate::Limited { quota, .. } => (quota.requests_per_period(), unit_of(quota.period())),
         _ => (0, Unit::Unknown),

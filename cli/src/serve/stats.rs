@@ -10,7 +10,8 @@ use super::proto::envoy::service::ratelimit::v3::rate_limit_response::Descriptor
 use metrics::{Key, Metadata, Recorder};
 use metrics_exporter_statsd::{StatsdBuilder, StatsdRecorder};
 use std::collections::BTreeMap;
-use tollgate::{CallVerdict, Descriptor, LimitDecision};
+use tollgate::envoy::{CallVerdict, Descriptor};
+use tollgate::LimitDecision;
 
 /// envoyproxy/ratelimit's `NEAR_LIMIT_RATIO`: a count past this share of its limit is near it.
 const NEAR_LIMIT_RATIO: f32 = 0.8;
@@ -126,7 +127,6 @@ pub(crate) fn count(
     descriptors: &[Descriptor<'_>],
     statuses: &[DescriptorStatus],
 ) {
-    let rules = call.rules();
     let admitted = call.verdict().is_allowed();
     let limited = call
         .descriptors()
@@ -148,7 +148,7 @@ pub(crate) fn count(
                 .increment(counts.near_limit);
         }
         let Some(statsd) = statsd else { continue };
-        let key = match rules.limits().get(decision.limit_index()) {
+        let key = match call.limit_of(decision) {
             Some(limit) if descriptor.limit.is_none() => {
                 limit.stats_key(domain, descriptor.entries)
             }
@@ -163,9 +163,7 @@ pub(crate) fn count(
 /// shadow limit, but counted over its limit).
 fn shadow(call: &CallVerdict, decision: &LimitDecision) -> bool {
     let quota = call
-        .rules()
-        .limits()
-        .get(decision.limit_index())
+        .limit_of(decision)
         .is_some_and(|limit| limit.is_quota());
     decision.is_shadow() && !quota
 }

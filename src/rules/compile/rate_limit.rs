@@ -255,7 +255,7 @@ impl Compiler {
             }
         }
         if raw.is_policing() {
-            quota = quota.policing();
+            quota = quota.with_policing();
         }
         if let Some(calendar) = calendar? {
             quota = quota.with_calendar(calendar);
@@ -925,20 +925,20 @@ descriptors:
                 .descriptor(DescriptorSpec::key("method").rate_limit(limit))
                 .build()
         };
-        let rules = build(LimitSpec::per(Unit::Second, 5).sync_every(MS_100)).expect("valid");
+        let rules = build(LimitSpec::per(5, Unit::Second).sync_every(MS_100)).expect("valid");
         assert_eq!(sync_everies(&rules), [Some(MS_100)]);
 
         let refused = [
             (
-                LimitSpec::per(Unit::Second, 5).sync_every(Duration::from_millis(5)),
+                LimitSpec::per(5, Unit::Second).sync_every(Duration::from_millis(5)),
                 "5ms is too short: sync_every must be at least 10ms",
             ),
             (
-                LimitSpec::per(Unit::Second, 5).sync_every(Duration::from_secs(2)),
+                LimitSpec::per(5, Unit::Second).sync_every(Duration::from_secs(2)),
                 "limit `method`: sync_every 2s is longer than its period, 1s",
             ),
             (
-                LimitSpec::per(Unit::Second, 5)
+                LimitSpec::per(5, Unit::Second)
                     .algorithm(Algorithm::LeakyBucket)
                     .sync_every(MS_100),
                 "limit `method` uses leaky_bucket: sync_every works with fixed_window, sliding_window_counter, token_bucket and gcra; choose one of those or remove sync_every",
@@ -1224,29 +1224,29 @@ descriptors:
                 .descriptor(DescriptorSpec::key("method").rate_limit(limit))
                 .build()
         };
-        let rules = build(LimitSpec::per(Unit::Second, 5).approximate(4 * MIB)).expect("valid");
+        let rules = build(LimitSpec::per(5, Unit::Second).approximate(4 * MIB)).expect("valid");
         assert_eq!(sketches(&rules), [Some(4 * MIB)]);
 
         let refused = [
             (
-                LimitSpec::per(Unit::Second, 5).approximate(1000),
+                LimitSpec::per(5, Unit::Second).approximate(1000),
                 "descriptors[0].rate_limit.approximate.memory",
                 "limit `method`: approximate memory must be at least 64KiB and at most 1GiB, not 1000 bytes".to_owned(),
             ),
             (
-                LimitSpec::per(Unit::Second, 5).approximate(2 * GIB),
+                LimitSpec::per(5, Unit::Second).approximate(2 * GIB),
                 "descriptors[0].rate_limit.approximate.memory",
                 "limit `method`: approximate memory must be at least 64KiB and at most 1GiB, not 2GiB".to_owned(),
             ),
             (
-                LimitSpec::per(Unit::Second, 5)
+                LimitSpec::per(5, Unit::Second)
                     .algorithm(Algorithm::TokenBucket)
                     .approximate(4 * MIB),
                 "descriptors[0].rate_limit.approximate",
                 "limit `method` uses token_bucket: approximate works with fixed_window and sliding_window_counter; choose one of those or remove approximate".to_owned(),
             ),
             (
-                LimitSpec::per(Unit::Second, 5)
+                LimitSpec::per(5, Unit::Second)
                     .sync_every(MS_100)
                     .approximate(4 * MIB),
                 "descriptors[0].rate_limit.approximate",

@@ -14,7 +14,7 @@ use self::fingerprint::Fingerprinter;
 use self::generations::{decide_shared, Charge, Generations};
 use self::sketches::Sketches;
 use self::tables::{PackedSlot, Timestamp};
-use super::{Acquisition, Decisions, LimitCheck, Resetting, Settling, Store, StoreError};
+use super::{sealed, Acquisition, Decisions, LimitCheck, Resetting, Settling, Store, StoreError};
 use crate::algorithm::{Algorithm, Decision};
 use crate::clock::{Clock, Nanos, SystemClock};
 use parking_lot::{RwLock, RwLockWriteGuard};
@@ -22,6 +22,7 @@ use smallvec::SmallVec;
 use std::fmt;
 use std::num::NonZeroU64;
 use std::slice;
+use std::sync::Arc;
 
 /// Limit state in process memory: the default store.
 ///
@@ -68,7 +69,7 @@ use std::slice;
 /// Each key remembers when its state becomes the same as a key never seen (a full bucket, an
 /// expired window). Such idle keys are dropped as a shard fills, and by [`MemoryStore::sweep`].
 ///
-/// The number of keys has a ceiling ([`MemoryStore::with_max_keys`], default 1,000,000). Each
+/// The number of keys has a ceiling ([`MemoryStore::max_keys`], default 1,000,000). Each
 /// shard keeps two generations: new keys enter the young one; a key found in the old one moves
 /// back to the young one. When the young generation is full (after dropping its idle keys),
 /// the old generation is dropped whole and the young one becomes old. So at the ceiling the
@@ -101,7 +102,8 @@ pub struct MemoryStore<C = SystemClock> {
     generation_capacity: usize,
     /// The sketches of the approximate limits.
     sketches: Sketches,
-    clock: C,
+    /// Shared with the limiter, which reads the time from its store.
+    clock: Arc<C>,
 }
 
 // Padded to a cache line so that neighbouring shard locks do not share one. A shared lock is
@@ -151,6 +153,9 @@ impl<C: Clock> MemoryStore<C> {
     ///
     /// let store = MemoryStore::reproducible(ManualClock::new(), 7);
     /// ```
+    ///
+    /// For the `tollgate` command, outside the API's semver promise.
+    #[doc(hidden)]
     pub fn reproducible(clock: C, seed: u64) -> Self {
         Self::with_shards(clock, REPRODUCIBLE_SHARDS, Fingerprinter::seeded(seed))
     }
@@ -165,7 +170,7 @@ impl<C: Clock> MemoryStore<C> {
             fingerprinter,
             generation_capacity: 0,
             sketches: Sketches::default(),
-            clock,
+            clock: Arc::new(clock),
         };
         store.set_max_keys(DEFAULT_MAX_KEYS);
         store
@@ -175,7 +180,7 @@ impl<C: Clock> MemoryStore<C> {
     /// at the ceiling). The ceiling is spread over the shards, so a shard may start forgetting
     /// keys a little before the store as a whole holds `max_keys`.
     #[must_use]
-    pub fn with_max_keys(mut self, max_keys: usize) -> Self {
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.set_max_keys(max_keys);
         self
     }
@@ -359,12 +364,18 @@ impl<C: Clock> MemoryStore<C> {
     }
 }
 
+impl<C: Clock> sealed::Sealed for MemoryStore<C> {}
+
 impl<C: Clock> Store for MemoryStore<C> {
     type Pending = std::future::Ready<Result<Decisions, StoreError>>;
 
     #[inline]
     fn acquire(&self, checks: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
         Acquisition::Ready(Ok(self.decide(checks)))
+    }
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
     }
 
     fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
@@ -497,7 +508,7 @@ mod tests {
     #[test]
     fn the_key_ceiling_holds_under_a_flood_and_active_clients_stay_limited() {
         let clock = ManualClock::new();
-        let store = MemoryStore::with_clock(clock.clone()).with_max_keys(10_000);
+        let store = MemoryStore::with_clock(clock.clone()).max_keys(10_000);
         let quota = Quota::new(5, Duration::from_secs(3_600)).unwrap();
         let active = check(b"active client", Algorithm::FixedWindow, &quota);
         let mut active_admitted = 0;
@@ -531,7 +542,7 @@ mod tests {
         // One shard, so that a generation holds exactly half the ceiling: 800 keys.
         let clock = ManualClock::new();
         let store =
-            MemoryStore::with_shards(clock.clone(), 1, Fingerprinter::new()).with_max_keys(1_600);
+            MemoryStore::with_shards(clock.clone(), 1, Fingerprinter::new()).max_keys(1_600);
         let brief = Quota::new(1, Duration::from_secs(1)).unwrap();
         fill(&store, 0..500, Algorithm::TokenBucket, &brief);
         clock.advance(Duration::from_secs(1));

@@ -156,7 +156,9 @@ impl RedisStoreBuilder {
     }
 
     /// For tests: the scripts take the time from `clock` (nanoseconds, below 2^52, as a
-    /// [`ManualClock`](crate::clock::ManualClock)'s) instead of Redis's `TIME`.
+    /// [`ManualClock`](crate::clock::ManualClock)'s) instead of Redis's `TIME`, which every
+    /// server of a fleet shares. A test hook, outside the API's semver promise.
+    #[doc(hidden)]
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
         self

@@ -16,7 +16,7 @@ mod ticks;
 mod tls;
 
 use super::{
-    Acquisition, CarriedFrom, Decisions, LimitCheck, Resetting, Settling, SlotCheck, Store,
+    sealed, Acquisition, CarriedFrom, Decisions, LimitCheck, Resetting, Settling, SlotCheck, Store,
     StoreError, TakingSlots,
 };
 use crate::algorithm::{Algorithm, Decision, Quota};
@@ -502,6 +502,9 @@ impl RedisStore {
     /// # Errors
     ///
     /// The reason, when the store cannot keep such a limit.
+    ///
+    /// For the `tollgate` command, outside the API's semver promise.
+    #[doc(hidden)]
     pub fn holds(&self, algorithm: Algorithm, quota: &Quota) -> Result<(), StoreError> {
         self.tick_for(algorithm, quota).map(drop)
     }
@@ -684,10 +687,17 @@ impl OwnedCheck {
 }
 
 /// The future of a decision from Redis.
+#[doc(hidden)]
 pub type RedisPending = Pin<Box<dyn Future<Output = Result<Decisions, StoreError>> + Send>>;
+
+impl sealed::Sealed for RedisStore {}
 
 impl Store for RedisStore {
     type Pending = RedisPending;
+
+    fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.inner.clock)
+    }
 
     fn acquire(&self, checks: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
         if checks.iter().any(|check| check.sync_every.is_some()) {
