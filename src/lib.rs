@@ -38,6 +38,11 @@
 //!
 //! - [`layer`]: the Tower middleware. It knows nothing of algorithms.
 //! - [`Limiter`]: rules + store; also decides requests that are not HTTP ([`Limiter::check`]).
+//!   Its outcomes: a [`Verdict`] on the request, a [`LimitDecision`] for each limit (where
+//!   one is asked for: [`Limiter::peek`]), the figures of each in an
+//!   [`algorithm::Decision`].
+//! - [`envoy`]: Envoy's rate limit service API, calls of descriptors decided all or nothing
+//!   (what `tollgate serve` answers with).
 //! - [`rules`]: the rules file, its validation and descriptor matching.
 //! - [`source`]: where descriptor values come from, including the client IP behind proxies.
 //! - [`algorithm`]: pure state transitions, no I/O and no clock reads.
