@@ -35,7 +35,9 @@
 //!    a request denied by one limit consumes none of the others;
 //! 5. forwards the request with `X-Ratelimit-Limit` and `X-Ratelimit-Remaining` of the most
 //!    restrictive limit, delays it first when a shaping leaky bucket queued it, or answers
-//!    `429 Too Many Requests` (gRPC: `RESOURCE_EXHAUSTED`) with `Retry-After`.
+//!    `429 Too Many Requests` (gRPC: `RESOURCE_EXHAUSTED`) with `Retry-After`, or with what
+//!    the application's hook makes of the denial
+//!    ([`RateLimitLayer::on_rejection`](crate::RateLimitLayer::on_rejection)).
 //!
 //! The same [`Limiter`](crate::Limiter) decides requests that are not HTTP (WebSocket
 //! messages, jobs, tests) through [`Limiter::check`](crate::Limiter::check), with the values
