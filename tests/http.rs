@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tollgate::clock::ManualClock;
 use tollgate::layer::{NoRateLimitHeaders, Rejected, ShadowDenied};
-use tollgate::rules::Rules;
+use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, SourceSpec, Unit};
 use tollgate::source::Identity;
 use tollgate::store::MemoryStore;
 use tollgate::{Limiter, RateLimitLayer};
@@ -465,6 +465,100 @@ descriptors:
         StatusCode::OK,
         "anonymous requests do not match"
     );
+}
+
+/// The tenant of the caller, stored in the request extensions by [`find_tenant`].
+#[derive(Clone)]
+struct TenantId(String);
+
+impl AsRef<str> for TenantId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// An authentication middleware: the `x-api-key` header names the caller's tenant.
+async fn find_tenant(mut request: Request, next: Next) -> axum::response::Response {
+    let tenant = request
+        .headers()
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(|key| TenantId(key.to_owned()));
+    if let Some(tenant) = tenant {
+        request.extensions_mut().insert(tenant);
+    }
+    next.run(request).await
+}
+
+/// The statuses of `GET /` as each of `tenants` in turn (`None`: without an API key).
+async fn statuses_as(addr: SocketAddr, tenants: &[Option<&str>]) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    for tenant in tenants {
+        let headers: &[(&str, &str)] = match tenant {
+            Some(tenant) => &[("x-api-key", tenant)],
+            None => &[],
+        };
+        statuses.push(server::get(addr, "/", headers).await.status.as_u16());
+    }
+    statuses
+}
+
+const PER_TENANT: &str = r#"
+domain: test
+sources:
+  tenant: { extension: tenant }
+descriptors:
+  - key: tenant
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+"#;
+
+#[tokio::test]
+async fn a_typed_extension_from_an_auth_layer_limits_each_tenant() {
+    let from_yaml = Rules::from_yaml(PER_TENANT)
+        .and_then(|rules| rules.with_extension::<TenantId>("tenant"))
+        .expect("valid rules");
+    let in_rust = Rules::builder("test")
+        .source("tenant", SourceSpec::extension::<TenantId>())
+        .descriptor(DescriptorSpec::key("tenant").rate_limit(LimitSpec::per(Unit::Minute, 1)))
+        .build()
+        .expect("valid rules");
+    for rules in [from_yaml, in_rust] {
+        let layer = RateLimitLayer::from_rules(rules);
+        // Layers run outside-in: the tenant is found first, then limited.
+        let addr = serve(app().layer(layer).layer(middleware::from_fn(find_tenant))).await;
+        let tenants = [Some("acme"), Some("acme"), Some("globex"), None, None];
+        // A request without the extension has no value for the key: no limit applies.
+        assert_eq!(statuses_as(addr, &tenants).await, [200, 429, 200, 200, 200]);
+    }
+}
+
+#[tokio::test]
+async fn an_extension_without_a_bound_type_has_no_value_until_new_rules_keep_the_binding() {
+    let unbound = Limiter::new(Rules::from_yaml(PER_TENANT).expect("valid rules"));
+    let addr = serve(
+        app()
+            .layer(RateLimitLayer::new(unbound))
+            .layer(middleware::from_fn(find_tenant)),
+    )
+    .await;
+    assert_eq!(statuses_as(addr, &[Some("acme"); 3]).await, [200; 3]);
+
+    let rules = Rules::from_yaml(PER_TENANT)
+        .and_then(|rules| rules.with_extension::<TenantId>("tenant"))
+        .expect("valid rules");
+    let limiter = Limiter::new(rules);
+    let addr = serve(
+        app()
+            .layer(RateLimitLayer::new(limiter.clone()))
+            .layer(middleware::from_fn(find_tenant)),
+    )
+    .await;
+    assert_eq!(statuses_as(addr, &[Some("acme"); 2]).await, [200, 429]);
+    // As a reload does: new rules from the file, bound to nothing, keep the binding.
+    let two_per_minute = PER_TENANT.replace("requests_per_unit: 1", "requests_per_unit: 2");
+    limiter.set_rules(Rules::from_yaml(&two_per_minute).expect("valid rules"));
+    let tenants = [Some("globex"), Some("globex"), Some("globex")];
+    assert_eq!(statuses_as(addr, &tenants).await, [200, 200, 429]);
 }
 
 #[tokio::test]

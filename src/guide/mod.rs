@@ -28,7 +28,7 @@
 //! 1. takes the rules in force (a hot reload swaps them between requests, never during one);
 //! 2. reads the values the rules ask for: the client IP, the method, the path, the matched
 //!    route, the host, a header, a query parameter, an [`Identity`](crate::source::Identity)
-//!    that an authentication layer stored;
+//!    or a type of the application's that an earlier layer stored;
 //! 3. walks the descriptor tree to find every limit that applies, each with its state key
 //!    (the request's value for every descriptor key on the way);
 //! 4. asks the store (memory, or Redis) whether every one of them has room, all or nothing:
