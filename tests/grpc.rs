@@ -14,6 +14,7 @@ use greeter::{HelloReply, HelloRequest};
 use hello::Hello;
 use std::time::Duration;
 use tollgate::clock::ManualClock;
+use tollgate::layer::OnRejection;
 use tollgate::rules::Rules;
 use tollgate::store::MemoryStore;
 use tollgate::{Limiter, RateLimitLayer};
@@ -24,6 +25,8 @@ use tonic::{Code, Request, Response, Status};
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
+
+type TestLayer = RateLimitLayer<MemoryStore<ManualClock>>;
 
 /// A running server and a channel to it. The server task ends with the test's runtime.
 struct TestServer {
@@ -39,10 +42,20 @@ impl TestServer {
 
     /// Serves `greeter` and the health service on 127.0.0.1:0 behind the rules in `yaml`.
     async fn start_with(yaml: &str, greeter: impl Greeter) -> TestServer {
+        TestServer::start_behind(yaml, greeter, |layer| layer).await
+    }
+
+    /// Serves `greeter` and the health service on 127.0.0.1:0 behind the rules in `yaml`,
+    /// in the layer that `configure` makes of the plain one.
+    async fn start_behind<R: OnRejection>(
+        yaml: &str,
+        greeter: impl Greeter,
+        configure: impl FnOnce(TestLayer) -> RateLimitLayer<MemoryStore<ManualClock>, R>,
+    ) -> TestServer {
         let clock = ManualClock::new();
         let rules = Rules::from_yaml(yaml).expect("valid rules");
         let limiter = Limiter::with_store(rules, MemoryStore::with_clock(clock.clone()));
-        let layer = RateLimitLayer::new(limiter);
+        let layer = configure(RateLimitLayer::new(limiter));
 
         let (health, health_service) = tonic_health::server::health_reporter();
         health.set_serving::<GreeterServer<Hello>>().await;
@@ -158,6 +171,36 @@ async fn exactly_the_limit_is_admitted_and_the_rest_are_resource_exhausted() {
     for status in &denied {
         assert_rate_limited(status, limit);
     }
+}
+
+#[tokio::test]
+async fn a_rejection_hook_answers_denied_calls_with_its_own_status() {
+    let server = TestServer::start_behind(PER_CLIENT, Hello, |layer| {
+        layer.on_rejection(|rejected| {
+            assert!(rejected.is_grpc(), "a gRPC call");
+            let message = format!("over quota: {}", rejected.limit().label());
+            tonic::Status::permission_denied(message).into_http::<bytes::Bytes>()
+        })
+    })
+    .await;
+    let mut greeter = server.greeter();
+    for remaining in (0..3).rev() {
+        let admitted = say_hello(&mut greeter, "ann").await.expect("admitted");
+        assert_eq!(admitted.get_ref().message, "Hello, ann!");
+        assert_eq!(
+            number(admitted.metadata(), "x-ratelimit-remaining"),
+            remaining
+        );
+    }
+    let denied = say_hello(&mut greeter, "ann").await.expect_err("denied");
+    assert_eq!(denied.code(), Code::PermissionDenied, "{denied:?}");
+    assert_eq!(denied.message(), "over quota: remote_address");
+    // tollgate's headers are added to the hook's answer.
+    let metadata = denied.metadata();
+    assert_eq!(number(metadata, "retry-after"), 60);
+    let pushback_ms = number(metadata, "grpc-retry-pushback-ms");
+    assert!((1..=60_000).contains(&pushback_ms), "{pushback_ms}");
+    assert_eq!(number(metadata, "x-ratelimit-limit"), 3);
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@
 mod common;
 
 use axum::extract::Request;
+use axum::http::Response;
 use axum::middleware::{self, Next};
 use axum::routing::get;
 use axum::{Extension, Router};
@@ -12,10 +13,12 @@ use common::server::{self, serve, serve_without_connect_info, Reply};
 use common::stores::{DownStore, LaterStore};
 use http::{HeaderMap, Method, StatusCode};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tollgate::clock::ManualClock;
-use tollgate::layer::ShadowDenied;
-use tollgate::rules::Rules;
+use tollgate::layer::{NoRateLimitHeaders, Rejected, ShadowDenied};
+use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, SourceSpec, Unit};
 use tollgate::source::Identity;
 use tollgate::store::MemoryStore;
 use tollgate::{Limiter, RateLimitLayer};
@@ -464,6 +467,100 @@ descriptors:
     );
 }
 
+/// The tenant of the caller, stored in the request extensions by [`find_tenant`].
+#[derive(Clone)]
+struct TenantId(String);
+
+impl AsRef<str> for TenantId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// An authentication middleware: the `x-api-key` header names the caller's tenant.
+async fn find_tenant(mut request: Request, next: Next) -> axum::response::Response {
+    let tenant = request
+        .headers()
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(|key| TenantId(key.to_owned()));
+    if let Some(tenant) = tenant {
+        request.extensions_mut().insert(tenant);
+    }
+    next.run(request).await
+}
+
+/// The statuses of `GET /` as each of `tenants` in turn (`None`: without an API key).
+async fn statuses_as(addr: SocketAddr, tenants: &[Option<&str>]) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    for tenant in tenants {
+        let headers: &[(&str, &str)] = match tenant {
+            Some(tenant) => &[("x-api-key", tenant)],
+            None => &[],
+        };
+        statuses.push(server::get(addr, "/", headers).await.status.as_u16());
+    }
+    statuses
+}
+
+const PER_TENANT: &str = r#"
+domain: test
+sources:
+  tenant: { extension: tenant }
+descriptors:
+  - key: tenant
+    rate_limit: { unit: minute, requests_per_unit: 1 }
+"#;
+
+#[tokio::test]
+async fn a_typed_extension_from_an_auth_layer_limits_each_tenant() {
+    let from_yaml = Rules::from_yaml(PER_TENANT)
+        .and_then(|rules| rules.with_extension::<TenantId>("tenant"))
+        .expect("valid rules");
+    let in_rust = Rules::builder("test")
+        .source("tenant", SourceSpec::extension::<TenantId>())
+        .descriptor(DescriptorSpec::key("tenant").rate_limit(LimitSpec::per(1, Unit::Minute)))
+        .build()
+        .expect("valid rules");
+    for rules in [from_yaml, in_rust] {
+        let layer = RateLimitLayer::from_rules(rules);
+        // Layers run outside-in: the tenant is found first, then limited.
+        let addr = serve(app().layer(layer).layer(middleware::from_fn(find_tenant))).await;
+        let tenants = [Some("acme"), Some("acme"), Some("globex"), None, None];
+        // A request without the extension has no value for the key: no limit applies.
+        assert_eq!(statuses_as(addr, &tenants).await, [200, 429, 200, 200, 200]);
+    }
+}
+
+#[tokio::test]
+async fn an_extension_without_a_bound_type_has_no_value_until_new_rules_keep_the_binding() {
+    let unbound = Limiter::new(Rules::from_yaml(PER_TENANT).expect("valid rules"));
+    let addr = serve(
+        app()
+            .layer(RateLimitLayer::new(unbound))
+            .layer(middleware::from_fn(find_tenant)),
+    )
+    .await;
+    assert_eq!(statuses_as(addr, &[Some("acme"); 3]).await, [200; 3]);
+
+    let rules = Rules::from_yaml(PER_TENANT)
+        .and_then(|rules| rules.with_extension::<TenantId>("tenant"))
+        .expect("valid rules");
+    let limiter = Limiter::new(rules);
+    let addr = serve(
+        app()
+            .layer(RateLimitLayer::new(limiter.clone()))
+            .layer(middleware::from_fn(find_tenant)),
+    )
+    .await;
+    assert_eq!(statuses_as(addr, &[Some("acme"); 2]).await, [200, 429]);
+    // As a reload does: new rules from the file, bound to nothing, keep the binding.
+    let two_per_minute = PER_TENANT.replace("requests_per_unit: 1", "requests_per_unit: 2");
+    limiter.set_rules(Rules::from_yaml(&two_per_minute).expect("valid rules"));
+    let tenants = [Some("globex"), Some("globex"), Some("globex")];
+    assert_eq!(statuses_as(addr, &tenants).await, [200, 200, 429]);
+}
+
 #[tokio::test]
 async fn header_query_method_and_host_sources() {
     let addr = serve_app(
@@ -694,6 +791,101 @@ async fn a_grpc_denial_carries_its_pushback_whatever_the_header_set() {
         assert_eq!(denied.number("retry-after"), 60);
         assert_eq!(denied.header("x-ratelimit-limit"), None);
     }
+}
+
+/// A rejection hook's answer: `503`, a text body naming the path, why and by which limit,
+/// and a `Retry-After` of its own.
+fn slow_down(rejected: &Rejected<'_>) -> Response<String> {
+    let body = format!(
+        "{} denied ({:?}) by {}",
+        rejected.request().uri.path(),
+        rejected.verdict().denial(),
+        rejected.limit().label()
+    );
+    Response::builder()
+        .status(StatusCode::SERVICE_UNAVAILABLE)
+        .header("content-type", "text/plain")
+        .header("retry-after", "600")
+        .body(body)
+        .expect("a valid response")
+}
+
+#[tokio::test]
+async fn a_rejection_hook_answers_denials_and_tollgate_adds_the_headers_it_lacks() {
+    let (layer, _) = layer(PER_CLIENT);
+    let addr = serve(app().layer(layer.on_rejection(slow_down))).await;
+    for expected_remaining in (0..5).rev() {
+        let admitted = server::get(addr, "/", &[]).await;
+        assert_eq!(
+            (admitted.status, admitted.body.as_str()),
+            (StatusCode::OK, "ok")
+        );
+        assert_eq!(admitted.number("x-ratelimit-remaining"), expected_remaining);
+    }
+    let denied = server::get(addr, "/", &[]).await;
+    assert_eq!(denied.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(denied.body, "/ denied (Some(OverLimit)) by remote_address");
+    assert_eq!(denied.header("content-type"), Some("text/plain"));
+    assert_eq!(
+        denied.number("retry-after"),
+        600,
+        "the hook's own header stays"
+    );
+    assert_eq!(denied.number("x-ratelimit-limit"), 5);
+    assert_eq!(denied.number("x-ratelimit-remaining"), 0);
+    assert_eq!(denied.number("x-ratelimit-retry-after"), 60);
+}
+
+#[tokio::test]
+async fn a_hooked_layer_is_never_served_the_default_answer_kept_for_its_limit() {
+    let (default_layer, _) = layer(PER_CLIENT);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    // The same limiter, so the same limit: the answers kept on this thread (the test's and
+    // both servers') for the default layer's denials are kept for this limit.
+    let hooked = default_layer.clone().on_rejection(move |rejected| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        slow_down(rejected)
+    });
+    let default_addr = serve(app().layer(default_layer)).await;
+    let hooked_addr = serve(app().layer(hooked)).await;
+    for _ in 0..5 {
+        server::get(default_addr, "/", &[]).await;
+    }
+    for _ in 0..3 {
+        let denied = server::get(default_addr, "/", &[]).await;
+        assert_eq!(denied.status, StatusCode::TOO_MANY_REQUESTS);
+        let hooked = server::get(hooked_addr, "/", &[]).await;
+        assert_eq!(hooked.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(hooked.body.starts_with("/ denied"), "{}", hooked.body);
+    }
+    assert_eq!(calls.load(Ordering::Relaxed), 3);
+}
+
+#[tokio::test]
+async fn a_rejection_hook_may_send_no_rate_limit_headers_after_a_store_that_answers_later() {
+    let rules = Rules::from_yaml(PER_CLIENT).expect("valid rules");
+    let store = LaterStore(MemoryStore::with_clock(ManualClock::new()));
+    let layer = RateLimitLayer::new(Limiter::with_store(rules, store)).on_rejection(|_| {
+        let mut forbidden = Response::new("blocked");
+        *forbidden.status_mut() = StatusCode::FORBIDDEN;
+        forbidden.extensions_mut().insert(NoRateLimitHeaders);
+        forbidden
+    });
+    let addr = serve(app().layer(layer)).await;
+    for _ in 0..5 {
+        let admitted = server::get(addr, "/", &[]).await;
+        assert_eq!(admitted.status, StatusCode::OK);
+        assert!(admitted.header("x-ratelimit-remaining").is_some());
+    }
+    let denied = server::get(addr, "/", &[]).await;
+    assert_eq!(
+        (denied.status, denied.body.as_str()),
+        (StatusCode::FORBIDDEN, "blocked")
+    );
+    let names = rate_limit_header_names(&denied);
+    assert!(names.is_empty(), "no rate-limit headers: {names:?}");
+    assert_eq!(denied.header("retry-after"), None);
 }
 
 #[test]

@@ -28,14 +28,16 @@
 //! 1. takes the rules in force (a hot reload swaps them between requests, never during one);
 //! 2. reads the values the rules ask for: the client IP, the method, the path, the matched
 //!    route, the host, a header, a query parameter, an [`Identity`](crate::source::Identity)
-//!    that an authentication layer stored;
+//!    or a type of the application's that an earlier layer stored;
 //! 3. walks the descriptor tree to find every limit that applies, each with its state key
 //!    (the request's value for every descriptor key on the way);
 //! 4. asks the store (memory, or Redis) whether every one of them has room, all or nothing:
 //!    a request denied by one limit consumes none of the others;
 //! 5. forwards the request with `X-Ratelimit-Limit` and `X-Ratelimit-Remaining` of the most
 //!    restrictive limit, delays it first when a shaping leaky bucket queued it, or answers
-//!    `429 Too Many Requests` (gRPC: `RESOURCE_EXHAUSTED`) with `Retry-After`.
+//!    `429 Too Many Requests` (gRPC: `RESOURCE_EXHAUSTED`) with `Retry-After`, or with what
+//!    the application's hook makes of the denial
+//!    ([`RateLimitLayer::on_rejection`](crate::RateLimitLayer::on_rejection)).
 //!
 //! The same [`Limiter`](crate::Limiter) decides requests that are not HTTP (WebSocket
 //! messages, jobs, tests) through [`Limiter::check`](crate::Limiter::check), with the values

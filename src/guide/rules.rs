@@ -99,6 +99,7 @@
 //!   user_id: { header: x-user-id }        # a request header
 //!   tenant: { query: tenant }             # a query-string parameter, percent-decoded
 //!   account: identity                     # the tollgate::source::Identity an auth layer stored
+//!   org: { extension: tenant }            # a type of yours an earlier layer stored, bound in Rust
 //!   endpoint:                             # a classifier: the first entry that matches gives the value
 //!     - { value: login,   method: POST, path: /auth/login }
 //!     - { value: friends, method: POST, path: "/users/*/friends" }   # * = exactly one path segment
@@ -108,11 +109,62 @@
 //! - `{ query: NAME }`: a non-empty parameter name.
 //! - `identity`: the [`Identity`](crate::source::Identity) that an authentication layer
 //!   running before tollgate put into the request extensions.
+//! - `{ extension: NAME }`: a type of the application's that a layer running before
+//!   tollgate put into the request extensions (a tenant, an API key's owner), its
+//!   [`AsRef<str>`] text the value. A file names the type, Rust binds it:
+//!   [`Rules::with_extension`](crate::rules::Rules::with_extension) (or, without a file,
+//!   [`SourceSpec::extension`](crate::rules::SourceSpec::extension)). A reload keeps the
+//!   types bound to the names; until a type is bound to a name, its source has no value (and
+//!   the limiter logs a warning).
 //! - A classifier: a non-empty list of entries, each a non-empty `value` with an optional
 //!   `method` (an HTTP method) and an optional `path` (starting with `/`, where `*` matches
 //!   exactly one segment). The first entry that matches gives the value.
 //!
 //! A request that has no value for a key does not match the entries on that key.
+//!
+//! An extension source, end to end: an axum middleware finds the tenant and stores it, and
+//! a limit keys on it.
+//!
+//! ```rust
+//! use axum::{extract::Request, middleware::{self, Next}, response::Response, routing::get, Router};
+//! use tollgate::rules::Rules;
+//! use tollgate::RateLimitLayer;
+//!
+//! /// The tenant of the caller, as the authentication middleware found it.
+//! #[derive(Clone)]
+//! struct TenantId(String);
+//!
+//! impl AsRef<str> for TenantId {
+//!     fn as_ref(&self) -> &str {
+//!         &self.0
+//!     }
+//! }
+//!
+//! async fn authenticate(mut request: Request, next: Next) -> Response {
+//!     let tenant = request.headers().get("x-api-key").and_then(|key| key.to_str().ok());
+//!     // A real application looks the key up; here the key names the tenant.
+//!     if let Some(tenant) = tenant.map(|key| TenantId(key.to_owned())) {
+//!         request.extensions_mut().insert(tenant);
+//!     }
+//!     next.run(request).await
+//! }
+//!
+//! let rules = Rules::from_yaml(r#"
+//! domain: api
+//! sources:
+//!   tenant: { extension: tenant }
+//! descriptors:
+//!   - key: tenant
+//!     rate_limit: { unit: second, requests_per_unit: 100 }
+//! "#)?
+//! .with_extension::<TenantId>("tenant")?;
+//! // Layers run outside-in: authentication first, then the limit.
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(RateLimitLayer::from_rules(rules))
+//!     .layer(middleware::from_fn(authenticate));
+//! # Ok::<(), tollgate::rules::RuleErrors>(())
+//! ```
 //!
 //! # `client_ip`
 //!

@@ -4,7 +4,8 @@
 //! every matching limit has room (all or nothing), and then either calls the inner service,
 //! adding `X-Ratelimit-Limit` and `X-Ratelimit-Remaining` to its response, or answers at once
 //! with `429 Too Many Requests` (gRPC: `RESOURCE_EXHAUSTED`). The inner service's error type
-//! is unchanged: a rejection is an ordinary response, so the connection stays open.
+//! is unchanged: a rejection is an ordinary response, so the connection stays open. The
+//! application may answer denials itself ([`RateLimitLayer::on_rejection`]).
 //!
 //! ```no_run
 //! use axum::{routing::get, Router};
@@ -26,9 +27,11 @@ mod body;
 mod future;
 #[allow(clippy::module_inception)]
 mod layer;
+mod rejection;
 mod service;
 
 pub use body::ResponseBody;
 pub use future::ResponseFuture;
 pub use layer::RateLimitLayer;
+pub use rejection::{DefaultRejection, NoRateLimitHeaders, OnRejection, Rejected};
 pub use service::{RateLimit, ShadowDenied};

@@ -1,4 +1,5 @@
 use super::future::{Waited, WaitingFuture};
+use super::rejection::{DefaultRejection, OnRejection, Rejected};
 use super::{ResponseBody, ResponseFuture};
 use crate::algorithm::Decision;
 use crate::decision::Ruling;
@@ -10,6 +11,7 @@ use crate::store::{MemoryStore, Store};
 use crate::Limiter;
 use bytes::Bytes;
 use http::{Request, Response};
+use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
@@ -17,10 +19,12 @@ use std::time::Duration;
 use tower_service::Service;
 
 /// Rate-limits requests to the inner service; made by [`RateLimitLayer`](super::RateLimitLayer).
-#[derive(Debug)]
-pub struct RateLimit<S, St = MemoryStore> {
+///
+/// `R` answers the requests it denies ([`OnRejection`]).
+pub struct RateLimit<S, St = MemoryStore, R = DefaultRejection> {
     inner: S,
     limiter: Limiter<St>,
+    on_rejection: R,
 }
 
 /// Put into the extensions of a request that a shadow-mode limit would have denied, so the
@@ -31,7 +35,18 @@ pub struct ShadowDenied;
 impl<S, St> RateLimit<S, St> {
     /// Wraps `inner`, deciding with `limiter`.
     pub fn new(inner: S, limiter: Limiter<St>) -> Self {
-        RateLimit { inner, limiter }
+        RateLimit::with_rejection(inner, limiter, DefaultRejection)
+    }
+}
+
+impl<S, St, R> RateLimit<S, St, R> {
+    /// Wraps `inner`, deciding with `limiter`, answering denials with `on_rejection`.
+    pub(super) fn with_rejection(inner: S, limiter: Limiter<St>, on_rejection: R) -> Self {
+        RateLimit {
+            inner,
+            limiter,
+            on_rejection,
+        }
     }
 
     /// The inner service.
@@ -50,21 +65,32 @@ impl<S, St> RateLimit<S, St> {
     }
 }
 
-impl<S: Clone, St> Clone for RateLimit<S, St> {
+impl<S: Clone, St, R: Clone> Clone for RateLimit<S, St, R> {
     fn clone(&self) -> Self {
         RateLimit {
             inner: self.inner.clone(),
             limiter: self.limiter.clone(),
+            on_rejection: self.on_rejection.clone(),
         }
     }
 }
 
-impl<S, St, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, St>
+impl<S: fmt::Debug, St: fmt::Debug, R> fmt::Debug for RateLimit<S, St, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("inner", &self.inner)
+            .field("limiter", &self.limiter)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, St, R, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, St, R>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     ReqBody: Send + 'static,
     St: Store,
+    R: OnRejection,
 {
     type Response = Response<ResponseBody<ResBody>>;
     type Error = S::Error;
@@ -86,7 +112,8 @@ where
         };
         match plan(deciding.rules(), ruling, &mut request) {
             Plan::Reject(rejection) => {
-                ResponseFuture::answered(rejection.response(deciding.rules()))
+                let answer = rejection.answer(&self.on_rejection, deciding.rules(), request);
+                ResponseFuture::answered(answer)
             }
             Plan::Admit(headers) if ruling.delay().is_zero() => {
                 let slots = deciding.go_ahead();
@@ -102,10 +129,11 @@ where
 }
 
 // The few requests that wait: for their turn in a queue, or for a networked store.
-impl<S, St> RateLimit<S, St>
+impl<S, St, R> RateLimit<S, St, R>
 where
     S: Clone + Send + 'static,
     St: Store,
+    R: OnRejection,
 {
     /// An admitted request that waits until `release_at` for its turn in a shaping leaky
     /// bucket's queue, holding the places `deciding` booked.
@@ -138,10 +166,13 @@ where
         ReqBody: Send + 'static,
     {
         let inner = self.take_ready_inner();
+        let on_rejection = self.on_rejection.clone();
         let waiting: WaitingFuture<_> = Box::pin(async move {
             let ruling = deciding.settle().await;
             match plan(deciding.rules(), &ruling, &mut request) {
-                Plan::Reject(rejection) => Waited::Answered(rejection.response(deciding.rules())),
+                Plan::Reject(rejection) => {
+                    Waited::Answered(rejection.answer(&on_rejection, deciding.rules(), request))
+                }
                 Plan::Admit(headers) => {
                     let release_at = release_at(ruling.delay());
                     wait_then_call(release_at, deciding, inner, request, headers).await
@@ -159,7 +190,7 @@ fn missing_peer_addr<B, F: Future>(request: &Request<B>) -> ResponseFuture<F> {
     ResponseFuture::answered(response::missing_peer_addr(grpc, MissingPeerAddr::FIX))
 }
 
-impl<S: Clone, St> RateLimit<S, St> {
+impl<S: Clone, St, R> RateLimit<S, St, R> {
     /// The ready inner service, to call later from a future; a fresh clone takes its place.
     fn take_ready_inner(&mut self) -> S {
         let clone = self.inner.clone();
@@ -207,17 +238,28 @@ enum Plan<'a> {
     Reject(Rejection<'a>),
 }
 
-/// A request denied by `limit`'s `decision`; `grpc` when it is a gRPC call.
+/// A request denied by `limit`'s `decision`, which `ruling` reports; `grpc` when it is a
+/// gRPC call.
 struct Rejection<'a> {
+    ruling: &'a Ruling,
     limit: &'a Limit,
     decision: &'a Decision,
     grpc: bool,
 }
 
 impl Rejection<'_> {
-    /// The answer under `rules`: a 429, or gRPC's `RESOURCE_EXHAUSTED`.
-    fn response(self, rules: &Rules) -> Response<Bytes> {
-        response::rejection(self.limit, self.decision, rules.response(), self.grpc)
+    /// The answer `on_rejection` gives `request` under `rules` (by default a 429, or gRPC's
+    /// `RESOURCE_EXHAUSTED`).
+    fn answer<B>(
+        self,
+        on_rejection: &impl OnRejection,
+        rules: &Rules,
+        request: Request<B>,
+    ) -> Response<Bytes> {
+        let (parts, _body) = request.into_parts();
+        let denied_by = (self.limit, self.decision);
+        let rejected = Rejected::new(rules, self.ruling, denied_by, &parts, self.grpc);
+        on_rejection.response(&rejected)
     }
 }
 
@@ -232,6 +274,7 @@ fn plan<'a, B>(rules: &'a Rules, ruling: &'a Ruling, request: &mut Request<B>) -
         .map(|(index, decision)| (&rules.limits[index], decision));
     match reported {
         Some((limit, decision)) if !ruling.is_allowed() => Plan::Reject(Rejection {
+            ruling,
             limit,
             decision,
             grpc: response::is_grpc(request.headers()),

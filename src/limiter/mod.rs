@@ -150,6 +150,7 @@ impl<St: Store> Limiter<St> {
     /// ```
     pub fn with_store(rules: Rules, store: St) -> Self {
         let clock = store.clock();
+        warn_of_unbound_extensions(&rules);
         let fallback = MemoryStore::new();
         tell_limits_in_force(&rules, &store, &fallback);
         Limiter {
@@ -180,9 +181,15 @@ impl<St: Store> Limiter<St> {
     /// installed now, so that decisions only increment handles they already hold. The store
     /// is told of the limits now in force first: in memory, the sketches of approximate
     /// limits are built here, and those of limits gone are freed.
-    pub fn set_rules(&self, rules: Rules) {
+    ///
+    /// The types bound to the extension sources of the rules in force stay bound to those of
+    /// the same names in `rules` ([`Rules::with_extension`]).
+    pub fn set_rules(&self, mut rules: Rules) {
+        let before = self.shared.active.load();
+        rules.keep_extensions_of(&before.rules);
+        warn_of_unbound_extensions(&rules);
         tell_limits_in_force(&rules, &self.shared.store, &self.shared.fallback);
-        let active = Active::after(&self.shared.active.load(), rules, &self.shared.clock);
+        let active = Active::after(&before, rules, &self.shared.clock);
         self.shared.active.store(Arc::new(active));
     }
 
@@ -415,6 +422,17 @@ impl HeldSlots {
         if let Some(slots) = &mut self.slots {
             slots.settle(status, headers, &http::Extensions::new());
         }
+    }
+}
+
+/// Logs each extension source of `rules` that no type is bound to: no request has a value
+/// for it, so the entries on its key never apply.
+fn warn_of_unbound_extensions(rules: &Rules) {
+    for name in rules.unbound_extensions() {
+        tracing::warn!(
+            extension = name,
+            "no type is bound to the extension `{name}` (Rules::with_extension): the rules on its key apply to no request"
+        );
     }
 }
 

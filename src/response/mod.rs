@@ -41,7 +41,7 @@ pub use headers::{
     X_RATELIMIT_RETRY_AFTER,
 };
 pub(crate) use missing_peer_addr::missing_peer_addr;
-pub(crate) use rejection::rejection;
+pub(crate) use rejection::{rejection, rejection_headers};
 pub use settled_cost::SettledCost;
 pub use verdict_headers::verdict_headers;
 pub(crate) use wait::millis_at_least_one;

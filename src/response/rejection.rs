@@ -50,6 +50,28 @@ pub(crate) fn rejection(
     response
 }
 
+/// The headers of the answer to a request denied by `limit`'s `decision` (a gRPC call when
+/// `grpc`): `Retry-After`, the rate-limit headers `options` choose, and for gRPC the
+/// pushback. Made afresh, for answers that are not tollgate's own.
+pub(crate) fn rejection_headers(
+    limit: &Limit,
+    decision: &Decision,
+    options: &ResponseOptions,
+    grpc: bool,
+) -> HeaderMap {
+    let retry_after = whole_seconds_at_least_one(decision.retry_after);
+    let mut headers = HeaderMap::with_capacity(DENIAL_HEADERS);
+    insert_denial_headers(&mut headers, limit, decision, options, retry_after);
+    if let Some((name, value)) = reset_header(decision, options) {
+        headers.insert(name, value);
+    }
+    if grpc {
+        let pushback = number(millis_at_least_one(decision.retry_after));
+        headers.insert(grpc::GRPC_RETRY_PUSHBACK_MS, pushback);
+    }
+    headers
+}
+
 /// `429` with a problem document, copied from the one kept on this thread for the same limit
 /// and wait when there is one.
 fn problem_rejection(

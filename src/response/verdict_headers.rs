@@ -1,10 +1,10 @@
 //! The rate-limit headers of an answer, for callers that answer for someone else.
 
-use super::headers::{denial_headers, headers, reset_header};
-use super::wait::whole_seconds_at_least_one;
+use super::headers::headers;
+use super::rejection::rejection_headers;
 use crate::decision::Verdict;
 use crate::rules::Rules;
-use http::{HeaderMap, HeaderValue};
+use http::HeaderMap;
 
 /// The rate-limit headers the layer gives the answer to a request that `verdict`, made
 /// under `rules`, decided: an admitted request's (as `response.headers` chooses), or a
@@ -49,11 +49,5 @@ pub fn verdict_headers(rules: &Rules, verdict: &Verdict) -> HeaderMap {
         headers(limit, decision, options).write_to(&mut map);
         return map;
     }
-    let retry_after = HeaderValue::from(whole_seconds_at_least_one(decision.retry_after));
-    map.insert(http::header::RETRY_AFTER, retry_after.clone());
-    denial_headers(limit, decision, options, retry_after, &mut map);
-    if let Some((name, value)) = reset_header(decision, options) {
-        map.insert(name, value);
-    }
-    map
+    rejection_headers(limit, decision, options, false)
 }

@@ -7,7 +7,7 @@ use super::file::{
 };
 use super::{HeaderSet, OnStoreError, RuleErrors, Rules, Unit, XRatelimitHeader};
 use crate::algorithm::Algorithm;
-use crate::source::ForwardedHeader;
+use crate::source::{ExtensionSource, ForwardedHeader};
 use std::time::Duration;
 
 /// Builds [`Rules`] without a file.
@@ -171,6 +171,36 @@ impl SourceSpec {
     /// The [`Identity`](crate::source::Identity) an authentication layer stored in the request.
     pub fn identity() -> Self {
         SourceSpec(RawSource::Single(RawSingleSource::Identity))
+    }
+
+    /// The `T` an earlier layer stored in the request extensions, such as a tenant that an
+    /// authentication middleware found: the key's value is its [`AsRef<str>`] text, read
+    /// without a copy. A request without a `T` has no value for the key, and does not match
+    /// the entries on it.
+    ///
+    /// ```
+    /// use tollgate::rules::{DescriptorSpec, LimitSpec, Rules, SourceSpec, Unit};
+    ///
+    /// /// Inserted into the request extensions by the authentication middleware.
+    /// #[derive(Clone)]
+    /// struct TenantId(String);
+    ///
+    /// impl AsRef<str> for TenantId {
+    ///     fn as_ref(&self) -> &str {
+    ///         &self.0
+    ///     }
+    /// }
+    ///
+    /// let rules = Rules::builder("api")
+    ///     .source("tenant", SourceSpec::extension::<TenantId>())
+    ///     .descriptor(DescriptorSpec::key("tenant").rate_limit(LimitSpec::per(100, Unit::Second)))
+    ///     .build()?;
+    /// # Ok::<(), tollgate::rules::RuleErrors>(())
+    /// ```
+    pub fn extension<T: AsRef<str> + Send + Sync + 'static>() -> Self {
+        SourceSpec(RawSource::Single(RawSingleSource::Typed(
+            ExtensionSource::of::<T>(),
+        )))
     }
 
     /// A classifier: `(value, method, path pattern)` entries, the first match giving the value.

@@ -2,7 +2,7 @@
 //! location, so that [`compile`](super::compile) can point at the line of every mistake.
 
 use crate::algorithm::Algorithm;
-use crate::source::ForwardedHeader;
+use crate::source::{ExtensionSource, ForwardedHeader};
 use serde::de::{self, IntoDeserializer, Visitor};
 use serde::Deserialize;
 use serde_saphyr::{Location, Spanned};
@@ -104,7 +104,7 @@ impl<'de> Deserialize<'de> for RawSource {
             type Value = RawSource;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("`identity`, `{ header: NAME }`, `{ query: NAME }` or a list of classifier entries")
+                f.write_str("`identity`, `{ header: NAME }`, `{ query: NAME }`, `{ extension: NAME }` or a list of classifier entries")
             }
 
             fn visit_str<E: de::Error>(self, text: &str) -> Result<RawSource, E> {
@@ -132,6 +132,12 @@ pub(crate) enum RawSingleSource {
     Header(String),
     Query(String),
     Identity,
+    /// A type in the request extensions, named here and bound in Rust
+    /// ([`Rules::with_extension`](super::Rules::with_extension)).
+    Extension(String),
+    /// A type in the request extensions, given in Rust ([`SourceSpec::extension`](super::SourceSpec::extension)).
+    #[serde(skip)]
+    Typed(ExtensionSource),
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -27,6 +27,7 @@ mod builder;
 mod compile;
 mod error;
 mod explain;
+mod extensions;
 mod file;
 mod limit;
 pub(crate) mod limit_override;

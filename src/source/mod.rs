@@ -2,9 +2,9 @@
 //!
 //! Each descriptor key in the rules names a source: a built-in one (`remote_address`,
 //! `method`, `path`, `route`, `host`) or one declared under `sources` (a header, a query
-//! parameter, the [`Identity`] an authentication layer stored in the request, or a
-//! classifier of method and path). A request that has no value for a key does not match
-//! rules on that key.
+//! parameter, the [`Identity`] an authentication layer stored in the request, a type of the
+//! application's that an earlier layer stored there, or a classifier of method and path). A
+//! request that has no value for a key does not match rules on that key.
 //!
 //! What a server provides lives here: the socket peer ([`PeerAddr`], or the connect info of
 //! axum and tonic), the [`Identity`], and how the client address is found behind proxies
@@ -13,6 +13,7 @@
 mod classifier;
 mod client_addr;
 mod client_ip;
+mod extension;
 mod forwarded;
 mod peer;
 mod value;
@@ -20,6 +21,7 @@ mod value;
 pub(crate) use classifier::{Classifier, PathPattern};
 pub use client_addr::ClientAddr;
 pub use client_ip::ClientIpResolver;
+pub(crate) use extension::ExtensionSource;
 pub use forwarded::ForwardedHeader;
 pub use peer::PeerAddr;
 pub(crate) use value::Value;
@@ -52,6 +54,12 @@ impl Identity {
     }
 }
 
+impl AsRef<str> for Identity {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
 /// Where the value of one descriptor key comes from.
 #[derive(Debug, Clone)]
 pub(crate) enum Source {
@@ -70,8 +78,8 @@ pub(crate) enum Source {
     Header(HeaderName),
     /// A query-string parameter (its first occurrence, percent-decoded).
     Query(String),
-    /// The [`Identity`] in the request extensions.
-    Identity,
+    /// A type in the request extensions, such as the [`Identity`].
+    Extension(ExtensionSource),
     /// The value of the first matching classifier entry.
     Classifier(Classifier),
     /// A key whose values come with each call, never from an HTTP request: any key of rules
@@ -103,7 +111,7 @@ pub(crate) struct RequestView<'a> {
     pub(crate) method: &'a Method,
     pub(crate) uri: &'a Uri,
     pub(crate) headers: &'a HeaderMap,
-    /// Connect info, [`Identity`], axum's matched route.
+    /// Connect info, axum's matched route, the types extension sources read.
     pub(crate) extensions: &'a Extensions,
 }
 
@@ -151,10 +159,7 @@ impl<'a> RequestView<'a> {
                     .find(|(key, _)| key == name)
                     .map(|(_, value)| Value::Owned(value.into_owned()))
             }),
-            Source::Identity => self
-                .extensions
-                .get::<Identity>()
-                .map(|id| Value::Borrowed(id.as_str())),
+            Source::Extension(extension) => extension.value(self.extensions).map(Value::Borrowed),
             Source::Classifier(classifier) => classifier.classify(self).map(Value::Borrowed),
             Source::Given => None,
         })

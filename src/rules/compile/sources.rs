@@ -3,7 +3,7 @@
 use super::Compiler;
 use crate::rules::file::{Located, RawClassifierEntry, RawClientIp, RawSingleSource, RawSource};
 use crate::rules::KeySources;
-use crate::source::{Classifier, ClientIpResolver, PathPattern, Source};
+use crate::source::{Classifier, ClientIpResolver, ExtensionSource, Identity, PathPattern, Source};
 use http::{HeaderName, Method};
 use ipnet::IpNet;
 use serde_saphyr::Location;
@@ -51,7 +51,23 @@ impl Compiler {
                 None
             }
             RawSource::Single(RawSingleSource::Query(query)) => Some(Source::Query(query.clone())),
-            RawSource::Single(RawSingleSource::Identity) => Some(Source::Identity),
+            RawSource::Single(RawSingleSource::Identity) => {
+                Some(Source::Extension(ExtensionSource::of::<Identity>()))
+            }
+            RawSource::Single(RawSingleSource::Extension(extension)) if extension.is_empty() => {
+                self.error(
+                    raw.referenced,
+                    format!("{path}.extension"),
+                    "the extension name must not be empty",
+                );
+                None
+            }
+            RawSource::Single(RawSingleSource::Extension(extension)) => {
+                Some(Source::Extension(ExtensionSource::named(extension)))
+            }
+            RawSource::Single(RawSingleSource::Typed(extension)) => {
+                Some(Source::Extension(extension.clone()))
+            }
             RawSource::Classifier(entries) => self
                 .classifier(entries, raw.referenced, &path)
                 .map(Source::Classifier),
