@@ -462,7 +462,9 @@ mod tests {
     use super::*;
     use crate::clock::{ManualClock, Nanos};
     use crate::decision::Denial;
-    use crate::store::{Acquisition, Approximate, Decisions, LimitCheck, StoreError};
+    use crate::store::{
+        Acquisition, Approximate, Decisions, LimitCheck, StoreError, StoreErrorKind,
+    };
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
     use std::time::Duration;
@@ -947,7 +949,9 @@ descriptors:
         type Pending = std::future::Ready<Result<Decisions, StoreError>>;
 
         fn acquire(&self, _: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
-            Acquisition::Ready(Err(StoreError::new("down", "connection refused")))
+            let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+            let error = StoreError::new(StoreErrorKind::Connection, "down").with_source(refused);
+            Acquisition::Ready(Err(error))
         }
 
         fn cancel(&self, _: &LimitCheck<'_>, _: Nanos) {}
