@@ -662,9 +662,12 @@ descriptors:
         let client = [("remote_address", "1.1.1.1")];
         for algorithm in crate::algorithm::Algorithm::ALL {
             // A leaky bucket with room for them all at once, as the others.
-            let queue = |limit: u64| match algorithm {
-                crate::algorithm::Algorithm::LeakyBucket => format!(", queue: {}", limit - 1),
-                _ => String::new(),
+            let queue = |limit: u64| {
+                if algorithm.queues() {
+                    format!(", queue: {}", limit - 1)
+                } else {
+                    String::new()
+                }
             };
             let rules = |limit: u64| {
                 one_limit(&format!(
