@@ -8,13 +8,15 @@ use common::runtime;
 use common::stores::decide;
 use common::windows::away_from_hour_edge;
 use std::collections::BTreeMap;
+use std::error::Error as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
+use tollgate::algorithm::{Algorithm, Quota};
 use tollgate::clock::ManualClock;
 use tollgate::rules::Rules;
-use tollgate::store::RedisStore;
+use tollgate::store::{LimitCheck, RedisStore, StoreErrorKind};
 use tollgate::{Limiter, Verdict};
 
 /// The reference suite on `server`, fixed windows and logs kept as text when `legacy`.
@@ -937,7 +939,6 @@ fn the_over_limit_cache_denies_only_costs_known_to_be_too_large() {
 
 #[test]
 fn a_cancelled_queue_place_is_given_back_in_redis() {
-    use tollgate::algorithm::{Algorithm, Quota};
     use tollgate::store::{LimitCheck, Store};
 
     let server = RedisServer::start();
@@ -1040,6 +1041,77 @@ fn the_local_policy_decides_in_memory_while_redis_is_down() {
     });
 }
 
+/// A check of one request for `key`, against a fixed window of `quota`.
+fn one_check<'a>(quota: &'a tollgate::algorithm::Quota, key: &'a [u8]) -> LimitCheck<'a> {
+    LimitCheck {
+        domain: "errors",
+        key,
+        tag: key,
+        algorithm: Algorithm::FixedWindow,
+        quota,
+        cost: 1,
+        shadow: false,
+        check_only: false,
+        sync_every: None,
+        limit: "test",
+        approximate: None,
+        carried_from: &[],
+    }
+}
+
+#[test]
+fn store_errors_say_which_kind_of_failure_they_are() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let connect = |builder: tollgate::store::RedisStoreBuilder| async move {
+            builder.connect().await.err().map(|error| error.kind())
+        };
+        let nobody = RedisStore::builder("redis://127.0.0.1:1");
+        assert_eq!(connect(nobody).await, Some(StoreErrorKind::Connection));
+        let no_url = RedisStore::builder("127.0.0.1:6379");
+        assert_eq!(connect(no_url).await, Some(StoreErrorKind::Configuration));
+        let braces = RedisStore::builder(server.url()).key_prefix("{app}:");
+        assert_eq!(connect(braces).await, Some(StoreErrorKind::Configuration));
+        let tls_file = RedisStore::builder(server.url().replace("redis://", "rediss://"))
+            .tls_ca("/nonexistent/ca.pem");
+        assert_eq!(connect(tls_file).await, Some(StoreErrorKind::Configuration));
+
+        let store = RedisStore::builder(server.url())
+            .timeout(Duration::from_millis(100))
+            .circuit_breaker(1, Duration::from_secs(3_600))
+            .connect()
+            .await
+            .expect("connects");
+        let quota = Quota::new(10, Duration::from_secs(60)).expect("a quota");
+        let log = Quota::new(5_000, Duration::from_secs(60)).expect("a quota");
+        let unfit = store
+            .holds(Algorithm::SlidingWindowLog, &log)
+            .expect_err("too large");
+        assert_eq!(unfit.kind(), StoreErrorKind::Unsupported);
+        let check = one_check(&quota, b"user");
+        decide(&store, &[check]).await.expect("Redis decides");
+
+        // A full Redis refuses the write: an error of its own, which trips no breaker.
+        server.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+        server.cli(&["CONFIG", "SET", "maxmemory", "1"]);
+        let full = decide(&store, &[one_check(&quota, b"another")]).await;
+        server.cli(&["CONFIG", "SET", "maxmemory", "0"]);
+        let full = full.expect_err("out of memory");
+        assert_eq!(full.kind(), StoreErrorKind::Server, "{full}");
+        assert!(full.source().is_some(), "the redis-rs error: {full}");
+
+        // Paused past the timeout: a timeout, then the breaker (1 failure) opens.
+        server.cli(&["CLIENT", "PAUSE", "1000", "ALL"]);
+        let slow = decide(&store, &[check]).await.expect_err("paused");
+        assert_eq!(slow.kind(), StoreErrorKind::Timeout, "{slow}");
+        let started = Instant::now();
+        let open = decide(&store, &[check]).await.expect_err("breaker open");
+        assert_eq!(open.kind(), StoreErrorKind::CircuitOpen, "{open}");
+        assert!(started.elapsed() < Duration::from_millis(50), "at once");
+        assert!(open.source().is_none(), "no call, no cause: {open}");
+    });
+}
+
 /// `count` checks for `user`, in order: whether each was admitted.
 async fn checks_for(limiter: &Limiter<RedisStore>, user: &str, count: usize) -> Vec<bool> {
     let mut allowed = Vec::new();
@@ -1051,9 +1123,6 @@ async fn checks_for(limiter: &Limiter<RedisStore>, user: &str, count: usize) -> 
 
 #[test]
 fn a_key_holding_garbage_or_deleted_counts_as_never_seen_and_trips_nothing() {
-    use tollgate::algorithm::{Algorithm, Quota};
-    use tollgate::store::LimitCheck;
-
     let server = RedisServer::start();
     runtime().block_on(async {
         let store = RedisStore::builder(server.url())

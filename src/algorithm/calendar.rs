@@ -166,6 +166,18 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_time_zone_is_an_error_that_names_it() {
+        let error = Calendar::new(CalendarUnit::Day, "Mars/Olympus").expect_err("no such zone");
+        let error: &dyn std::error::Error = &error;
+        assert!(
+            error
+                .to_string()
+                .starts_with("`Mars/Olympus` is not a time zone"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn a_month_in_paris_ends_at_its_local_midnight_whatever_its_length() {
         let month = Calendar::new(CalendarUnit::Month, "Europe/Paris").unwrap();
         let january = month.window(at("2027-01-31T22:59:59+00:00"));

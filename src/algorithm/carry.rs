@@ -34,16 +34,21 @@ impl Algorithm {
     pub(crate) fn carry_from(self, quota: &Quota, from: Algorithm, from_quota: &Quota) -> Carry {
         let same_period = quota.period_nanos() == from_quota.period_nanos()
             && quota.calendar() == from_quota.calendar();
-        match (from, self) {
-            (Algorithm::SlidingWindowLog, Algorithm::SlidingWindowLog) => Carry::AsIs,
-            (Algorithm::FixedWindow, Algorithm::FixedWindow)
-            | (Algorithm::SlidingWindowCounter, Algorithm::SlidingWindowCounter)
-                if same_period =>
+        let same_algorithm = from == self;
+        match self {
+            Algorithm::SlidingWindowLog if same_algorithm => Carry::AsIs,
+            Algorithm::FixedWindow | Algorithm::SlidingWindowCounter
+                if same_algorithm && same_period =>
             {
                 Carry::AsIs
             }
-            (Algorithm::TokenBucket, Algorithm::TokenBucket) => Carry::Remaining,
-            _ => Carry::Used,
+            Algorithm::TokenBucket if same_algorithm => Carry::Remaining,
+            Algorithm::TokenBucket
+            | Algorithm::LeakyBucket
+            | Algorithm::FixedWindow
+            | Algorithm::SlidingWindowLog
+            | Algorithm::SlidingWindowCounter
+            | Algorithm::Gcra => Carry::Used,
         }
     }
 

@@ -24,6 +24,7 @@
 //! ```
 
 mod calendar;
+mod capabilities;
 mod carry;
 mod decision;
 mod divisor;
@@ -37,6 +38,7 @@ mod sliding_window_log;
 mod token_bucket;
 
 pub use calendar::{Calendar, CalendarUnit, UnknownTimeZone};
+pub(crate) use capabilities::WindowCount;
 pub(crate) use carry::Carry;
 pub use decision::Decision;
 pub use fixed_window::FixedWindow;
@@ -207,8 +209,13 @@ impl Algorithm {
         cost: u64,
         booked_until: Nanos,
     ) {
-        if let State::LeakyBucket(s) = state {
-            s.cancel(now, quota, cost, booked_until);
+        match state {
+            State::LeakyBucket(s) => s.cancel(now, quota, cost, booked_until),
+            State::TokenBucket(_)
+            | State::FixedWindow(_)
+            | State::SlidingWindowLog(_)
+            | State::SlidingWindowCounter(_)
+            | State::Gcra(_) => {}
         }
     }
 }

@@ -252,7 +252,15 @@ impl std::error::Error for QuotaError {}
 #[cfg(test)]
 mod tests {
     use super::{Quota, QuotaError};
+    use std::error::Error;
     use std::time::Duration;
+
+    #[test]
+    fn a_quota_error_is_an_error_that_says_why() {
+        let error: &dyn Error = &QuotaError::ZeroPeriod;
+        assert_eq!(error.to_string(), "a quota's period must not be zero");
+        assert!(QuotaError::PeriodTooLong.to_string().contains("584 years"));
+    }
 
     #[test]
     fn periods_that_no_quota_can_have_are_errors() {

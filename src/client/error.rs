@@ -86,6 +86,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_client_error_is_an_error_that_shows_the_hold_or_the_service_error() {
+        let origin = Origin::of(&"http://a:1/".parse().unwrap(), None);
+        let held: ClientError<std::io::Error> =
+            ClientError::Held(Held::new(Duration::from_secs(2), origin));
+        let held: &dyn Error = &held;
+        assert_eq!(
+            held.to_string(),
+            "request not sent: http://a:1 asked to wait 2.000s more"
+        );
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let failed = ClientError::Service(refused);
+        assert_eq!(
+            failed.to_string(),
+            std::io::Error::from(std::io::ErrorKind::ConnectionRefused).to_string()
+        );
+        assert!(failed.as_held().is_none());
+    }
+
+    #[test]
     fn held_says_who_and_how_long() {
         let origin = Origin::of(&"http://a:1/".parse().unwrap(), None);
         let held = Held::new(Duration::from_millis(1500), origin);

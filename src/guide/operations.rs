@@ -215,6 +215,18 @@
 //!   with the same rules: limits then hold per server). Set it in `defaults` or per
 //!   `rate_limit`. The outage is logged once when it starts and once when Redis answers
 //!   again.
+//! - **What failed.** A [`StoreError`](crate::store::StoreError) (in the logs, and from
+//!   [`Limiter::peek`](crate::Limiter::peek), [`Limiter::reset`](crate::Limiter::reset),
+//!   [`RedisStoreBuilder::connect`](crate::store::RedisStoreBuilder::connect)) says what
+//!   failed in words, and its [`kind`](crate::store::StoreError::kind) says it to code:
+//!   `Timeout` (Redis slower than the timeout), `Connection` (nothing listens, the
+//!   connection dropped, no master), `CircuitOpen` (the breaker answered, Redis was not
+//!   asked), `Server` (Redis refused: out of memory, read-only, no permission), `Protocol`
+//!   (a reply of the wrong shape), `Unsupported` (a limit Redis cannot keep, an operation
+//!   the store does not offer), `Configuration` (a bad URL, key prefix or TLS file, a
+//!   password Redis refuses: no retry fixes it) and `Interrupted` (the runtime shut down
+//!   mid-call). Its [`source`](std::error::Error::source) is the redis-rs or I/O error
+//!   underneath, when there is one.
 //! - **Over-limit cache.** A key Redis reported full is denied locally until the time Redis
 //!   gave, without a round trip, asking Redis again every second (so that a client reset on
 //!   another server is free everywhere within a second, and a flood of refused requests

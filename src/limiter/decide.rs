@@ -422,14 +422,7 @@ fn after_store_error(
     let error = match failed {
         Err(error) => error,
         Ok(decisions) => {
-            miscounted = StoreError::new(
-                format!(
-                    "the store answered {} decisions for {} limits",
-                    decisions.len(),
-                    bookings.len()
-                ),
-                "a store must answer one decision per limit",
-            );
+            miscounted = StoreError::miscounted(decisions.len(), bookings.len());
             &miscounted
         }
     };

@@ -202,14 +202,7 @@ impl<St: Store> Limiter<St> {
             Acquisition::Pending(pending) => pending.await?,
         };
         if decisions.len() != bookings.len() {
-            return Err(StoreError::new(
-                format!(
-                    "the store answered {} decisions for {} limits",
-                    decisions.len(),
-                    bookings.len()
-                ),
-                "a store must answer one decision per limit",
-            ));
+            return Err(StoreError::miscounted(decisions.len(), bookings.len()));
         }
         Ok(decisions)
     }

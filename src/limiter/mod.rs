@@ -473,7 +473,9 @@ mod tests {
     use super::*;
     use crate::clock::{ManualClock, Nanos};
     use crate::decision::Denial;
-    use crate::store::{Acquisition, Approximate, Decisions, LimitCheck, StoreError};
+    use crate::store::{
+        Acquisition, Approximate, Decisions, LimitCheck, StoreError, StoreErrorKind,
+    };
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
     use std::time::Duration;
@@ -674,9 +676,12 @@ descriptors:
         let client = [("remote_address", "1.1.1.1")];
         for algorithm in crate::algorithm::Algorithm::ALL {
             // A leaky bucket with room for them all at once, as the others.
-            let queue = |limit: u64| match algorithm {
-                crate::algorithm::Algorithm::LeakyBucket => format!(", queue: {}", limit - 1),
-                _ => String::new(),
+            let queue = |limit: u64| {
+                if algorithm.queues() {
+                    format!(", queue: {}", limit - 1)
+                } else {
+                    String::new()
+                }
             };
             let rules = |limit: u64| {
                 one_limit(&format!(
@@ -967,7 +972,9 @@ descriptors:
         type Pending = std::future::Ready<Result<Decisions, StoreError>>;
 
         fn acquire(&self, _: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
-            Acquisition::Ready(Err(StoreError::new("down", "connection refused")))
+            let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+            let error = StoreError::new(StoreErrorKind::Connection, "down").with_source(refused);
+            Acquisition::Ready(Err(error))
         }
 
         fn cancel(&self, _: &LimitCheck<'_>, _: Nanos) {}

@@ -58,6 +58,8 @@ impl fmt::Display for RuleError {
     }
 }
 
+impl std::error::Error for RuleError {}
+
 /// Every mistake found in a rules file; the rules are used only when there are none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleErrors {
@@ -105,3 +107,35 @@ impl fmt::Display for RuleErrors {
 }
 
 impl std::error::Error for RuleErrors {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    #[test]
+    fn a_rule_error_is_an_error_that_says_where_and_what() {
+        let error = RuleError::new(
+            Location::UNKNOWN,
+            "defaults.unit",
+            "`fortnight` is not a unit",
+        );
+        let error: &dyn Error = &error;
+        assert_eq!(
+            error.to_string(),
+            "defaults.unit: `fortnight` is not a unit"
+        );
+        assert!(error.source().is_none());
+    }
+
+    #[test]
+    fn rule_errors_are_an_error_that_lists_each_mistake() {
+        let mistake = RuleError::new(Location::UNKNOWN, "domain", "missing");
+        let errors = RuleErrors::new(vec![mistake]).in_file("rules.yaml");
+        let errors: &dyn Error = &errors;
+        assert_eq!(
+            errors.to_string(),
+            "rules.yaml: 1 error(s) in the rate-limit rules:\n  rules.yaml: domain: missing\n"
+        );
+    }
+}

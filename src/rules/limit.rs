@@ -95,8 +95,8 @@ pub enum Rate {
 fn admitted_at_once(algorithm: Algorithm, quota: &Quota) -> u64 {
     let capacity = algorithm.capacity(quota);
     let max_delay = quota.max_delay().filter(|_| quota.is_shaping());
-    match (algorithm, max_delay, quota.emission_interval()) {
-        (Algorithm::LeakyBucket, Some(max_delay), Some(interval)) => {
+    match (max_delay, quota.emission_interval()) {
+        (Some(max_delay), Some(interval)) if algorithm.queues() => {
             let waits = max_delay.as_nanos() / u128::from(interval.get());
             capacity.min(u64::try_from(waits).unwrap_or(u64::MAX).saturating_add(1))
         }
@@ -366,7 +366,9 @@ impl Limit {
             _ if algorithm == was => quota,
             Algorithm::TokenBucket | Algorithm::Gcra => plain.with_burst(capacity),
             Algorithm::LeakyBucket => plain.with_queue(capacity.saturating_sub(1)),
-            _ => plain,
+            Algorithm::FixedWindow
+            | Algorithm::SlidingWindowLog
+            | Algorithm::SlidingWindowCounter => plain,
         };
         if !super::compile::books_within_horizon(algorithm, &quota) {
             return Err(format!(
@@ -375,10 +377,10 @@ impl Limit {
             ));
         }
         limit.rate = Rate::Limited { quota, algorithm };
-        if !super::compile::SYNCABLE.contains(&algorithm) {
+        if !algorithm.syncs_local_first() {
             limit.sync_every = None;
         }
-        if !super::compile::APPROXIMABLE.contains(&algorithm) {
+        if !algorithm.can_be_approximated() {
             limit.approximate = None;
         }
         Ok(limit)

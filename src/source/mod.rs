@@ -221,7 +221,15 @@ impl std::error::Error for MissingPeerAddr {}
 
 #[cfg(test)]
 mod tests {
-    use super::without_port;
+    use super::{without_port, MissingPeerAddr};
+
+    #[test]
+    fn a_missing_peer_address_is_an_error_that_says_how_to_fix_it() {
+        let error: &dyn std::error::Error = &MissingPeerAddr;
+        assert!(error
+            .to_string()
+            .contains("into_make_service_with_connect_info"));
+    }
 
     #[test]
     fn host_ports_are_dropped() {

@@ -16,6 +16,7 @@
 
 #[doc(hidden)]
 pub mod decisions;
+mod error;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
@@ -31,6 +32,7 @@ pub use self::redis::RedisPending;
 pub use self::redis::{RedisStore, RedisStoreBuilder};
 #[doc(hidden)]
 pub use decisions::Decisions;
+pub use error::{StoreError, StoreErrorKind};
 pub use memory::MemoryStore;
 #[doc(hidden)]
 pub use shared_slots::{Leases, SlotCheck, SlotCount, TakenSlots, TakingSlots};
@@ -38,8 +40,6 @@ pub use shared_slots::{Leases, SlotCheck, SlotCount, TakenSlots, TakingSlots};
 use crate::algorithm::{Algorithm, Quota};
 use crate::clock::{Clock, Nanos, SystemClock};
 use smallvec::SmallVec;
-use std::error::Error as StdError;
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -293,8 +293,8 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
     fn settle(&self, check: &LimitCheck<'_>, extra: i64) -> Settling {
         let _ = (check, extra);
         Box::pin(std::future::ready(Err(StoreError::new(
+            StoreErrorKind::Unsupported,
             "this store cannot settle costs",
-            "settle not supported",
         ))))
     }
 
@@ -308,8 +308,8 @@ pub trait Store: sealed::Sealed + Send + Sync + 'static {
     fn reset(&self, checks: &[LimitCheck<'_>]) -> Resetting {
         let _ = checks;
         Box::pin(std::future::ready(Err(StoreError::new(
+            StoreErrorKind::Unsupported,
             "this store cannot reset keys",
-            "reset not supported",
         ))))
     }
 }
@@ -329,52 +329,3 @@ pub type Settling = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>
 /// The future of a [`Store::reset`]: how many keys held state.
 #[doc(hidden)]
 pub type Resetting = Pin<Box<dyn Future<Output = Result<u64, StoreError>> + Send>>;
-
-/// A store could not decide (it was unreachable, timed out, or answered nonsense).
-///
-/// What happens then is the limit's `on_store_error` policy.
-#[derive(Debug)]
-pub struct StoreError {
-    message: String,
-    source: Option<Box<dyn StdError + Send + Sync>>,
-}
-
-impl StoreError {
-    /// An error with a message and the underlying cause.
-    pub fn new(
-        message: impl Into<String>,
-        source: impl Into<Box<dyn StdError + Send + Sync>>,
-    ) -> Self {
-        StoreError {
-            message: message.into(),
-            source: Some(source.into()),
-        }
-    }
-
-    /// The same error, for each of several callers it failed together: its cause kept as
-    /// text.
-    #[cfg(feature = "redis")]
-    pub(crate) fn copied(&self) -> Self {
-        StoreError {
-            message: self.message.clone(),
-            source: self.source.as_ref().map(|source| source.to_string().into()),
-        }
-    }
-}
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.source {
-            Some(source) => write!(f, "{}: {source}", self.message),
-            None => f.write_str(&self.message),
-        }
-    }
-}
-
-impl StdError for StoreError {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn StdError + 'static))
-    }
-}

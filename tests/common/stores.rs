@@ -1,7 +1,9 @@
 //! Stores that behave as a networked store can: answering later, or not at all.
 
 use tollgate::clock::{ManualClock, Nanos};
-use tollgate::store::{Acquisition, Decisions, LimitCheck, MemoryStore, Store, StoreError};
+use tollgate::store::{
+    Acquisition, Decisions, LimitCheck, MemoryStore, Store, StoreError, StoreErrorKind,
+};
 
 /// A store that answers later, as a networked store does: the memory store's decisions,
 /// delivered after a yield to the runtime.
@@ -42,10 +44,7 @@ impl Store for DownStore {
     type Pending = std::future::Ready<Result<Decisions, StoreError>>;
 
     fn acquire(&self, _: &[LimitCheck<'_>]) -> Acquisition<Self::Pending> {
-        let error = StoreError::new(
-            "store unreachable",
-            std::io::Error::other("connection refused"),
-        );
+        let error = StoreError::new(StoreErrorKind::Connection, "store unreachable");
         Acquisition::Ready(Err(error))
     }
 

@@ -61,11 +61,12 @@ impl StoreChoice {
     ///
     /// An address that retrying cannot fix.
     pub(crate) fn new(server: Option<&str>, cluster: &[String]) -> Result<StoreChoice, String> {
-        // Connecting fails alike for a Redis that is down and for an address that can never
-        // work: a `StoreError` tells them apart only in its text. So the addresses are
-        // parsed here, by the parsers `RedisStoreBuilder::connect` runs before it reaches the
-        // network: what fails here fails at once, and whatever `connect` fails with later is
-        // worth retrying. (The key prefix, the other thing it checks, is the default one.)
+        // `RedisStoreBuilder::connect` tells an address that can never work from a Redis
+        // that is down (`StoreErrorKind::Configuration`), but only once the service listens.
+        // So the addresses are parsed here, by the parsers `connect` runs before it reaches
+        // the network: what fails here stops the start before anything listens, and whatever
+        // `connect` fails with later is worth retrying. (The key prefix, the other thing it
+        // checks, is the default one.)
         match (server, cluster) {
             (Some(url), _) => {
                 check_url(url)?;

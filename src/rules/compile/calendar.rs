@@ -49,7 +49,7 @@ impl Compiler {
             self.error(on.referenced, field, message);
             return None;
         }
-        if algorithm != Algorithm::FixedWindow {
+        if !algorithm.follows_calendar() {
             let message = format!(
                 "calendar windows are fixed windows: {algorithm} does not count in windows (set `algorithm: fixed_window`)"
             );

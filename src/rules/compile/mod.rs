@@ -29,7 +29,7 @@ use std::time::Duration;
 /// How deep descriptors may nest; deeper trees are certainly mistakes.
 const MAX_DEPTH: usize = 16;
 
-pub(super) use rate_limit::{books_within_horizon, APPROXIMABLE, SYNCABLE};
+pub(super) use rate_limit::books_within_horizon;
 
 pub(crate) fn compile(raw: RawRules, keys: KeySources) -> Result<Rules, RuleErrors> {
     let mut compiler = Compiler {

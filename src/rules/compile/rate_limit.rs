@@ -24,13 +24,6 @@ const MAX_COUNT: u64 = i64::MAX as u64;
 /// The shortest `sync_every`: each interval costs every synced key a round trip to the
 /// shared store, and much shorter ones would save little over asking it each time.
 const MIN_SYNC_EVERY: Duration = Duration::from_millis(10);
-/// The algorithms a shared store can decide local-first (`sync_every`).
-pub(in crate::rules) const SYNCABLE: [Algorithm; 4] = [
-    Algorithm::FixedWindow,
-    Algorithm::SlidingWindowCounter,
-    Algorithm::TokenBucket,
-    Algorithm::Gcra,
-];
 
 /// The largest limit an approximate limit may have: its sketch counts in 32-bit cells.
 const MAX_APPROXIMATE_LIMIT: u64 = 1_000_000_000;
@@ -41,9 +34,7 @@ const MIN_SKETCH_MEMORY: u128 = 64 * 1024;
 /// Whether `algorithm` under `quota` books at most the longest period ahead: GCRA and the
 /// leaky bucket book `burst` (or `queue + 1`) intervals of `period / requests_per_unit`.
 pub(in crate::rules) fn books_within_horizon(algorithm: Algorithm, quota: &Quota) -> bool {
-    if !matches!(algorithm, Algorithm::Gcra | Algorithm::LeakyBucket)
-        || quota.requests_per_period() == 0
-    {
+    if !algorithm.books_ahead() || quota.requests_per_period() == 0 {
         return true;
     }
     let slots = algorithm.capacity(quota);
@@ -55,9 +46,6 @@ pub(in crate::rules) fn books_within_horizon(algorithm: Algorithm, quota: &Quota
 /// The largest `approximate` sketch: a sketch takes all of its size, for each approximate
 /// limit, and more than this is likelier a slip (`4GiB` for `4MiB`) than a need.
 const MAX_SKETCH_MEMORY: u128 = 1024 * 1024 * 1024;
-/// The algorithms the memory store can count in a sketch (`approximate`).
-pub(in crate::rules) const APPROXIMABLE: [Algorithm; 2] =
-    [Algorithm::FixedWindow, Algorithm::SlidingWindowCounter];
 /// Why `approximate` and `sync_every` exclude each other.
 const APPROXIMATE_OR_LOCAL_FIRST: &str = "a limit is either approximate (counted in this process's memory) or local-first (sync_every, shared through Redis), not both";
 
@@ -273,14 +261,15 @@ impl Compiler {
         quota: &Quota,
         path: &str,
     ) -> bool {
-        let field = match algorithm {
-            Algorithm::Gcra => raw.burst.as_ref().map(|b| (b.referenced, "burst")),
-            Algorithm::LeakyBucket => raw.queue.as_ref().map(|q| (q.referenced, "queue")),
-            _ => return true,
-        };
         if books_within_horizon(algorithm, quota) {
             return true;
         }
+        // The setting that says how far it books: the queue, or else the burst.
+        let field = if algorithm.queues() {
+            raw.queue.as_ref().map(|q| (q.referenced, "queue"))
+        } else {
+            raw.burst.as_ref().map(|b| (b.referenced, "burst"))
+        };
         let (location, name) = field.unwrap_or((Location::UNKNOWN, "requests_per_unit"));
         let message = "books more than 100 years ahead: lower it, or raise requests_per_unit";
         self.error(location, format!("{path}.{name}"), message);
@@ -290,8 +279,8 @@ impl Compiler {
     /// Settings that only some algorithms take: `burst` (token_bucket, gcra), `queue`,
     /// `mode` and `max_delay` (leaky_bucket).
     fn check_options_fit(&mut self, raw: &RawRateLimit, algorithm: Algorithm, path: &str) -> bool {
-        let bursty = matches!(algorithm, Algorithm::TokenBucket | Algorithm::Gcra);
-        let leaky = algorithm == Algorithm::LeakyBucket;
+        let bursty = algorithm.takes_burst();
+        let leaky = algorithm.queues();
         let options = [
             (
                 "burst",
@@ -391,7 +380,7 @@ impl Compiler {
         let path = format!("{path}.sync_every");
         let opt_out = sync.opt_out("sync_every");
         let mut fits = true;
-        if !SYNCABLE.contains(algorithm) {
+        if !algorithm.syncs_local_first() {
             let message = format!(
                 "limit `{label}` uses {algorithm}: sync_every works with fixed_window, sliding_window_counter, token_bucket and gcra; choose one of those or remove sync_every{opt_out}"
             );
@@ -504,7 +493,7 @@ impl Compiler {
             self.error(approximate.location, format!("{path}.approximate"), message);
             fits = false;
         }
-        if !APPROXIMABLE.contains(algorithm) {
+        if !algorithm.can_be_approximated() {
             let message = format!(
                 "limit `{label}` uses {algorithm}: approximate works with fixed_window and sliding_window_counter; choose one of those or remove approximate{}",
                 approximate.opt_out("approximate"),
@@ -742,7 +731,7 @@ descriptors:
 
     #[test]
     fn sync_every_works_with_the_four_algorithms_that_can_be_decided_local_first() {
-        for algorithm in super::SYNCABLE {
+        for algorithm in Algorithm::ALL.into_iter().filter(|a| a.syncs_local_first()) {
             let rules = compile(&format!(
                 "domain: t\ndescriptors:\n  - key: method\n    rate_limit: {{ unit: second, requests_per_unit: 5, algorithm: {algorithm}, sync_every: 100ms }}\n"
             ));
@@ -1000,7 +989,10 @@ descriptors:
 
     #[test]
     fn approximate_works_with_fixed_window_and_sliding_window_counter() {
-        for algorithm in super::APPROXIMABLE {
+        for algorithm in Algorithm::ALL
+            .into_iter()
+            .filter(|a| a.can_be_approximated())
+        {
             let rules = compile(&format!(
                 "domain: t\ndescriptors:\n  - key: method\n    rate_limit: {{ unit: second, requests_per_unit: 5, algorithm: {algorithm}, approximate: {{ memory: 4MiB }} }}\n"
             ));

@@ -291,7 +291,11 @@ impl Generations {
                     capacity,
                 );
             }
-            state => {
+            state @ (State::TokenBucket(_)
+            | State::LeakyBucket(_)
+            | State::SlidingWindowLog(_)
+            | State::SlidingWindowCounter(_)
+            | State::Gcra(_)) => {
                 self.insert(fingerprint, General { idle_at, state }, now, capacity);
             }
         }

@@ -3,7 +3,7 @@
 use super::generations::Generations;
 use super::tables::{General, Packed, PackedSlot};
 use super::MemoryStore;
-use crate::algorithm::{Algorithm, FixedWindow, Quota, SlidingWindowCounter, State};
+use crate::algorithm::{Algorithm, FixedWindow, Quota, WindowCount};
 use crate::clock::{Clock, Nanos};
 use crate::store::LimitCheck;
 use std::num::NonZeroU64;
@@ -64,8 +64,8 @@ impl Generations {
                     .saturating_mul(quota.period_nanos()),
             )
         };
-        match algorithm {
-            Algorithm::FixedWindow => {
+        match algorithm.window_count() {
+            Some(WindowCount::One) => {
                 let fresh = FixedWindow::counted(window, 0).words();
                 self.insert(
                     fingerprint,
@@ -74,13 +74,12 @@ impl Generations {
                     capacity,
                 );
             }
-            Algorithm::SlidingWindowCounter => {
-                let state =
-                    State::SlidingWindowCounter(SlidingWindowCounter::counted(window, 0, 0));
+            Some(WindowCount::Two) => {
+                let state = WindowCount::Two.state(window, 0, 0);
                 let idle_at = window_end(2);
                 self.insert(fingerprint, General { idle_at, state }, now, capacity);
             }
-            _ => return false,
+            None => return false,
         }
         true
     }

@@ -3,6 +3,7 @@
 use super::breaker::Breaker;
 use super::coalesce::Coalescer;
 use super::denials::Denials;
+use super::errors::redis_error;
 use super::leases::LeaseBook;
 use super::program::{self, Program};
 use super::sentinel::SentinelConnection;
@@ -10,7 +11,7 @@ use super::synced::Synced;
 use super::tls::{self, TlsFiles};
 use super::{Connection, Inner, RedisStore};
 use crate::clock::{Clock, SystemClock};
-use crate::store::StoreError;
+use crate::store::{StoreError, StoreErrorKind};
 use redis::aio::ConnectionManager;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -248,7 +249,7 @@ impl RedisStoreBuilder {
                 "the key prefix `{}` must not contain `{{` or `}}`",
                 self.prefix
             );
-            return Err(StoreError::new(message, "invalid key prefix"));
+            return Err(StoreError::new(StoreErrorKind::Configuration, message));
         }
         let certificates = self.certificates()?;
         let breaker = Arc::new(Breaker::new(self.breaker_threshold, self.breaker_cooldown));
@@ -297,15 +298,15 @@ impl RedisStoreBuilder {
         let sentinels = matches!(self.topology, Topology::Sentinel { .. });
         if self.master_auth.is_some() && !sentinels {
             return Err(StoreError::new(
+                StoreErrorKind::Configuration,
                 "master_auth is for a store behind sentinels (RedisStore::sentinel_builder): put a server's credentials in its URL, redis://user:password@host:port",
-                "master_auth without sentinels",
             ));
         }
         if self.tls.is_set() && !sentinels {
             if let Some(url) = self.nodes.iter().find(|url| !url.starts_with("rediss://")) {
                 return Err(StoreError::new(
+                    StoreErrorKind::Configuration,
                     format!("TLS files were given, but `{url}` is not a `rediss://` URL"),
-                    "TLS without rediss://",
                 ));
             }
         }
@@ -328,7 +329,7 @@ impl RedisStoreBuilder {
             Some(certificates) => redis::Client::build_with_tls(url.as_str(), certificates),
             None => redis::Client::open(url.as_str()),
         }
-        .map_err(|e| StoreError::new(format!("invalid Redis URL `{url}`"), e))?;
+        .map_err(|e| configuration(format!("invalid Redis URL `{url}`"), e))?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connection_timeout()))
             .set_response_timeout(Some(self.timeout))
@@ -336,7 +337,7 @@ impl RedisStoreBuilder {
             .set_max_delay(Duration::from_millis(500));
         let manager = ConnectionManager::new_with_config(client, config)
             .await
-            .map_err(|e| StoreError::new(format!("cannot connect to Redis at `{url}`"), e))?;
+            .map_err(|e| redis_error(format!("cannot connect to Redis at `{url}`"), e))?;
         Ok(Connection::Single(manager))
     }
 
@@ -368,11 +369,11 @@ impl RedisStoreBuilder {
         }
         let client = builder
             .build()
-            .map_err(|e| StoreError::new("invalid Redis Cluster configuration", e))?;
+            .map_err(|e| configuration("invalid Redis Cluster configuration", e))?;
         let connection = client
             .get_async_connection()
             .await
-            .map_err(|e| StoreError::new("cannot connect to the Redis Cluster", e))?;
+            .map_err(|e| redis_error("cannot connect to the Redis Cluster", e))?;
         Ok(Connection::Cluster(connection))
     }
 
@@ -386,19 +387,19 @@ impl RedisStoreBuilder {
     ) -> Result<Connection, StoreError> {
         use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
         use redis::IntoConnectionInfo;
-        let invalid = |e| StoreError::new("invalid Redis Sentinel configuration", e);
+        let invalid = |e| configuration("invalid Redis Sentinel configuration", e);
         let mut sentinels = Vec::with_capacity(self.nodes.len());
         for url in &self.nodes {
             let info = url
                 .as_str()
                 .into_connection_info()
-                .map_err(|e| StoreError::new(format!("invalid Redis Sentinel URL `{url}`"), e))?;
+                .map_err(|e| configuration(format!("invalid Redis Sentinel URL `{url}`"), e))?;
             sentinels.push(info);
         }
         if sentinels.is_empty() {
             return Err(StoreError::new(
-                "no sentinel to ask for the master",
-                "empty sentinel list",
+                StoreErrorKind::Configuration,
+                "no sentinel to ask for the master: the list of sentinels is empty",
             ));
         }
         let sentinels_tls = sentinels
@@ -447,16 +448,23 @@ impl RedisStoreBuilder {
         )
         .await
         .map_err(|e| {
-            StoreError::new(
-                format!(
-                    "cannot connect to the Redis master `{master}` through the sentinels {}",
-                    self.nodes.join(", ")
-                ),
-                e,
-            )
+            let message = format!(
+                "cannot connect to the Redis master `{master}` through the sentinels {}",
+                self.nodes.join(", ")
+            );
+            redis_error(message, e)
         })?;
         Ok(Connection::Sentinel(connection))
     }
+}
+
+/// The error of a configuration that redis-rs refused as `error`: no retry fixes it, whatever
+/// kind redis-rs gives it.
+fn configuration(
+    message: impl Into<std::borrow::Cow<'static, str>>,
+    error: redis::RedisError,
+) -> StoreError {
+    StoreError::new(StoreErrorKind::Configuration, message).with_source(error)
 }
 
 /// Loads the library of functions into the Redis behind `connection` (every master of a
@@ -482,7 +490,7 @@ async fn load(program: &Program, connection: &Connection) -> Result<(), StoreErr
                 || error.is_timeout()
                 || !matches!(error.retry_method(), redis::RetryMethod::NoRetry) =>
         {
-            return Err(StoreError::new(
+            return Err(redis_error(
                 "cannot load the store's functions into Redis",
                 error,
             ));

@@ -2,8 +2,9 @@
 //! and telling the circuit breaker how Redis answered.
 
 use super::coalesce;
+use super::errors::{redis_error, timeout_error};
 use super::program::{self, Entry};
-use super::{redis_error, Inner};
+use super::Inner;
 use crate::store::StoreError;
 use redis::{FromRedisValue, RedisWrite, ToRedisArgs};
 use smallvec::SmallVec;
@@ -15,14 +16,6 @@ pub(super) struct Failure {
     pub(super) error: StoreError,
     /// Whether Redis could not be reached or did not answer (rather than answered an error).
     pub(super) unreachable: bool,
-}
-
-/// The error of a call that Redis did not answer within `timeout`.
-pub(super) fn timeout_error(timeout: Duration) -> StoreError {
-    StoreError::new(
-        format!("redis did not answer within {timeout:?}"),
-        "timeout",
-    )
 }
 
 impl Failure {
@@ -88,8 +81,12 @@ impl Inner {
         let result = coalesce::call(self, entry, &keys, now, &args)
             .await
             .and_then(|value| {
-                T::from_redis_value(value)
-                    .map_err(|error| Failure::other(redis_error(error.into())))
+                T::from_redis_value(value).map_err(|error| {
+                    Failure::other(redis_error(
+                        "Redis answered a call with a reply of another shape",
+                        error.into(),
+                    ))
+                })
             });
         self.accounted(result)
     }
@@ -170,7 +167,7 @@ impl Inner {
                     || error.is_connection_dropped()
                     || error.is_connection_refusal()
                     || error.is_unrecoverable_error(),
-                error: redis_error(error),
+                error: redis_error("the Redis call failed", error),
             }),
             Err(_) => Err(Failure::timed_out(timeout)),
         }

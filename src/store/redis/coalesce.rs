@@ -15,10 +15,11 @@
 //! out waiting for a place in one counts not at all: the calls in flight tell how Redis
 //! answers. A Redis Cluster's requests are not batched: one call's keys must share a slot.
 
-use super::call::{timeout_error, Arg, Failure};
+use super::call::{Arg, Failure};
+use super::errors::{timeout_error, unexpected_reply};
 use super::program::Entry;
 use super::Inner;
-use crate::store::StoreError;
+use crate::store::{StoreError, StoreErrorKind};
 use parking_lot::Mutex;
 use redis::Value;
 use smallvec::SmallVec;
@@ -106,8 +107,8 @@ pub(super) async fn call(
     match tokio::time::timeout(inner.timeout, answer).await {
         Ok(Ok(answered)) => answered,
         Ok(Err(_)) => Err(Failure::other(StoreError::new(
-            "the request's batch was dropped before it was sent",
-            "batch dropped",
+            StoreErrorKind::Interrupted,
+            "the request's batch was dropped before it was sent: its runtime shut down",
         ))),
         // Redis's health is told by the calls in flight, not by a wait for a place.
         Err(_) => Err(Failure::other(timeout_error(inner.timeout))),
@@ -179,17 +180,11 @@ async fn send(inner: &Inner, batch: Vec<Waiting>) {
     let answers: Vec<Result<Value, Failure>> = match answered {
         Ok(answers) if answers.len() == batch.len() => answers.into_iter().map(answer).collect(),
         Ok(answers) => {
-            let error = StoreError::new(
-                format!(
-                    "a batch of {} requests answered {} times",
-                    batch.len(),
-                    answers.len()
-                ),
-                "bad reply",
-            );
+            let asked = format!("a batch of {} requests", batch.len());
+            let error = unexpected_reply(&asked, format_args!("{} answers", answers.len()));
             batch
                 .iter()
-                .map(|_| Err(Failure::other(error.copied())))
+                .map(|_| Err(Failure::other(error.clone())))
                 .collect()
         }
         Err(failure) => {
@@ -197,7 +192,7 @@ async fn send(inner: &Inner, batch: Vec<Waiting>) {
             let mut answers: Vec<_> = batch
                 .iter()
                 .skip(1)
-                .map(|_| Err(Failure::other(failure.error.copied())))
+                .map(|_| Err(Failure::other(failure.error.clone())))
                 .collect();
             answers.insert(0, Err(failure));
             answers
@@ -213,8 +208,11 @@ async fn send(inner: &Inner, batch: Vec<Waiting>) {
 fn answer(value: Value) -> Result<Value, Failure> {
     match value {
         Value::BulkString(text) => Err(Failure::other(StoreError::new(
-            format!("the Redis call failed: {}", String::from_utf8_lossy(&text)),
-            "error in a batch",
+            StoreErrorKind::Server,
+            format!(
+                "the Redis call failed in a batch: {}",
+                String::from_utf8_lossy(&text)
+            ),
         ))),
         value => Ok(value),
     }

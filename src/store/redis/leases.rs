@@ -10,10 +10,13 @@
 //! request of their keys drops them. Taking and giving back go in a batch with other calls
 //! when the connection is busy (see [`coalesce`](super::coalesce)), as decisions do.
 
+use super::errors::{circuit_open, unexpected_reply};
 use super::keys::RedisKey;
 use super::program::Entry;
 use super::{Inner, RedisStore};
-use crate::store::{Leases, SlotCheck, SlotCount, StoreError, TakenSlots, TakingSlots};
+use crate::store::{
+    Leases, SlotCheck, SlotCount, StoreError, StoreErrorKind, TakenSlots, TakingSlots,
+};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::collections::hash_map::RandomState;
@@ -158,10 +161,7 @@ impl RedisStore {
     /// Takes `slots` for one request, as leases (see the module docs).
     pub(super) fn take_leases(&self, slots: &[SlotCheck<'_>]) -> TakingSlots {
         if !self.inner.breaker.allows() {
-            return Box::pin(std::future::ready(Err(StoreError::new(
-                "redis is failing: calls are paused (circuit breaker)",
-                "circuit open",
-            ))));
+            return Box::pin(std::future::ready(Err(circuit_open())));
         }
         self.start_renewing();
         let mut calls: SmallVec<[Call; 1]> = SmallVec::new();
@@ -221,8 +221,8 @@ impl RedisStore {
         Box::pin(async move {
             answered.await.unwrap_or_else(|_| {
                 Err(StoreError::new(
-                    "the slots' call ended with its runtime",
-                    "runtime gone",
+                    StoreErrorKind::Interrupted,
+                    "the call taking the slots ended with its runtime",
                 ))
             })
         })
@@ -268,10 +268,10 @@ fn rule(
                 }
             }
             Ok(reply) => {
-                let message = format!("take_slots answered {} numbers", reply.len());
-                failure = Some(StoreError::new(message, "bad reply"));
+                let got = format_args!("{} numbers", reply.len());
+                failure = Some(unexpected_reply("taking slots", got));
             }
-            Err(error) => failure = Some(error.copied()),
+            Err(error) => failure = Some(error.clone()),
         }
     }
     let mut holders = Vec::with_capacity(calls.len());

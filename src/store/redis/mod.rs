@@ -5,6 +5,7 @@ mod builder;
 mod call;
 mod coalesce;
 mod denials;
+mod errors;
 mod keys;
 mod layout;
 mod leases;
@@ -17,7 +18,7 @@ mod tls;
 
 use super::{
     sealed, Acquisition, CarriedFrom, Decisions, LimitCheck, Resetting, Settling, SlotCheck, Store,
-    StoreError, TakingSlots,
+    StoreError, StoreErrorKind, TakingSlots,
 };
 use crate::algorithm::{Algorithm, Decision, Quota};
 use crate::clock::{saturating_nanos, Clock, Nanos};
@@ -26,6 +27,7 @@ pub use builder::RedisStoreBuilder;
 use builder::Topology;
 use coalesce::Coalescer;
 use denials::Denials;
+use errors::{circuit_open, redis_error, timeout_error};
 use keys::RedisKey;
 use layout::Layout;
 use program::{Entry, Program};
@@ -130,8 +132,8 @@ impl Inner {
         let now = self.clock.now().as_u64();
         if now >= ticks::TEST_CLOCK_LIMIT_NS {
             return Err(StoreError::new(
+                StoreErrorKind::Configuration,
                 "a test clock for the Redis store must stay below 2^52 ns",
-                "test clock too late",
             ));
         }
         Ok(now.to_string())
@@ -446,17 +448,10 @@ impl Inner {
         command: redis::Cmd,
     ) -> Result<T, StoreError> {
         match tokio::time::timeout(self.timeout, self.query(&command)).await {
-            Ok(result) => result.map_err(redis_error),
-            Err(_) => Err(StoreError::new(
-                format!("redis did not answer within {:?}", self.timeout),
-                "timeout",
-            )),
+            Ok(result) => result.map_err(|error| redis_error("the Redis command failed", error)),
+            Err(_) => Err(timeout_error(self.timeout)),
         }
     }
-}
-
-fn redis_error(error: RedisError) -> StoreError {
-    StoreError::new("the Redis call failed", error)
 }
 
 /// The decision reported for a limit Redis was not asked about (another denied): it had room
@@ -517,17 +512,15 @@ impl RedisStore {
                 "a sliding_window_log of {} is too large for Redis, which keeps every request of its window (at most {MAX_LOG_LIMIT}; sliding_window_counter scales)",
                 quota.requests_per_period()
             );
-            return Err(StoreError::new(message, "log too large"));
+            return Err(StoreError::new(StoreErrorKind::Unsupported, message));
         }
         Tick::choose(algorithm, quota, self.inner.base_ns()).ok_or_else(|| {
-            StoreError::new(
-                format!(
-                    "the limit `{}` per {:?} is too large for the Redis store's exact arithmetic",
-                    quota.requests_per_period(),
-                    quota.period()
-                ),
-                "no tick fits",
-            )
+            let message = format!(
+                "the limit `{}` per {:?} is too large for the Redis store's exact arithmetic",
+                quota.requests_per_period(),
+                quota.period()
+            );
+            StoreError::new(StoreErrorKind::Unsupported, message)
         })
     }
 
@@ -839,10 +832,7 @@ impl RedisStore {
             }
         };
         if !self.inner.breaker.allows() {
-            return Acquisition::Ready(Err(StoreError::new(
-                "redis is failing: calls are paused (circuit breaker)",
-                "circuit open",
-            )));
+            return Acquisition::Ready(Err(circuit_open()));
         }
         // What the over-limit cache needs to remember denials, owned for the future.
         let remembered: Option<Vec<OwnedCheck>> = self

@@ -11,6 +11,7 @@
 //! back: they may be denied for them, never admitted beyond a limit. A server that dies
 //! between the steps leaves its charges to expire with their keys (at most one period).
 
+use super::errors::unexpected_reply;
 use super::program::Entry;
 use super::{Inner, Planned};
 use crate::algorithm::Decision;
@@ -120,10 +121,8 @@ async fn call<'a>(
     let reply: Vec<i64> = inner.decide(Entry::Acquire, keys, now, args).await?;
     let count = checks.clone().count();
     if reply.len() != 1 + 8 * count {
-        return Err(StoreError::new(
-            format!("unexpected script reply of {} numbers", reply.len()),
-            "bad reply",
-        ));
+        let got = format_args!("{} numbers", reply.len());
+        return Err(unexpected_reply("a decision", got));
     }
     Ok(checks
         .zip(reply[1..].chunks(8))

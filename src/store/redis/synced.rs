@@ -2,6 +2,7 @@
 //! background task that sends this server's counts every interval and takes back the fleet's
 //! totals (see [`crate::store::sync`]).
 
+use super::errors::unexpected_reply;
 use super::keys::{Digests, RedisKey};
 use super::program::Entry;
 use super::{int, unasked, Inner, RedisPending, RedisStore};
@@ -293,8 +294,8 @@ async fn sync(inner: &Inner, force: bool) -> Result<(), StoreError> {
         let reply = match reply {
             Ok(reply) if reply.len() == 2 + 2 * call.members.len() => reply,
             Ok(reply) => {
-                let message = format!("unexpected sync reply of {} numbers", reply.len());
-                failure = Some(StoreError::new(message, "bad reply"));
+                let got = format_args!("{} numbers", reply.len());
+                failure = Some(unexpected_reply("a sync", got));
                 continue;
             }
             Err(error) => {
@@ -513,9 +514,9 @@ fn with_exact(
     decisions
         .into_iter()
         .map(|decision| {
-            decision.or_else(|| exact.next()).ok_or_else(|| {
-                StoreError::new("Redis answered fewer decisions than asked", "bad reply")
-            })
+            decision
+                .or_else(|| exact.next())
+                .ok_or_else(|| unexpected_reply("the exact limits", "fewer decisions"))
         })
         .collect()
 }

@@ -108,7 +108,11 @@ impl Tick {
                 (slots + cost + 1) * period.div_ceil(limit) + max_delay
             }
             Algorithm::SlidingWindowCounter => (2 * limit + cost + 2) * period,
-            _ => 2 * period + limit + cost,
+            // The windows, and a schedule of no requests at all.
+            Algorithm::FixedWindow
+            | Algorithm::SlidingWindowLog
+            | Algorithm::Gcra
+            | Algorithm::LeakyBucket => 2 * period + limit + cost,
         }
     }
 }

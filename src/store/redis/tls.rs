@@ -1,6 +1,6 @@
 //! The files of a TLS connection to Redis (`rediss://`): whom to trust, and who the store is.
 
-use crate::store::StoreError;
+use crate::store::{StoreError, StoreErrorKind};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::{Path, PathBuf};
@@ -59,13 +59,10 @@ fn read_certificates(path: &Path, what: &str) -> Result<Vec<u8>, StoreError> {
     let pem = read(path, what)?;
     let certificates = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| unreadable(path, what, error))?;
+        .map_err(|error| unreadable(path, what, "").with_source(error))?;
     if certificates.is_empty() {
-        return Err(unreadable(
-            path,
-            what,
-            "no `-----BEGIN CERTIFICATE-----` block in the file",
-        ));
+        let why = ": no `-----BEGIN CERTIFICATE-----` block in the file";
+        return Err(unreadable(path, what, why));
     }
     Ok(pem)
 }
@@ -74,31 +71,26 @@ fn read_certificates(path: &Path, what: &str) -> Result<Vec<u8>, StoreError> {
 fn read_key(path: &Path) -> Result<Vec<u8>, StoreError> {
     let what = "client key";
     let pem = read(path, what)?;
-    PrivateKeyDer::from_pem_slice(&pem).map_err(|error| unreadable(path, what, error))?;
+    PrivateKeyDer::from_pem_slice(&pem)
+        .map_err(|error| unreadable(path, what, "").with_source(error))?;
     Ok(pem)
 }
 
 fn read(path: &Path, what: &str) -> Result<Vec<u8>, StoreError> {
     std::fs::read(path).map_err(|error| {
-        StoreError::new(
-            format!("cannot read the Redis TLS {what} `{}`", path.display()),
-            error,
-        )
+        let message = format!("cannot read the Redis TLS {what} `{}`", path.display());
+        StoreError::new(StoreErrorKind::Configuration, message).with_source(error)
     })
 }
 
-fn unreadable(
-    path: &Path,
-    what: &str,
-    cause: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-) -> StoreError {
-    StoreError::new(
-        format!(
-            "the Redis TLS {what} `{}` is not a PEM {what}",
-            path.display()
-        ),
-        cause,
-    )
+/// The error of `path`, a `what` file that holds no PEM of its kind, `why` if the PEM
+/// parser did not say.
+fn unreadable(path: &Path, what: &str, why: &str) -> StoreError {
+    let message = format!(
+        "the Redis TLS {what} `{}` is not a PEM {what}{why}",
+        path.display()
+    );
+    StoreError::new(StoreErrorKind::Configuration, message)
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@
 mod line;
 
 use self::line::{Line, Locked, CELLS};
-use crate::algorithm::{Algorithm, Decision, FixedWindow, Quota, SlidingWindowCounter, State};
+use crate::algorithm::{Algorithm, Decision, Quota, State, WindowCount};
 use crate::clock::Nanos;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -59,24 +59,19 @@ pub(crate) struct Sketch {
     counted_window: AtomicU64,
 }
 
-/// How a sketch's lines count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Windows {
-    /// The fixed window: all 14 cells of a line, 4 of them a key's.
-    One,
-    /// The sliding window counter: 7 cells for the current window, 7 for the one before,
-    /// 3 of each a key's.
-    Two,
+/// How a sketch's lines count: one window (a fixed window: all 14 cells of a line, 4 of
+/// them a key's), or two (a sliding window counter: 7 cells for the current window, 7 for
+/// the one before, 3 of each a key's).
+type Windows = WindowCount;
+
+/// The windows of a sketch for `algorithm`. Only the algorithms that count in windows are
+/// approximated; the figures of another are those of one window.
+fn windows_of(algorithm: Algorithm) -> Windows {
+    algorithm.window_count().unwrap_or(Windows::One)
 }
 
 impl Windows {
-    fn of(algorithm: Algorithm) -> Self {
-        match algorithm {
-            Algorithm::SlidingWindowCounter => Windows::Two,
-            _ => Windows::One,
-        }
-    }
-
+    /// A line's cells for one window.
     fn cells(self) -> usize {
         match self {
             Windows::One => CELLS,
@@ -84,6 +79,7 @@ impl Windows {
         }
     }
 
+    /// The cells a key takes in each window.
     fn per_key(self) -> usize {
         match self {
             Windows::One => 4,
@@ -107,7 +103,7 @@ impl Sketch {
     /// `algorithm`, a fixed window or a sliding window counter.
     pub(crate) fn new(memory: usize, algorithm: Algorithm, domain: &str, limit: &str) -> Self {
         let memory = memory.min(MAX_MEMORY);
-        let windows = Windows::of(algorithm);
+        let windows = windows_of(algorithm);
         Sketch {
             requested: memory,
             domain: domain.into(),
@@ -188,12 +184,9 @@ impl Sketch {
         };
         let current = estimate(0);
         let state = match self.windows {
-            Windows::One => State::FixedWindow(FixedWindow::counted(window, current)),
-            Windows::Two => State::SlidingWindowCounter(SlidingWindowCounter::counted(
-                window,
-                current,
-                estimate(half),
-            )),
+            // The window before is read only when there is one.
+            Windows::One => Windows::One.state(window, current, 0),
+            Windows::Two => Windows::Two.state(window, current, estimate(half)),
         };
         let decision = algorithm.peek(&state, now, quota, cost);
         let limit = quota.requests_per_period();
@@ -336,7 +329,7 @@ pub(crate) struct Geometry {
 
 impl Geometry {
     pub(crate) fn of(memory: usize, algorithm: Algorithm) -> Self {
-        let windows = Windows::of(algorithm);
+        let windows = windows_of(algorithm);
         let lines = (memory.min(MAX_MEMORY) / LINE_BYTES).max(1);
         Geometry {
             cells: (lines * windows.cells()) as f64,

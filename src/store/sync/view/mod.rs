@@ -110,10 +110,7 @@ pub(crate) enum Totals {
 
 /// Whether `algorithm` counts in windows (else in a schedule).
 pub(super) fn counts_windows(algorithm: Algorithm) -> bool {
-    matches!(
-        algorithm,
-        Algorithm::FixedWindow | Algorithm::SlidingWindowCounter
-    )
+    algorithm.window_count().is_some()
 }
 
 /// `quota` divided among `servers`, rounded up (a server alone never gets nothing).

@@ -2,7 +2,7 @@
 //! one before.
 
 use super::{signed, stricter, Carried, Charge, Counts, Payload, Totals};
-use crate::algorithm::{Algorithm, Decision, FixedWindow, Quota, SlidingWindowCounter, State};
+use crate::algorithm::{Algorithm, Decision, Quota, State, WindowCount};
 use crate::clock::Nanos;
 use crate::store::sync::Limit;
 use crate::store::LimitCheck;
@@ -79,17 +79,10 @@ impl Counts for Windows {
         let number = quota.period_divisor().div_u64(now).max(self.number);
         self.roll(number);
         let [current, previous] = self.windows;
-        let state = |of: fn(&Window) -> u64| match algorithm {
-            Algorithm::FixedWindow => {
-                State::FixedWindow(FixedWindow::counted(number, of(&current)))
-            }
-            _ => State::SlidingWindowCounter(SlidingWindowCounter::counted(
-                number,
-                of(&current),
-                of(&previous),
-            )),
-        };
         let at = Nanos::new(now);
+        let state = |of: fn(&Window) -> u64| {
+            counted(algorithm, quota, at, number, [of(&current), of(&previous)])
+        };
         let mut decision = algorithm.peek(&state(Window::seen), at, quota, cost);
         if let Some(share) = share {
             let own = algorithm.peek(&state(|w| w.own), at, share, cost);
@@ -182,20 +175,18 @@ impl Counts for Windows {
         let mut windows = self.clone();
         windows.roll(number);
         let [current, previous] = windows.windows;
-        let seen = match algorithm {
-            Algorithm::FixedWindow => {
-                State::FixedWindow(FixedWindow::counted(number, current.seen()))
-            }
-            _ => State::SlidingWindowCounter(SlidingWindowCounter::counted(
-                number,
-                current.seen(),
-                previous.seen(),
-            )),
-        };
+        let at = Nanos::new(now);
+        let seen = counted(
+            algorithm,
+            &quota,
+            at,
+            number,
+            [current.seen(), previous.seen()],
+        );
         Carried {
             algorithm,
             quota,
-            as_it_stands: algorithm.peek(&seen, Nanos::new(now), &quota, 0),
+            as_it_stands: algorithm.peek(&seen, at, &quota, 0),
             own: Some((number, [current.own, previous.own])),
         }
     }
@@ -223,6 +214,23 @@ impl Counts for Windows {
     }
 }
 
+/// The state of `algorithm` under `quota` that has counted `counts` in window `number` and
+/// the one before. Only the algorithms that count in windows are counted here (the others
+/// in a schedule, see [`counts_windows`](super::counts_windows)); another would decide as a
+/// key never seen.
+fn counted(
+    algorithm: Algorithm,
+    quota: &Quota,
+    now: Nanos,
+    number: u64,
+    [current, previous]: [u64; 2],
+) -> State {
+    match algorithm.window_count() {
+        Some(windows) => windows.state(number, current, previous),
+        None => algorithm.fresh(now, quota),
+    }
+}
+
 /// By how many requests the fleet's counts are over the limit at `now`.
 fn windows_over(
     algorithm: Algorithm,
@@ -233,8 +241,11 @@ fn windows_over(
     now: u64,
 ) -> u64 {
     let limit = quota.requests_per_period();
-    if algorithm == Algorithm::FixedWindow {
-        return current.saturating_sub(limit);
+    match algorithm.window_count() {
+        Some(WindowCount::One) => return current.saturating_sub(limit),
+        Some(WindowCount::Two) => {}
+        // Never: only the algorithms that count in windows have windows (see `counted`).
+        None => return 0,
     }
     // The sliding estimate: the previous window weighted by how much of it still overlaps.
     let period = u128::from(quota.period_nanos());
