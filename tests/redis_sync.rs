@@ -232,6 +232,30 @@ fn redis_killed_and_restarted_keeps_requests_answered_and_counts_reconcile() {
     });
 }
 
+/// The sync task runs on the runtime that connected the store, not on the first request's:
+/// counts made on a runtime since shut down, and on a thread outside any runtime, reach
+/// Redis all the same.
+#[test]
+fn a_store_syncs_on_the_runtime_that_connected_it() {
+    let server = RedisServer::start();
+    let connecting = runtime();
+    let store = connecting.block_on(store(&server, None));
+    let quota = Quota::new(1_000_000, Duration::from_secs(3_600)).unwrap();
+    let check = check(Algorithm::FixedWindow, &quota, b"client");
+    let elsewhere = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    elsewhere.block_on(async { assert!(admits(&store, &check)) });
+    drop(elsewhere);
+    assert!(admits(&store, &check), "outside any runtime");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while window_total(&server) != 2 {
+        assert!(Instant::now() < deadline, "the counts never reached Redis");
+        std::thread::sleep(EVERY);
+    }
+}
+
 /// The sum of every window count of every synced key in `server`.
 fn window_total(server: &RedisServer) -> i64 {
     let keys = server

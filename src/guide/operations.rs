@@ -446,6 +446,32 @@
 //! [`Limiter::peek`](crate::Limiter::peek) and [`Limiter::reset`](crate::Limiter::reset)
 //! reach a client's state in each of them ([below](#seeing-and-resetting-a-client)).
 //!
+//! # Background work
+//!
+//! Every task and thread tollgate runs, where it runs and how it ends. The Redis store's
+//! tasks that outlive a request run on the runtime that awaited
+//! [`connect`](crate::store::RedisStoreBuilder::connect), wherever its requests come from:
+//! keep that runtime running for as long as the store is used (its connections run there
+//! too). They hold the store only while they work, so dropping the store's last clone (the
+//! layer's, the limiter's, yours) ends them. The others are a request's, and end with
+//! their call, within the store's `timeout`:
+//!
+//! | task | started by | runs on | ends when | to stop or flush |
+//! |---|---|---|---|---|
+//! | rules watcher | [`RulesWatcherBuilder::watch`](crate::reload::RulesWatcherBuilder::watch) | a thread of its own, `tollgate-rules-watcher` (and `notify`'s, for file events) | the [`RulesWatcher`](crate::reload::RulesWatcher) is dropped | drop it (the drop waits for the thread); [`reload`](crate::reload::RulesWatcher::reload) reads the file at once |
+//! | local-first sync (Redis) | the first request with a [`sync_every`](super::rules#local-first-limits-sync_every) limit | the store's runtime | the tick (the shortest `sync_every`) after the store is dropped | [`sync_now`](crate::store::RedisStore::sync_now) sends this server's counts, then drop the store |
+//! | lease renewal (Redis) | the first request that takes a [concurrency](super::rules#concurrency) slot | the store's runtime | 100 ms after the store is dropped (a request holding slots keeps it until its response ends and gives them back) | drop the store |
+//! | master search (Redis Sentinel) | a call that finds the master lost | the store's runtime | the sentinels name a master, or the store is dropped | drop the store |
+//! | batch of waiting requests (Redis) | a call ending while requests wait for one (a single server, busy) | the runtime of that call (outside any, the store's) | its call answers | — |
+//! | taking or giving back a request's slots, giving back a queue place (Redis) | a request with concurrency limits, its response's end, a queued request whose client left | the request's runtime (outside any, the store's) | its call answers | — |
+//! | settling a cost ([`settle`](super::rules#settle-costs-known-after-the-response)) | a response whose cost the store cannot settle at once (Redis) | the runtime of the thread where the response ends (none: the charge stays) | the store answers | — |
+//! | keeping a block ([`block_for`](super::rules#block_for-a-penalty)) | a refusal answered at once that starts a block the store keeps later (Redis) | the request's runtime (none: the block is not kept) | the store answers | — |
+//!
+//! A planned stop is: stop taking requests (e.g. axum's `with_graceful_shutdown`), call
+//! [`RedisStore::sync_now`](crate::store::RedisStore::sync_now) if the rules have
+//! local-first limits, then drop the store's clones, and the
+//! [`RulesWatcher`](crate::reload::RulesWatcher), before the runtime stops.
+//!
 //! # Metrics
 //!
 //! With the `metrics` feature, tollgate reports through the

@@ -211,7 +211,9 @@ impl<St: Store> Limiter<St> {
                     each,
                 );
                 if let Some(blocked) = blocked {
-                    // Answered at once (the over-limit cache): the block is kept meanwhile.
+                    // Answered at once (the over-limit cache): the block is kept meanwhile, in
+                    // a task that ends with the store's answer (outside a runtime, it is not
+                    // kept).
                     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                         runtime.spawn(kept(blocked));
                     }

@@ -44,7 +44,8 @@ impl<St: Store> Limiter<St> {
     }
 
     /// Settles `check`'s charge by `extra` in the store: at once when it answers at once,
-    /// else on the runtime (a store that fails keeps the charge as it was).
+    /// else in a task on the settling thread's runtime, which ends with the store's answer
+    /// (a store that fails, or no runtime, keeps the charge as it was).
     fn settle_charge(&self, check: &LimitCheck<'_>, extra: i64) {
         let mut settling = self.store().settle(check, extra);
         let mut context = Context::from_waker(Waker::noop());

@@ -232,13 +232,15 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Connects.
+    /// Connects, on the Tokio runtime that awaits it: the store's connections and its tasks
+    /// that outlive a request run there, so it must keep running for as long as the store is
+    /// used (see [`RedisStore`'s background tasks](RedisStore#background-tasks)).
     ///
     /// # Errors
     ///
-    /// When no node can be reached (behind sentinels: when none names a master that
-    /// answers as one), a URL is not one, a TLS file cannot be read or holds no PEM of its
-    /// kind, TLS files are given for a URL that is not `rediss://`, or
+    /// When not awaited in a Tokio runtime, no node can be reached (behind sentinels: none
+    /// names a master that answers as one), a URL is not one, a TLS file cannot be read or
+    /// holds no PEM of its kind, TLS files are given for a URL that is not `rediss://`, or
     /// [`master_auth`](Self::master_auth) is given without sentinels. Once connected, the
     /// store reconnects by itself (behind sentinels, to the master they name after a
     /// failover).
@@ -251,13 +253,16 @@ impl RedisStoreBuilder {
             );
             return Err(StoreError::new(StoreErrorKind::Configuration, message));
         }
+        // The connections' own tasks run where they are opened: the store's run there too.
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|error| StoreError::new("a Redis store connects in a Tokio runtime", error))?;
         let certificates = self.certificates()?;
         let breaker = Arc::new(Breaker::new(self.breaker_threshold, self.breaker_cooldown));
         let connection = match &self.topology {
             Topology::Server => self.connect_server(certificates).await?,
             Topology::Cluster => self.connect_cluster(certificates).await?,
             Topology::Sentinel { master } => {
-                self.connect_sentinel(master, certificates, breaker.clone())
+                self.connect_sentinel(master, certificates, breaker.clone(), runtime.clone())
                     .await?
             }
         };
@@ -281,6 +286,7 @@ impl RedisStoreBuilder {
                 reported_unfit: AtomicBool::new(false),
                 synced: Synced::new(self.max_keys),
                 leases: LeaseBook::new(),
+                runtime,
             }),
         })
     }
@@ -377,13 +383,14 @@ impl RedisStoreBuilder {
         Ok(Connection::Cluster(connection))
     }
 
-    /// A connection to the master the sentinels name `master`, which follows failovers and
-    /// lets `breaker` probe the new master at once.
+    /// A connection to the master the sentinels name `master`, which follows failovers (its
+    /// searches run on `runtime`) and lets `breaker` probe the new master at once.
     async fn connect_sentinel(
         &self,
         master: &str,
         certificates: Option<redis::TlsCertificates>,
         breaker: Arc<Breaker>,
+        runtime: tokio::runtime::Handle,
     ) -> Result<Connection, StoreError> {
         use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
         use redis::IntoConnectionInfo;
@@ -445,6 +452,7 @@ impl RedisStoreBuilder {
             config,
             self.connection_timeout(),
             breaker,
+            runtime,
         )
         .await
         .map_err(|e| {

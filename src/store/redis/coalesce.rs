@@ -5,10 +5,10 @@
 //! A request that finds fewer than [`IN_FLIGHT`] calls in flight on a single server's
 //! connection goes at once, alone, as it would without this: a store that is not busy waits
 //! for nothing. Past that, requests wait, and the first call in flight to end sends those
-//! waiting (up to [`BATCH`]) in one call of the library's `acquire_batch`, which decides each
-//! as its own call would: each request is still one round trip, its checks decided all or
-//! nothing, and a request that fails in Redis fails no other. The busier the store, the more
-//! each call decides.
+//! waiting (up to [`BATCH`]) in one call of the library's `acquire_batch`, from a task that
+//! ends with the call. The call decides each as its own call would: each request is still
+//! one round trip, its checks decided all or nothing, and a request that fails in Redis fails
+//! no other. The busier the store, the more each call decides.
 //!
 //! A request that gave up waiting (its caller timed out or left) is not sent. A failed batch
 //! counts once towards the circuit breaker, as the one call it was, and a request that timed
@@ -135,14 +135,9 @@ impl Drop for Slot {
             let count = state.waiting.len().min(BATCH);
             state.waiting.drain(..count).collect()
         };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                let slot = Slot(Arc::clone(&self.0));
-                runtime.spawn(async move { send(&slot.0, batch).await });
-            }
-            // The runtime is gone: the requests' callers are gone with it.
-            Err(_) => coalescer.state.lock().in_flight -= 1,
-        }
+        let slot = Slot(Arc::clone(&self.0));
+        self.0
+            .spawn_for_request(async move { send(&slot.0, batch).await });
     }
 }
 

@@ -6,9 +6,11 @@
 //! single server), all or nothing: when one call refuses or fails, the leases the others
 //! took are given back. The leases a request holds are renewed by a task of the store, every
 //! third of their lease, until the request's [`Leases`] are dropped, which gives them back
-//! (`release_slots`). A server that dies stops renewing: its leases expire, and the next
-//! request of their keys drops them. Taking and giving back go in a batch with other calls
-//! when the connection is busy (see [`coalesce`](super::coalesce)), as decisions do.
+//! (`release_slots`, in a task of its own). The first request that takes slots starts the
+//! renewing task, on the store's runtime; it ends at the tick after the store is dropped.
+//! A server that dies stops renewing: its leases expire, and the next request of their keys
+//! drops them. Taking and giving back go in a batch with other calls when the connection is
+//! busy (see [`coalesce`](super::coalesce)), as decisions do.
 
 use super::errors::{circuit_open, unexpected_reply};
 use super::keys::RedisKey;
@@ -40,7 +42,8 @@ pub(super) struct LeaseBook {
     server: i64,
     next: AtomicU64,
     held: Mutex<HashMap<u64, Held>>,
-    /// Whether the renewing task runs.
+    /// Whether the renewing task was started (once a store: it ends with the store, or its
+    /// runtime).
     renewing: AtomicBool,
 }
 
@@ -131,11 +134,8 @@ impl Drop for Holder {
         if leases.is_empty() || self.inner.breaker.is_open() {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let inner = Arc::clone(&self.inner);
-        runtime.spawn(async move {
+        self.inner.spawn_for_request(async move {
             // The leases of one call: of one cluster slot.
             let keys = leases.iter().map(|(key, _)| &key.name[..]);
             let members = leases.iter().map(|&(_, member)| member);
@@ -207,14 +207,11 @@ impl RedisStore {
             .await;
             rule(calls, &replies, count)
         };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return Box::pin(taking);
-        };
         // A task of its own: a request that goes away while its slots are being taken must
         // not give them back before Redis took them (the leases would outlive it). The task
         // sees the call through, and gives back what it took to a request no longer there.
         let (answer, answered) = tokio::sync::oneshot::channel();
-        runtime.spawn(async move {
+        self.inner.spawn_for_request(async move {
             // Unsent, the slots taken are dropped here: given back.
             let _ = answer.send(taking.await);
         });
@@ -228,18 +225,14 @@ impl RedisStore {
         })
     }
 
-    /// Starts the task that renews this store's leases, unless it runs.
+    /// Starts the task that renews this store's leases on the store's runtime, unless it was
+    /// started.
     fn start_renewing(&self) {
         let leases = &self.inner.leases;
         if leases.renewing.load(Ordering::Relaxed) || leases.renewing.swap(true, Ordering::AcqRel) {
             return;
         }
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(renew(Arc::downgrade(&self.inner)));
-            }
-            Err(_) => leases.renewing.store(false, Ordering::Release),
-        }
+        self.inner.runtime.spawn(renew(Arc::downgrade(&self.inner)));
     }
 }
 
@@ -295,9 +288,10 @@ fn rule(
     Ok(TakenSlots::new(counts, Leases::new(holders)))
 }
 
-/// The renewing task: every tick, renews the leases due, while the store lives.
+/// The renewing task: every tick, renews the leases due, while the store lives. It holds the
+/// store only while it renews, so that dropping the store's last clone ends it at its next
+/// tick.
 async fn renew(inner: Weak<Inner>) {
-    let _stopped = Stopped(inner.clone());
     loop {
         tokio::time::sleep(RENEW_TICK).await;
         let Some(inner) = inner.upgrade() else {
@@ -334,18 +328,6 @@ async fn renew(inner: Weak<Inner>) {
                     tracing::debug!(%error, "could not renew leases: tried again at the next tick");
                 }
             }
-        }
-    }
-}
-
-/// Marks the task stopped however it ends (its store dropped, or its runtime shut down), so
-/// that the next request starts another.
-struct Stopped(Weak<Inner>);
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        if let Some(inner) = self.0.upgrade() {
-            inner.leases.renewing.store(false, Ordering::Release);
         }
     }
 }

@@ -67,6 +67,21 @@ use ticks::{clamped_cost, Tick};
 /// Redis reported full are denied locally until they free up, without a round trip (Redis is
 /// asked again every second, so that what changed there is seen).
 ///
+/// # Background tasks
+///
+/// The store's connections run on the Tokio runtime that awaited
+/// [`connect`](RedisStoreBuilder::connect), and so do its tasks that outlive a request,
+/// wherever its requests come from (another runtime, a thread outside any): keep that
+/// runtime running for as long as the store is used. There are three: the sync of
+/// [local-first limits](crate::guide::rules#local-first-limits-sync_every), started by the
+/// first request with one, every shortest `sync_every`; the renewal of the leases of
+/// [concurrency limits](crate::guide::rules#concurrency), started by the first request that
+/// takes a slot, every 100 ms; behind sentinels, the search for a master lost, until found.
+/// They hold the store only while they work: once its last clone is dropped, its
+/// connections close and each task ends at its next tick. Before a planned stop, call
+/// [`sync_now`](RedisStore::sync_now), then drop the store (see the operations guide's
+/// [background work](crate::guide::operations#background-work)).
+///
 /// ```no_run
 /// use tollgate::store::RedisStore;
 /// use tollgate::{rules::Rules, Limiter, RateLimitLayer};
@@ -106,6 +121,9 @@ struct Inner {
     synced: synced::Synced,
     /// The slots of concurrency limits this store holds.
     leases: leases::LeaseBook,
+    /// The runtime that connected the store, where its connections and its tasks that
+    /// outlive a request run.
+    runtime: tokio::runtime::Handle,
 }
 
 impl Inner {
@@ -145,6 +163,15 @@ impl Inner {
         } else {
             1_000
         }
+    }
+
+    /// Runs `task`, one request's work that ends with its call, on the runtime the request
+    /// runs on (where it waits for the answer), or on the store's outside any.
+    fn spawn_for_request(&self, task: impl Future<Output = ()> + Send + 'static) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => runtime.spawn(task),
+            Err(_) => self.runtime.spawn(task),
+        };
     }
 
     fn report_unfit(&self, error: &StoreError) {
@@ -699,6 +726,7 @@ impl Store for RedisStore {
         self.acquire_exact(checks)
     }
 
+    /// Gives the queue place back in a task of its own, which ends with its call.
     fn cancel(&self, check: &LimitCheck<'_>, booked_until: Nanos) {
         // Local-first limits book no queue places.
         if check.sync_every.is_some() {
@@ -711,16 +739,12 @@ impl Store for RedisStore {
         if self.inner.breaker.is_open() {
             return;
         }
-        let (Ok(planned), Ok(now), Ok(runtime)) = (
-            self.plan(check),
-            self.inner.script_now(),
-            tokio::runtime::Handle::try_current(),
-        ) else {
+        let (Ok(planned), Ok(now)) = (self.plan(check), self.inner.script_now()) else {
             return;
         };
         let mark = int(planned.layout.tick.count(booked_until.as_u64()));
         let store = self.clone();
-        runtime.spawn(async move {
+        self.inner.spawn_for_request(async move {
             if let Err(error) = slots::refund(&store.inner, vec![(&planned, mark)], &now).await {
                 tracing::debug!(%error, "could not give a queue place back");
             }

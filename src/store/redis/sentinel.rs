@@ -3,12 +3,13 @@
 //! The sentinels are asked for the master's address (and the master's `ROLE` checked) when the
 //! store connects, and again whenever a call fails as a lost master does: the connection
 //! drops or is refused, a call times out, or the server answers `READONLY` (it was demoted to
-//! a replica). One search runs at a time, in the background, until the sentinels name a
-//! master that answers as one (waits from 25 ms, doubling, up to 200 ms between tries);
-//! meanwhile calls go to the connection in place and fail as it fails, which the store's
-//! timeout, circuit breaker and `on_store_error` policies handle as any outage. The new
-//! master's connection then replaces the old one for every call that follows, and the
-//! circuit breaker's cooldown ends: the next call tries the new master at once.
+//! a replica). One search runs at a time, in a task on the store's runtime, until the
+//! sentinels name a master that answers as one or the store is dropped (waits from 25 ms,
+//! doubling, up to 200 ms between tries); meanwhile calls go to the connection in place and
+//! fail as it fails, which the store's timeout, circuit breaker and `on_store_error`
+//! policies handle as any outage. The new master's connection then replaces the old one for
+//! every call that follows, and the circuit breaker's cooldown ends: the next call tries the
+//! new master at once.
 
 use super::breaker::Breaker;
 use parking_lot::Mutex;
@@ -46,6 +47,8 @@ struct Shared {
     search_timeout: Duration,
     /// The store's circuit breaker: a new master ends its cooldown.
     breaker: Arc<Breaker>,
+    /// Where searches run: the runtime that connected the store.
+    runtime: tokio::runtime::Handle,
 }
 
 /// A master the sentinels named, and the connection to it.
@@ -56,7 +59,7 @@ struct Master {
 
 impl SentinelConnection {
     /// Asks the sentinels of `client` for the master, checks it is one, and connects to it
-    /// with `config`; each step within `search_timeout`.
+    /// with `config`; each step within `search_timeout`. Later searches run on `runtime`.
     ///
     /// # Errors
     ///
@@ -67,6 +70,7 @@ impl SentinelConnection {
         config: redis::AsyncConnectionConfig,
         search_timeout: Duration,
         breaker: Arc<Breaker>,
+        runtime: tokio::runtime::Handle,
     ) -> Result<Self, RedisError> {
         let found = find(&mut client, &config, search_timeout).await?;
         tracing::debug!(master, address = %found.address, "connected to the master the sentinels name");
@@ -79,6 +83,7 @@ impl SentinelConnection {
                 config,
                 search_timeout,
                 breaker,
+                runtime,
             }),
         })
     }
@@ -104,11 +109,7 @@ impl SentinelConnection {
         } else {
             tracing::warn!(master = %shared.master, address = %used.address, %error, "lost the Redis master: asking the sentinels for it");
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            shared.searching.store(false, Ordering::Release);
-            return;
-        };
-        runtime.spawn(search(Arc::downgrade(shared)));
+        shared.runtime.spawn(search(Arc::downgrade(shared)));
     }
 }
 

@@ -1,6 +1,7 @@
 //! Local-first limits on Redis: decided here from local counts, agreed with the fleet by a
 //! background task that sends this server's counts every interval and takes back the fleet's
-//! totals (see [`crate::store::sync`]).
+//! totals (see [`crate::store::sync`]). The first request with a local-first limit starts the
+//! task, on the store's runtime; it ends at the tick after the store is dropped.
 
 use super::errors::unexpected_reply;
 use super::keys::{Digests, RedisKey};
@@ -31,8 +32,8 @@ pub(super) struct Synced {
     offset: AtomicI64,
     /// The shortest `sync_every` seen (ns): how often the task wakes.
     tick: AtomicU64,
-    /// Whether the task runs.
-    running: AtomicBool,
+    /// Whether the task was started (once a store: it ends with the store, or its runtime).
+    started: AtomicBool,
     /// Whether the last sync reached Redis: after one that did not, a sync sends one call's
     /// worth of keys, not every key with counts kept (an outage costs one call an interval).
     reached: AtomicBool,
@@ -59,7 +60,7 @@ impl Synced {
             servers: AtomicU64::new(1),
             offset: AtomicI64::new(0),
             tick: AtomicU64::new(u64::MAX),
-            running: AtomicBool::new(false),
+            started: AtomicBool::new(false),
             reached: AtomicBool::new(true),
             id: i64::from_ne_bytes(id),
             syncing: tokio::sync::Mutex::new(()),
@@ -150,7 +151,8 @@ impl RedisStore {
         }
     }
 
-    /// Starts the task that syncs, unless it runs, and makes it wake at least every `every`.
+    /// Starts the task that syncs on the store's runtime, unless it was started, and makes
+    /// it wake at least every `every`.
     fn start_syncing(&self, every: Duration) {
         let synced = &self.inner.synced;
         let every = saturating_nanos(every);
@@ -158,16 +160,10 @@ impl RedisStore {
         if every < synced.tick.load(Ordering::Relaxed) {
             synced.tick.fetch_min(every, Ordering::Relaxed);
         }
-        if synced.running.load(Ordering::Relaxed) || synced.running.swap(true, Ordering::AcqRel) {
+        if synced.started.load(Ordering::Relaxed) || synced.started.swap(true, Ordering::AcqRel) {
             return;
         }
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(run(Arc::downgrade(&self.inner)));
-            }
-            // Decided alone until a request comes on a runtime.
-            Err(_) => synced.running.store(false, Ordering::Release),
-        }
+        self.inner.runtime.spawn(run(Arc::downgrade(&self.inner)));
     }
 
     /// The number of keys of local-first limits this server keeps in memory: at most about
@@ -179,6 +175,16 @@ impl RedisStore {
     /// Sends this server's counts of local-first limits to Redis now and takes back the
     /// fleet's totals, instead of at the next interval: before a server stops, so that the
     /// fleet loses none of its counts (a server that dies loses at most one interval's).
+    ///
+    /// ```no_run
+    /// # async fn run(store: tollgate::store::RedisStore) {
+    /// // The server stopped taking requests (and dropped its layer's clone of the store).
+    /// if let Err(error) = store.sync_now().await {
+    ///     tracing::warn!(%error, "this server's last counts are lost");
+    /// }
+    /// drop(store); // its tasks end, its connections close
+    /// # }
+    /// ```
     ///
     /// # Errors
     ///
@@ -194,9 +200,9 @@ impl RedisStore {
     }
 }
 
-/// The task: syncs every tick while the store lives.
+/// The task: syncs every tick while the store lives. It holds the store only for the length
+/// of a sync, so that dropping the store's last clone ends it at its next tick.
 async fn run(inner: Weak<Inner>) {
-    let _stopped = Stopped(inner.clone());
     loop {
         let Some(strong) = inner.upgrade() else {
             return;
@@ -207,18 +213,6 @@ async fn run(inner: Weak<Inner>) {
         let tick = Duration::from_nanos(strong.synced.tick.load(Ordering::Relaxed));
         drop(strong);
         tokio::time::sleep(tick).await;
-    }
-}
-
-/// Marks the task stopped however it ends (its store dropped, or its runtime shut down), so
-/// that the next request starts another.
-struct Stopped(Weak<Inner>);
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        if let Some(inner) = self.0.upgrade() {
-            inner.synced.running.store(false, Ordering::Release);
-        }
     }
 }
 
