@@ -9,6 +9,14 @@
 //!
 //! # Quick start
 //!
+//! tollgate needs Rust 1.89 or newer. Add it with the feature of your server; no feature is
+//! on by default ([the list](#features)):
+//!
+//! ```toml
+//! [dependencies]
+//! tollgate = { version = "0.1", features = ["axum"] }   # a tonic server: features = ["tonic"]
+//! ```
+//!
 //! ```
 //! use axum::{routing::get, Router};
 //! use tollgate::{rules::Rules, RateLimitLayer};
@@ -52,9 +60,12 @@
 //!
 //! # Features
 //!
-//! - `axum` (default): reads axum's `ConnectInfo` and `MatchedPath` (the `route` key).
-//! - `reload` (default): `reload::RulesWatcher` keeps a limiter's rules in step with its file.
+//! None is on by default: the layer itself, the rules, the memory store and [`Limiter`]
+//! need none, and each feature brings only its own dependencies.
+//!
+//! - `axum`: reads axum's `ConnectInfo` and `MatchedPath` (the `route` key).
 //! - `tonic`: reads tonic's `TcpConnectInfo`, so gRPC servers get the client address.
+//! - `reload`: `reload::RulesWatcher` keeps a limiter's rules in step with its file.
 //! - `redis`: `store::RedisStore`, limits shared by a fleet of servers.
 //! - `metrics`: counters, a latency histogram and gauges through the
 //!   [`metrics`](https://docs.rs/metrics) facade, for whichever recorder the application
@@ -67,6 +78,8 @@
 //! `tollgate-cli` crate.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
+// On docs.rs (built with every feature), each item says which feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod algorithm;
 #[cfg(feature = "client")]
@@ -74,6 +87,19 @@ pub mod client;
 pub mod clock;
 mod concurrency;
 mod decision;
+// The guide links to the items of every feature, as docs.rs builds it; built with fewer
+// features (`cargo doc` without `--all-features`), those links cannot resolve.
+#[cfg_attr(
+    not(all(
+        feature = "axum",
+        feature = "tonic",
+        feature = "reload",
+        feature = "redis",
+        feature = "metrics",
+        feature = "client"
+    )),
+    allow(rustdoc::broken_intra_doc_links)
+)]
 pub mod guide;
 pub mod layer;
 mod limiter;
