@@ -35,12 +35,17 @@
 //! # Ok::<(), tollgate::rules::RuleErrors>(())
 //! ```
 //!
+//! Behind a load balancer or a proxy, the address is the proxy's, and every client shares
+//! one bucket until the rules' [`client_ip.trusted_proxies`](guide::rules#client_ip) names
+//! the proxies. The [production checklist](guide::production) lists this and the rest.
+//!
 //! # The guide
 //!
 //! The [`guide`] is the user's reference: [the rules file](guide::rules) key by key,
 //! [the algorithms](guide::algorithms) and when to choose each, and
 //! [operations](guide::operations): hot reload, Redis, metrics, tracing, the client IP behind
-//! proxies, the response headers and the `tollgate` command.
+//! proxies, the response headers and the `tollgate` command; and [a production
+//! checklist](guide::production).
 //!
 //! # Crate layout
 //!
