@@ -22,9 +22,19 @@ done
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "==> cargo clippy (the workspace with all features, then the library's default ones)"
+echo "==> cargo clippy (the workspace with all features, then without --all-features)"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
+# The tests, examples and benches with the features the library's dev-dependency on itself
+# turns on (axum, reload): what `cargo test` builds.
 cargo clippy --package tollgate --all-targets -- -D warnings
+
+# The library with no feature, then with each feature alone, as a dependent may build it:
+# a `cfg` that only the full set satisfies fails here. (cargo-hack's --each-feature, spelled
+# out; the list is Cargo.toml's [features] less `default`.)
+for feature in "" axum tonic reload redis metrics client; do
+  echo "==> cargo clippy --package tollgate --lib --no-default-features --features '$feature'"
+  cargo clippy --package tollgate --lib --no-default-features --features "$feature" -- -D warnings
+done
 
 echo "==> cargo test --workspace --all-features"
 cargo test --workspace --all-features

@@ -9,6 +9,14 @@
 //!
 //! # Quick start
 //!
+//! tollgate needs Rust 1.89 or newer. Add it with the feature of your server; no feature is
+//! on by default ([the list](#features)):
+//!
+//! ```toml
+//! [dependencies]
+//! tollgate = { version = "0.1", features = ["axum"] }   # a tonic server: features = ["tonic"]
+//! ```
+//!
 //! ```
 //! use axum::{routing::get, Router};
 //! use tollgate::{rules::Rules, RateLimitLayer};
@@ -27,12 +35,17 @@
 //! # Ok::<(), tollgate::rules::RuleErrors>(())
 //! ```
 //!
+//! Behind a load balancer or a proxy, the address is the proxy's, and every client shares
+//! one bucket until the rules' [`client_ip.trusted_proxies`](guide::rules#client_ip) names
+//! the proxies. The [production checklist](guide::production) lists this and the rest.
+//!
 //! # The guide
 //!
 //! The [`guide`] is the user's reference: [the rules file](guide::rules) key by key,
 //! [the algorithms](guide::algorithms) and when to choose each, and
 //! [operations](guide::operations): hot reload, Redis, metrics, tracing, the client IP behind
-//! proxies, the response headers and the `tollgate` command.
+//! proxies, the response headers and the `tollgate` command; and [a production
+//! checklist](guide::production).
 //!
 //! # Crate layout
 //!
@@ -57,9 +70,12 @@
 //!
 //! # Features
 //!
-//! - `axum` (default): reads axum's `ConnectInfo` and `MatchedPath` (the `route` key).
-//! - `reload` (default): `reload::RulesWatcher` keeps a limiter's rules in step with its file.
+//! None is on by default: the layer itself, the rules, the memory store and [`Limiter`]
+//! need none, and each feature brings only its own dependencies.
+//!
+//! - `axum`: reads axum's `ConnectInfo` and `MatchedPath` (the `route` key).
 //! - `tonic`: reads tonic's `TcpConnectInfo`, so gRPC servers get the client address.
+//! - `reload`: `reload::RulesWatcher` keeps a limiter's rules in step with its file.
 //! - `redis`: `store::RedisStore`, limits shared by a fleet of servers.
 //! - `metrics`: counters, a latency histogram and gauges through the
 //!   [`metrics`](https://docs.rs/metrics) facade, for whichever recorder the application
@@ -72,6 +88,8 @@
 //! `tollgate-cli` crate.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub)]
+// On docs.rs (built with every feature), each item says which feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod algorithm;
 #[cfg(feature = "client")]
@@ -80,6 +98,19 @@ pub mod clock;
 mod concurrency;
 mod decision;
 pub mod envoy;
+// The guide links to the items of every feature, as docs.rs builds it; built with fewer
+// features (`cargo doc` without `--all-features`), those links cannot resolve.
+#[cfg_attr(
+    not(all(
+        feature = "axum",
+        feature = "tonic",
+        feature = "reload",
+        feature = "redis",
+        feature = "metrics",
+        feature = "client"
+    )),
+    allow(rustdoc::broken_intra_doc_links)
+)]
 pub mod guide;
 pub mod layer;
 mod limiter;

@@ -10,7 +10,7 @@
 //! request the server would refuse is not sent.
 //!
 //! ```toml
-//! tollgate = { version = "0.1", default-features = false, features = ["client"] }
+//! tollgate = { version = "0.1", features = ["client"] }
 //! ```
 //!
 //! # What it does

@@ -11,6 +11,8 @@
 //! - [`operations`]: running it: hot reload, Redis and the failure policy, metrics and
 //!   tracing, the client IP behind proxies, the headers and gRPC answers, and the `tollgate`
 //!   command (`tollgate check`, `tollgate explain`).
+//! - [`production`]: a checklist before limiting real traffic: trusted proxies, the store
+//!   and its failure policy, Redis timeouts, metrics, hot reload, shutdown and clocks.
 //! - [`simulate`]: `tollgate simulate`, replaying traffic through a rules file before it
 //!   ships: trace formats, synthetic traffic, the comparison of algorithms and of rules, and
 //!   a worked example.
@@ -67,6 +69,7 @@ pub mod algorithms;
 #[cfg(feature = "client")]
 pub mod client;
 pub mod operations;
+pub mod production;
 pub mod rules;
 pub mod service;
 pub mod simulate;

@@ -11,9 +11,9 @@
 //!
 //! # Hot reload
 //!
-//! Change the rules file while the server runs: a `RulesWatcher` (feature `reload`, on by
-//! default) puts the new rules in force within a moment (150–180 ms from the write to the
-//! first request decided under them, in the tests), without a restart.
+//! Change the rules file while the server runs: a `RulesWatcher` (feature `reload`) puts the
+//! new rules in force within a moment (150–180 ms from the write to the first request
+//! decided under them, in the tests), without a restart.
 //!
 //! ```rust,no_run
 //! use axum::{routing::get, Router};

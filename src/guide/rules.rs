@@ -166,6 +166,55 @@
 //! # Ok::<(), tollgate::rules::RuleErrors>(())
 //! ```
 //!
+//! ## A key from the authenticated user
+//!
+//! An `identity` key limits each user (or tenant, or API client) that your authentication
+//! found, wherever they connect from. The authentication must run first, to store the
+//! [`Identity`](crate::source::Identity) before the rate limit reads it: in axum the layer
+//! added last runs first, so `.layer(rate_limit)` then `.layer(auth)`; in a
+//! `tower::ServiceBuilder` the layer added first runs first. In the other order the rate
+//! limit finds no identity, and the limits on it apply to nobody.
+//!
+//! ```rust
+//! use axum::{body::Body, extract::Request, http::StatusCode, middleware::{self, Next}};
+//! use axum::{response::Response, routing::get, Router};
+//! use tollgate::{rules::Rules, source::Identity, RateLimitLayer};
+//! use tower::ServiceExt;
+//!
+//! // Your authentication; here, a bearer token that is the user's ID.
+//! async fn authenticate(mut request: Request, next: Next) -> Result<Response, StatusCode> {
+//!     let token = request.headers().get("authorization").and_then(|v| v.to_str().ok());
+//!     let user = token.and_then(|t| t.strip_prefix("Bearer ")).ok_or(StatusCode::UNAUTHORIZED)?;
+//!     let identity = Identity::new(user);
+//!     request.extensions_mut().insert(identity);
+//!     Ok(next.run(request).await)
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let rules = Rules::from_yaml(r#"
+//! domain: api
+//! sources:
+//!   user: identity
+//! descriptors:
+//!   - key: user                     # each user: 1 request a minute
+//!     rate_limit: { unit: minute, requests_per_unit: 1 }
+//! "#)?;
+//! let app = Router::new()
+//!     .route("/", get(|| async { "hello" }))
+//!     .layer(RateLimitLayer::from_rules(rules))       // runs second
+//!     .layer(middleware::from_fn(authenticate));      // runs first
+//!
+//! let call = |user: &str| {
+//!     let request = Request::get("/").header("authorization", format!("Bearer {user}"));
+//!     app.clone().oneshot(request.body(Body::empty()).unwrap())
+//! };
+//! assert_eq!(call("ann").await?.status(), StatusCode::OK);
+//! assert_eq!(call("ann").await?.status(), StatusCode::TOO_MANY_REQUESTS);
+//! assert_eq!(call("bob").await?.status(), StatusCode::OK);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
 //! # `client_ip`
 //!
 //! ```yaml

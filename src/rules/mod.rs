@@ -344,6 +344,8 @@ impl Rules {
     ///
     /// For the `tollgate` command, outside the API's semver promise.
     #[doc(hidden)]
+    // The link to `RedisStore::holds` resolves only with the `redis` feature (as on docs.rs).
+    #[cfg_attr(not(feature = "redis"), allow(rustdoc::broken_intra_doc_links))]
     pub fn override_decided_by(&self, own: LimitOverride) -> Option<(Algorithm, Quota)> {
         let limit = &self.limits[self.override_limit(own.unit)?];
         let (algorithm, _) = limit.limited()?;
