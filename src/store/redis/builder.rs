@@ -254,8 +254,10 @@ impl RedisStoreBuilder {
             return Err(StoreError::new(StoreErrorKind::Configuration, message));
         }
         // The connections' own tasks run where they are opened: the store's run there too.
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|error| StoreError::new("a Redis store connects in a Tokio runtime", error))?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|error| {
+            let message = "a Redis store connects in a Tokio runtime";
+            StoreError::new(StoreErrorKind::Configuration, message).with_source(error)
+        })?;
         let certificates = self.certificates()?;
         let breaker = Arc::new(Breaker::new(self.breaker_threshold, self.breaker_cooldown));
         let connection = match &self.topology {
