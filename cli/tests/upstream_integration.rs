@@ -709,6 +709,23 @@ fn a_setting_tollgate_does_not_honour_stops_the_start() {
     }
 }
 
+/// What no retry fixes stops the start, saying why, rather than retrying for ever: a
+/// Redis CA file that is not there.
+#[test]
+fn a_redis_tls_file_missing_stops_the_start() {
+    let redis = RedisServer::start();
+    let missing = [
+        ("REDIS_TLS", "true"),
+        ("REDIS_TLS_CACERT", "/nonexistent/ca.pem"),
+    ];
+    let (code, _, errors) = tollgate_from_env(&runtime(), &redis, &missing);
+    assert_ne!(code, Some(0));
+    assert!(
+        errors.contains("cannot use Redis at rediss://") && errors.contains("/nonexistent/ca.pem"),
+        "{errors}"
+    );
+}
+
 /// `REDIS_TYPE=sentinel`, upstream's form (`REDIS_URL=mymaster,host:port`): the service
 /// finds the master through the sentinel; the master killed under calls, every call is
 /// answered (its limit's `on_store_error` decides while there is no master), and once the

@@ -266,7 +266,7 @@ async fn serve(args: &ServeArgs) -> Result<(), String> {
     };
     match store {
         StoreChoice::Memory => {
-            let store = std::future::ready(MemoryStore::new());
+            let store = std::future::ready(Ok(MemoryStore::new()));
             service.run(Readiness::starting(LOADING), store).await
         }
         StoreChoice::Redis(target, options) => {
@@ -379,7 +379,7 @@ impl Service<'_> {
     async fn run<St: Backing>(
         mut self,
         readiness: Readiness<St>,
-        store: impl Future<Output = St>,
+        store: impl Future<Output = Result<St, String>>,
     ) -> Result<(), String> {
         let addresses = self.listeners.addresses;
         let statsd = self.answering.statsd.clone();
@@ -445,7 +445,7 @@ async fn start<St: Backing + 'static>(
     args: &ServeArgs,
     addresses: Addresses,
     readiness: &Readiness<St>,
-    store: impl Future<Output = St>,
+    store: impl Future<Output = Result<St, String>>,
     loading: Loading,
 ) -> Result<(), String> {
     let source = args.rules_source();
@@ -461,7 +461,7 @@ async fn start<St: Backing + 'static>(
             .collect();
         return Err(failed.join("\n"));
     }
-    let store = store.await;
+    let store = store.await?;
     let make: StoreMaker<St> = Arc::new(move || store.for_another_domain());
     let domains = Domains::new(loaded, || make(), loading.shadow);
     // Watching reads the files again: a change saved while the store connected is in force.

@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 use tollgate::algorithm::{Algorithm, Quota};
-use tollgate::store::{MemoryStore, RedisStore, RedisStoreBuilder, Store};
+use tollgate::store::{MemoryStore, RedisStore, RedisStoreBuilder, Store, StoreErrorKind};
 
 /// The first wait before connecting to Redis again.
 const FIRST_WAIT: Duration = Duration::from_millis(100);
@@ -64,9 +64,9 @@ impl StoreChoice {
         // `RedisStoreBuilder::connect` tells an address that can never work from a Redis
         // that is down (`StoreErrorKind::Configuration`), but only once the service listens.
         // So the addresses are parsed here, by the parsers `connect` runs before it reaches
-        // the network: what fails here stops the start before anything listens, and whatever
-        // `connect` fails with later is worth retrying. (The key prefix, the other thing it
-        // checks, is the default one.)
+        // the network: what fails here stops the start before anything listens. What else
+        // `connect` finds wrong for good (a TLS file, a password) stops it once it listens;
+        // the rest is retried.
         match (server, cluster) {
             (Some(url), _) => {
                 check_url(url)?;
@@ -122,16 +122,24 @@ fn check_url(url: &str) -> Result<(), String> {
 impl RedisTarget {
     /// Connects, trying again after each failure until it succeeds; `readiness` tells why
     /// the service waits meanwhile, and each failure is printed.
+    ///
+    /// # Errors
+    ///
+    /// A failure no retry fixes ([`StoreErrorKind::Configuration`]: a TLS file that cannot
+    /// be read, credentials Redis refuses), at once.
     pub(crate) async fn connect(
         &self,
         options: &RedisOptions,
         readiness: &Readiness<RedisStore>,
-    ) -> RedisStore {
+    ) -> Result<RedisStore, String> {
         readiness.waiting_for(format!("connecting to {self}"));
         let mut wait = FIRST_WAIT;
         loop {
             match self.builder(options).connect().await {
-                Ok(store) => return store,
+                Ok(store) => return Ok(store),
+                Err(error) if error.kind() == StoreErrorKind::Configuration => {
+                    return Err(format!("cannot use {self}: {error}"));
+                }
                 Err(error) => {
                     eprintln!("tollgate serve: {error}, retrying in {wait:?}");
                     readiness.waiting_for(error.to_string());
