@@ -79,7 +79,7 @@ impl StoreError {
 
     /// The same error, caused by `source`, the error underneath (shown after the message).
     #[must_use]
-    #[cfg(feature = "redis")]
+    #[cfg(any(feature = "redis", test))]
     pub(crate) fn with_source(mut self, source: impl StdError + Send + Sync + 'static) -> Self {
         self.source = Some(Arc::new(source));
         self
