@@ -798,7 +798,7 @@ async fn a_grpc_denial_carries_its_pushback_whatever_the_header_set() {
 fn slow_down(rejected: &Rejected<'_>) -> Response<String> {
     let body = format!(
         "{} denied ({:?}) by {}",
-        rejected.request().uri.path(),
+        rejected.uri().path(),
         rejected.verdict().denial(),
         rejected.limit().label()
     );

@@ -8,7 +8,7 @@ use crate::decision::{Ruling, Verdict};
 use crate::response;
 use crate::rules::{Limit, Rules};
 use bytes::Bytes;
-use http::{request, HeaderMap, Response};
+use http::{Extensions, HeaderMap, Method, Request, Response, Uri};
 
 /// What the layer knows of a request it denies, for the hook of
 /// [`RateLimitLayer::on_rejection`](super::RateLimitLayer::on_rejection) to answer it.
@@ -18,18 +18,22 @@ pub struct Rejected<'a> {
     limit: &'a Limit,
     ruling: &'a Ruling,
     decision: &'a Decision,
-    request: &'a request::Parts,
+    method: &'a Method,
+    uri: &'a Uri,
+    request_headers: &'a HeaderMap,
+    extensions: &'a Extensions,
     grpc: bool,
 }
 
 impl<'a> Rejected<'a> {
     /// The denial of `request` by `limit`'s `decision`, reported by `ruling` under `rules`;
     /// `grpc` when it is a gRPC call.
-    pub(super) fn new(
+    #[inline]
+    pub(super) fn new<B>(
         rules: &'a Rules,
         ruling: &'a Ruling,
         (limit, decision): (&'a Limit, &'a Decision),
-        request: &'a request::Parts,
+        request: &'a Request<B>,
         grpc: bool,
     ) -> Self {
         Rejected {
@@ -37,7 +41,10 @@ impl<'a> Rejected<'a> {
             limit,
             ruling,
             decision,
-            request,
+            method: request.method(),
+            uri: request.uri(),
+            request_headers: request.headers(),
+            extensions: request.extensions(),
             grpc,
         }
     }
@@ -53,9 +60,24 @@ impl<'a> Rejected<'a> {
         self.limit
     }
 
-    /// The request's method, URI, headers and extensions (its body is dropped unread).
-    pub fn request(&self) -> &request::Parts {
-        self.request
+    /// The request's method.
+    pub fn method(&self) -> &Method {
+        self.method
+    }
+
+    /// The request's URI.
+    pub fn uri(&self) -> &Uri {
+        self.uri
+    }
+
+    /// The request's headers (tollgate's own for the answer are [`Rejected::headers`]).
+    pub fn request_headers(&self) -> &HeaderMap {
+        self.request_headers
+    }
+
+    /// The request's extensions: what the layers before put there (an identity, a tenant).
+    pub fn extensions(&self) -> &Extensions {
+        self.extensions
     }
 
     /// Whether the request is a gRPC call (`content-type: application/grpc*`), which is
@@ -74,6 +96,7 @@ impl<'a> Rejected<'a> {
     /// tollgate's own answer: `429` with a problem document (`503` when the load shedder
     /// turned the request away), or for a gRPC call a Trailers-Only `RESOURCE_EXHAUSTED`
     /// (`UNAVAILABLE`), with [`Rejected::headers`].
+    #[inline]
     pub fn default_response(&self) -> Response<Bytes> {
         response::rejection(self.limit, self.decision, self.rules.response(), self.grpc)
     }

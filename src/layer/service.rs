@@ -112,7 +112,7 @@ where
         };
         match plan(deciding.rules(), ruling, &mut request) {
             Plan::Reject(rejection) => {
-                let answer = rejection.answer(&self.on_rejection, deciding.rules(), request);
+                let answer = rejection.answer(&self.on_rejection, deciding.rules(), &request);
                 ResponseFuture::answered(answer)
             }
             Plan::Admit(headers) if ruling.delay().is_zero() => {
@@ -171,7 +171,7 @@ where
             let ruling = deciding.settle().await;
             match plan(deciding.rules(), &ruling, &mut request) {
                 Plan::Reject(rejection) => {
-                    Waited::Answered(rejection.answer(&on_rejection, deciding.rules(), request))
+                    Waited::Answered(rejection.answer(&on_rejection, deciding.rules(), &request))
                 }
                 Plan::Admit(headers) => {
                     let release_at = release_at(ruling.delay());
@@ -250,15 +250,15 @@ struct Rejection<'a> {
 impl Rejection<'_> {
     /// The answer `on_rejection` gives `request` under `rules` (by default a 429, or gRPC's
     /// `RESOURCE_EXHAUSTED`).
+    #[inline]
     fn answer<B>(
         self,
         on_rejection: &impl OnRejection,
         rules: &Rules,
-        request: Request<B>,
+        request: &Request<B>,
     ) -> Response<Bytes> {
-        let (parts, _body) = request.into_parts();
         let denied_by = (self.limit, self.decision);
-        let rejected = Rejected::new(rules, self.ruling, denied_by, &parts, self.grpc);
+        let rejected = Rejected::new(rules, self.ruling, denied_by, request, self.grpc);
         on_rejection.response(&rejected)
     }
 }
