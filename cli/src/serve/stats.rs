@@ -19,8 +19,11 @@ const NEAR_LIMIT_RATIO: f32 = 0.8;
 /// Where the statistics go, and the tags each carries (`EXTRA_TAGS`).
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct StatsdTarget {
+    /// The statsd server's host name or address.
     pub(crate) host: String,
+    /// Its UDP port.
     pub(crate) port: u16,
+    /// The tags of every statistic, by name.
     pub(crate) tags: BTreeMap<String, String>,
 }
 
