@@ -534,8 +534,8 @@ fn a_flood_while_redis_is_down_stays_within_the_key_ceiling_and_then_goes() {
         .expect("connects");
     server.kill();
     let quota = Quota::new(100, Duration::from_secs(10)).unwrap();
-    // Decided outside the runtime, where no sync task starts: the syncs are the ones below,
-    // one an interval, as the task's would be.
+    // Redis is down: every sync fails, the store's task's as these below, one an interval
+    // of the test's clock.
     for i in 0..200_000u32 {
         let key = format!("client-{i}").into_bytes();
         assert!(admits(&store, &check(Algorithm::FixedWindow, &quota, &key)));
