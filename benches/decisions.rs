@@ -269,20 +269,7 @@ impl<'k> Fixture<'k> {
                 algorithm,
                 quota,
             } => run(threads, iters, start, keys.len(), |i| {
-                let check = LimitCheck {
-                    domain: "bench",
-                    key: keys.state_key(i),
-                    tag: keys.state_key(i),
-                    algorithm: *algorithm,
-                    quota,
-                    cost: 1,
-                    shadow: false,
-                    check_only: false,
-                    sync_every: None,
-                    limit: "test",
-                    approximate: None,
-                    carried_from: &[],
-                };
+                let check = LimitCheck::new("bench", keys.state_key(i), *algorithm, quota);
                 verdicts::admitted(store, &check)
             }),
             Decider::GovernorIp(limiter) => {

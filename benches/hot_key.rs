@@ -82,20 +82,7 @@ fn measure(threads: usize, verdict: Verdict, rounds: usize) {
         .collect();
     let checks: Vec<LimitCheck<'_>> = cases
         .iter()
-        .map(|(_, algorithm, quota)| LimitCheck {
-            domain: "bench",
-            key: &key,
-            tag: &key,
-            algorithm: *algorithm,
-            quota,
-            cost: 1,
-            shadow: false,
-            check_only: false,
-            sync_every: None,
-            limit: "test",
-            approximate: None,
-            carried_from: &[],
-        })
+        .map(|(_, algorithm, quota)| LimitCheck::new("bench", &key, *algorithm, quota))
         .collect();
     let governor: DefaultKeyedRateLimiter<std::net::IpAddr> =
         governor::RateLimiter::keyed(verdict.governor_quota());

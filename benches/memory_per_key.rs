@@ -451,20 +451,7 @@ fn run_tollgate(algorithm: Algorithm, quota: Quota, case: Case) -> Measured {
         }
         for i in 0..case.keys {
             case.kind.write_key(&mut buf, i);
-            let check = LimitCheck {
-                domain: "test",
-                key: &buf,
-                tag: &buf,
-                algorithm,
-                quota: &quota,
-                cost: 1,
-                shadow: false,
-                check_only: false,
-                sync_every: None,
-                limit: "test",
-                approximate: None,
-                carried_from: &[],
-            };
+            let check = LimitCheck::new("test", &buf, algorithm, &quota);
             let Acquisition::Ready(Ok(decisions)) = store.acquire(&[check]) else {
                 panic!("the memory store answers at once, without error");
             };

@@ -764,20 +764,7 @@ fn two_limits_on_one_request_are_all_or_nothing_under_concurrency() {
         let store = MemoryStore::with_clock(ManualClock::new());
         let narrow_quota = quota_admitting(algorithm, NARROW);
         let wide_quota = quota_admitting(algorithm, WIDE);
-        let limit = |key: &'static [u8], quota| LimitCheck {
-            domain: "test",
-            key,
-            tag: key,
-            algorithm,
-            quota,
-            cost: 1,
-            shadow: false,
-            check_only: false,
-            sync_every: None,
-            limit: "test",
-            approximate: None,
-            carried_from: &[],
-        };
+        let limit = |key: &'static [u8], quota| LimitCheck::new("test", key, algorithm, quota);
         let wide = limit(b"wide", &wide_quota);
         let narrow = limit(b"narrow", &narrow_quota);
         // The wide limit first: a denial by the narrow one must undo nothing already charged.

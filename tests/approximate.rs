@@ -16,18 +16,9 @@ fn check<'a>(
     memory: usize,
 ) -> LimitCheck<'a> {
     LimitCheck {
-        domain: "approximate",
-        key,
-        tag: key,
-        algorithm,
-        quota,
-        cost: 1,
-        shadow: false,
-        check_only: false,
-        sync_every: None,
         limit: "per-client",
         approximate: Some(Approximate::new(memory)),
-        carried_from: &[],
+        ..LimitCheck::new("approximate", key, algorithm, quota)
     }
 }
 

@@ -283,20 +283,11 @@ async fn the_overshoot_of_a_local_first_limit_is_a_gauge() {
     let servers = [connect().await, connect().await];
     let quota = Quota::new(100, Duration::from_secs(10)).unwrap();
     let check = LimitCheck {
-        domain: "metrics_sync",
-        key: b"client",
-        tag: b"client",
-        algorithm: Algorithm::FixedWindow,
-        quota: &quota,
-        cost: 1,
-        shadow: false,
-        check_only: false,
         // As long as the window: no background sync comes between the two servers' requests
         // and the `sync_now`s, however slow the machine.
         sync_every: Some(Duration::from_secs(10)),
         limit: "fleet",
-        approximate: None,
-        carried_from: &[],
+        ..LimitCheck::new("metrics_sync", b"client", Algorithm::FixedWindow, &quota)
     };
     // Each server admits its 80 alone and syncs before the next starts: the second sync
     // finds the first's count. (With both syncing at once, the first to apply could be the

@@ -1043,20 +1043,7 @@ fn the_local_policy_decides_in_memory_while_redis_is_down() {
 
 /// A check of one request for `key`, against a fixed window of `quota`.
 fn one_check<'a>(quota: &'a tollgate::algorithm::Quota, key: &'a [u8]) -> LimitCheck<'a> {
-    LimitCheck {
-        domain: "errors",
-        key,
-        tag: key,
-        algorithm: Algorithm::FixedWindow,
-        quota,
-        cost: 1,
-        shadow: false,
-        check_only: false,
-        sync_every: None,
-        limit: "test",
-        approximate: None,
-        carried_from: &[],
-    }
+    LimitCheck::new("errors", key, Algorithm::FixedWindow, quota)
 }
 
 #[test]

@@ -30,18 +30,8 @@ async fn store(server: &RedisServer, clock: Option<&ManualClock>) -> RedisStore 
 
 fn check<'a>(algorithm: Algorithm, quota: &'a Quota, key: &'a [u8]) -> LimitCheck<'a> {
     LimitCheck {
-        domain: "sync",
-        key,
-        tag: key,
-        algorithm,
-        quota,
-        cost: 1,
-        shadow: false,
-        check_only: false,
         sync_every: Some(EVERY),
-        limit: "test",
-        approximate: None,
-        carried_from: &[],
+        ..LimitCheck::new("sync", key, algorithm, quota)
     }
 }
 

@@ -28,18 +28,8 @@ fn a_dropped_store_ends_its_tasks() {
             .expect("connects");
         let quota = Quota::new(1_000_000, Duration::from_secs(3_600)).unwrap();
         let local_first = LimitCheck {
-            domain: "tasks",
-            key: b"client",
-            tag: b"client",
-            algorithm: Algorithm::FixedWindow,
-            quota: &quota,
-            cost: 1,
-            shadow: false,
-            check_only: false,
             sync_every: Some(EVERY),
-            limit: "test",
-            approximate: None,
-            carried_from: &[],
+            ..LimitCheck::new("tasks", b"client", Algorithm::FixedWindow, &quota)
         };
         let Acquisition::Ready(decided) = store.acquire(&[local_first]) else {
             panic!("a local-first limit is decided without waiting");

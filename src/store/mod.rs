@@ -88,6 +88,30 @@ pub struct LimitCheck<'a> {
     pub carried_from: &'a [CarriedFrom],
 }
 
+impl<'a> LimitCheck<'a> {
+    /// A check of one request (cost 1) for `key`, its own hash tag, in `domain`, decided
+    /// by `algorithm` under `quota`: enforced, charged, exact, carried from nothing, its
+    /// limit labelled `test`. For the crate's tests and benches, which set the other fields
+    /// by struct update.
+    #[inline]
+    pub fn new(domain: &'a str, key: &'a [u8], algorithm: Algorithm, quota: &'a Quota) -> Self {
+        LimitCheck {
+            domain,
+            key,
+            tag: key,
+            algorithm,
+            quota,
+            cost: 1,
+            shadow: false,
+            check_only: false,
+            sync_every: None,
+            limit: "test",
+            approximate: None,
+            carried_from: &[],
+        }
+    }
+}
+
 /// A limit that a reload replaced, whose keys' state the keys of the limit that took its
 /// place start from (see the guide's [what a reload keeps](crate::guide::operations#what-a-reload-keeps)).
 ///

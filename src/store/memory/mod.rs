@@ -452,20 +452,7 @@ mod tests {
     }
 
     fn check<'a>(key: &'a [u8], algorithm: Algorithm, quota: &'a Quota) -> LimitCheck<'a> {
-        LimitCheck {
-            domain: "test",
-            key,
-            tag: key,
-            algorithm,
-            quota,
-            cost: 1,
-            shadow: false,
-            check_only: false,
-            sync_every: None,
-            limit: "test",
-            approximate: None,
-            carried_from: &[],
-        }
+        LimitCheck::new("test", key, algorithm, quota)
     }
 
     #[test]
