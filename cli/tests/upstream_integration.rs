@@ -230,12 +230,7 @@ async fn basic_config_with_cache_prefix() {
 async fn basic_base_config(variant: Variant) -> RedisServer {
     let redis = RedisServer::start();
     let mut statsd = StatsdServer::start();
-    let port = statsd.port().to_string();
-    let mut settings = vec![
-        ("USE_STATSD", "true"),
-        ("STATSD_HOST", "127.0.0.1"),
-        ("STATSD_PORT", port.as_str()),
-    ];
+    let mut settings = statsd.upstream_settings().to_vec();
     if variant.local_cache {
         settings.push(("LOCAL_CACHE_SIZE_IN_BYTES", "1000"));
     }
@@ -399,19 +394,16 @@ async fn config_limit_override() {
         .join("tests/upstream/test/config/basic_config.yaml");
     std::fs::copy(file, config.join("basic_config.yaml")).expect("copied");
     let mut statsd = StatsdServer::start();
-    let port = statsd.port().to_string();
-    let settings = [
+    let mut settings = vec![
         ("RUNTIME_ROOT", root.path().to_str().expect("a UTF-8 path")),
         ("RUNTIME_SUBDIRECTORY", "ratelimit"),
         ("BACKEND_TYPE", "memory"),
-        ("USE_STATSD", "true"),
-        ("STATSD_HOST", "127.0.0.1"),
-        ("STATSD_PORT", &port),
         ("GRPC_HOST", "127.0.0.1"),
         ("GRPC_PORT", "0"),
         ("HOST", "127.0.0.1"),
         ("PORT", "0"),
     ];
+    settings.extend(statsd.upstream_settings());
     let served = Served::start_from_env(&settings, &[]);
     let mut client = calls::client(&served.grpc).await;
     let own = |domain: &str, value: &str, requests_per_unit: u32, unit: RateLimitUnit| {
@@ -472,13 +464,8 @@ async fn config_limit_override() {
 async fn basic_config_extra_tags() {
     let redis = RedisServer::start();
     let mut statsd = StatsdServer::start();
-    let port = statsd.port().to_string();
-    let settings = [
-        ("USE_STATSD", "true"),
-        ("STATSD_HOST", "127.0.0.1"),
-        ("STATSD_PORT", port.as_str()),
-        ("EXTRA_TAGS", "foo:bar,a:b"),
-    ];
+    let mut settings = statsd.upstream_settings().to_vec();
+    settings.push(("EXTRA_TAGS", "foo:bar,a:b"));
     let (_served, mut client) = serve_with(&runtime(), &redis, &settings).await;
     let answer = ask(&mut client, request("basic", &[&[("key1", "foo")]])).await;
     assert_eq!(answer.overall_code(), Code::Ok);
@@ -555,12 +542,7 @@ async fn config_reload() {
     let root = tempfile::tempdir().expect("a temporary directory");
     copy_dir(&runtime(), root.path());
     let ratelimit = root.path().join("current/ratelimit");
-    let port = statsd.port().to_string();
-    let counted = [
-        ("USE_STATSD", "true"),
-        ("STATSD_HOST", "127.0.0.1"),
-        ("STATSD_PORT", port.as_str()),
-    ];
+    let counted = statsd.upstream_settings();
     let (_served, mut client) = serve_with(root.path(), &redis, &counted).await;
     let success = "ratelimit.service.config_load_success";
     let error = "ratelimit.service.config_load_error";

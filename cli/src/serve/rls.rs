@@ -407,11 +407,9 @@ fn status(
     };
     DescriptorStatus {
         code: if over { Code::OverLimit } else { Code::Ok }.into(),
-        current_limit: Some(match (own, call.limit_of(limit)) {
-            (Some(own), _) => override_limit(own),
-            (None, Some(limit)) => current_limit(limit),
-            (None, None) => RateLimit::default(),
-        }),
+        current_limit: own
+            .map(override_limit)
+            .or_else(|| call.limit_of(limit).map(current_limit)),
         limit_remaining: u32::try_from(decided.remaining).unwrap_or(u32::MAX),
         // In whole seconds, rounded up, as envoyproxy/ratelimit says it.
         duration_until_reset: Some(duration(whole_seconds(until_reset))),

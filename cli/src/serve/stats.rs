@@ -73,8 +73,10 @@ impl Statsd {
     /// limit: `ratelimit.service.rate_limit.<domain>.domain_not_found`.
     pub(crate) fn domain_not_found(&self, domain: &str, descriptors: usize) {
         let count = u64::try_from(descriptors).unwrap_or(u64::MAX);
-        let name = format!("ratelimit.service.rate_limit.{domain}.domain_not_found");
-        self.increment(&name, count);
+        self.increment(
+            format_args!("ratelimit.service.rate_limit.{domain}.domain_not_found"),
+            count,
+        );
     }
 
     /// Counts a load of the rules, at start or when a file changed:
@@ -82,7 +84,7 @@ impl Statsd {
     /// (its domain keeping its rules).
     pub(crate) fn config_loaded(&self, every_file: bool) {
         let outcome = if every_file { "success" } else { "error" };
-        self.increment(&format!("ratelimit.service.config_load_{outcome}"), 1);
+        self.increment(format_args!("ratelimit.service.config_load_{outcome}"), 1);
     }
 
     /// Sends `counts` of the limit whose statistics key is `key`.
@@ -95,13 +97,16 @@ impl Statsd {
             ("shadow_mode", counts.shadow_mode),
         ] {
             if value > 0 {
-                self.increment(&format!("ratelimit.service.rate_limit.{key}.{name}"), value);
+                self.increment(
+                    format_args!("ratelimit.service.rate_limit.{key}.{name}"),
+                    value,
+                );
             }
         }
     }
 
-    /// Adds `value` to the counter `name`, tagged.
-    fn increment(&self, name: &str, value: u64) {
+    /// Adds `value` to the counter `name`, tagged: the name written once.
+    fn increment(&self, name: std::fmt::Arguments<'_>, value: u64) {
         let key = Key::from_name(format!("{name}{}", self.tags));
         let metadata = Metadata::new(module_path!(), metrics::Level::INFO, None);
         self.recorder

@@ -11,6 +11,8 @@ const DEADLINE: Duration = Duration::from_secs(20);
 /// Listens for statsd's lines (`name:value|c`), one datagram each or several.
 pub struct StatsdServer {
     socket: UdpSocket,
+    /// Its port, as a setting's value.
+    port: String,
     heard: Vec<String>,
 }
 
@@ -21,20 +23,26 @@ impl StatsdServer {
         socket
             .set_read_timeout(Some(Duration::from_millis(100)))
             .expect("a timeout");
+        let port = socket.local_addr().expect("its address").port().to_string();
         StatsdServer {
             socket,
+            port,
             heard: Vec::new(),
         }
     }
 
-    /// Its port.
-    pub fn port(&self) -> u16 {
-        self.socket.local_addr().expect("its address").port()
-    }
-
     /// Its `host:port`.
     pub fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port())
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// envoyproxy/ratelimit's settings that send its statistics here.
+    pub fn upstream_settings(&self) -> [(&'static str, &str); 3] {
+        [
+            ("USE_STATSD", "true"),
+            ("STATSD_HOST", "127.0.0.1"),
+            ("STATSD_PORT", &self.port),
+        ]
     }
 
     /// The sum of the counter `name`, once it reaches `at_least` (waiting for what is on
